@@ -1,0 +1,9 @@
+// Umbrella header of the boostcomm C++ API.
+#pragma once
+
+#include "boostcomm/buffer.h"
+#include "boostcomm/communicator.h"
+#include "boostcomm/error.h"
+#include "boostcomm/types.h"
+#include "boostcomm/version.h"
+#include "boostcomm/work.h"

@@ -1,0 +1,91 @@
+// The Communicator: collectives over a group of ranks.
+//
+// Semantics follow MPI: every rank of the communicator calls the same
+// collectives in the same order with matching counts, dtypes, ops and roots.
+// All ranks end with bitwise-identical results.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "boostcomm/buffer.h"
+#include "boostcomm/types.h"
+#include "boostcomm/work.h"
+
+namespace boostcomm {
+
+namespace detail {
+class CommunicatorImpl;
+}
+
+struct CallOptions {
+  // Algorithm name ("native", "ring", "rhd", ...); empty selects by the
+  // table (see docs/ALGORITHMS.md), which BOOSTCOMM_ALGO can override.
+  std::string algorithm;
+  // Deadline for a blocking call; empty uses BOOSTCOMM_TIMEOUT_MS (0 = none).
+  std::optional<std::chrono::milliseconds> timeout;
+};
+
+class Communicator {
+ public:
+  // The MPI world. Initialises MPI (MPI_THREAD_MULTIPLE when available) if
+  // nobody has; finalises it at finalize() only when boostcomm initialised it.
+  static std::shared_ptr<Communicator> createMpiWorld();
+
+  explicit Communicator(std::unique_ptr<detail::CommunicatorImpl> impl);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const;
+  int size() const;
+
+  // recv = op over all ranks' send. In place when send.data == recv.data.
+  void allreduce(ConstView send, View recv, ReduceOp op, const CallOptions& options = {});
+  Work allreduceAsync(ConstView send, View recv, ReduceOp op, const CallOptions& options = {});
+
+  // recv (size * send.count elements) = concatenation of every rank's send.
+  // In place when send.data == recv.data + rank * send.count elements.
+  void allgather(ConstView send, View recv, const CallOptions& options = {});
+  Work allgatherAsync(ConstView send, View recv, const CallOptions& options = {});
+
+  // Varying counts: rank i contributes recvCounts[i] elements; recv holds
+  // their sum, packed in rank order. send.count must equal recvCounts[rank].
+  void allgatherv(ConstView send, View recv, std::span<const std::size_t> recvCounts,
+                  const CallOptions& options = {});
+  Work allgathervAsync(ConstView send, View recv, std::span<const std::size_t> recvCounts,
+                       const CallOptions& options = {});
+
+  // buffer on every rank = buffer on root.
+  void broadcast(View buffer, int root, const CallOptions& options = {});
+  Work broadcastAsync(View buffer, int root, const CallOptions& options = {});
+
+  // send has size * recv.count elements; rank i receives block i of the reduction.
+  void reduceScatter(ConstView send, View recv, ReduceOp op, const CallOptions& options = {});
+  Work reduceScatterAsync(ConstView send, View recv, ReduceOp op, const CallOptions& options = {});
+
+  void barrier(const CallOptions& options = {});
+  Work barrierAsync(const CallOptions& options = {});
+
+  // Algorithms that can run this collective here, native first.
+  std::vector<std::string> algorithms(Collective coll) const;
+  // The algorithm the selection table picks for a payload of `bytes`.
+  std::string selectedAlgorithm(Collective coll, std::size_t bytes) const;
+
+  // Completes outstanding work, releases buffers and, if boostcomm initialised
+  // MPI, finalises it. Any later call throws Error{kFinalized}.
+  void finalize();
+  bool finalized() const;
+
+  detail::CommunicatorImpl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<detail::CommunicatorImpl> impl_;
+};
+
+}  // namespace boostcomm

@@ -1,0 +1,23 @@
+// Ring reduce_scatter: the reduce-scatter phase of ring allreduce alone.
+// Segment i is block i of the send buffer; rank r's result lands in recv.
+#include "algorithms/registry.h"
+#include "algorithms/ring.h"
+
+namespace boostcomm::algorithms {
+
+void buildReduceScatterRing(const CollectiveSpec& spec, executor::Schedule& schedule) {
+  const std::size_t es = spec.elementSize();
+  using executor::BufferId;
+  const std::vector<Range> blocks = blockLayout(spec);
+  if (spec.size == 1) {
+    schedule.copy(at(BufferId::kRecv, 0, es), at(BufferId::kSend, 0, es), spec.count * es);
+    if (spec.op == ReduceOp::kAvg) schedule.divide(at(BufferId::kRecv, 0, es), spec.count, 1, {0});
+    return;
+  }
+  const RingLayout layout = makeRingLayout(spec, blocks);
+  auto input = [&](int seg, std::size_t e) { return at(BufferId::kSend, layout.segments[seg].offset + e, es); };
+  auto out = [&](int, std::size_t e) { return at(BufferId::kRecv, e, es); };
+  ringReduceScatter(spec, layout, schedule, input, out, /*tagBase=*/0);
+}
+
+}  // namespace boostcomm::algorithms

@@ -1,0 +1,57 @@
+#include "algorithms/registry.h"
+
+namespace boostcomm::algorithms {
+namespace {
+
+std::string always(const CollectiveSpec&) { return {}; }
+
+std::string needsPowerOfTwo(const CollectiveSpec& spec) {
+  if (isPowerOfTwo(spec.size)) return {};
+  return "needs a power-of-two number of ranks (have " + std::to_string(spec.size) + ")";
+}
+
+constexpr Collective kAR = Collective::kAllreduce;
+constexpr Collective kAG = Collective::kAllgather;
+constexpr Collective kBC = Collective::kBroadcast;
+constexpr Collective kRS = Collective::kReduceScatter;
+constexpr Collective kBA = Collective::kBarrier;
+
+const AlgorithmInfo kAlgorithms[] = {
+    {"native", kAR, nativeUnsupported, buildNative, "the backend's own MPI_Allreduce"},
+    {"ring", kAR, always, buildAllreduceRing,
+     "pipelined ring reduce-scatter + allgather; bandwidth-optimal, 2(n-1) latency steps"},
+    {"rhd", kAR, always, buildAllreduceRhd,
+     "Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather; any n (extra ranks fold in)"},
+    {"rd", kAR, always, buildAllreduceRecursiveDoubling,
+     "recursive doubling on whole vectors; log2(n) steps, for small messages; any n (fold)"},
+    {"native", kAG, nativeUnsupported, buildNative, "the backend's own MPI_Allgatherv"},
+    {"ring", kAG, always, buildAllgatherRing, "pipelined ring; varying counts"},
+    {"rd", kAG, needsPowerOfTwo, buildAllgatherRecursiveDoubling, "recursive doubling; power-of-two ranks"},
+    {"native", kBC, nativeUnsupported, buildNative, "the backend's own MPI_Bcast"},
+    {"binomial", kBC, always, buildBroadcastBinomial, "binomial tree, pipelined over chunks"},
+    {"native", kRS, nativeUnsupported, buildNative, "the backend's own MPI_Reduce_scatter_block"},
+    {"ring", kRS, always, buildReduceScatterRing, "pipelined ring reduce-scatter"},
+    {"native", kBA, nativeUnsupported, buildNative, "the backend's own MPI_Barrier"},
+    {"dissemination", kBA, always, buildBarrierDissemination, "dissemination barrier, ceil(log2 n) rounds"},
+};
+
+}  // namespace
+
+std::span<const AlgorithmInfo> allAlgorithms() { return kAlgorithms; }
+
+const AlgorithmInfo* findAlgorithm(Collective collective, std::string_view name) {
+  for (const AlgorithmInfo& a : kAlgorithms) {
+    if (a.collective == collective && name == a.name) return &a;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> algorithmNames(Collective collective) {
+  std::vector<std::string> names;
+  for (const AlgorithmInfo& a : kAlgorithms) {
+    if (a.collective == collective) names.emplace_back(a.name);
+  }
+  return names;
+}
+
+}  // namespace boostcomm::algorithms

@@ -1,0 +1,43 @@
+// The algorithm registry: every builder, by collective and name.
+//
+// A builder is a pure function: (request seen from one rank) -> Schedule. It
+// never touches memory or the network; the executor runs what it returns.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "algorithms/spec.h"
+#include "executor/schedule.h"
+
+namespace boostcomm::algorithms {
+
+struct AlgorithmInfo {
+  const char* name;
+  Collective collective;
+  // Empty string when the algorithm can run `spec`, else the reason it cannot.
+  std::string (*unsupportedReason)(const CollectiveSpec& spec);
+  void (*build)(const CollectiveSpec& spec, executor::Schedule& schedule);
+  const char* summary;
+};
+
+std::span<const AlgorithmInfo> allAlgorithms();
+const AlgorithmInfo* findAlgorithm(Collective collective, std::string_view name);
+// Names registered for a collective, native first.
+std::vector<std::string> algorithmNames(Collective collective);
+
+// Builders (one file each).
+void buildNative(const CollectiveSpec& spec, executor::Schedule& schedule);
+std::string nativeUnsupported(const CollectiveSpec& spec);
+void buildAllreduceRing(const CollectiveSpec& spec, executor::Schedule& schedule);
+void buildAllreduceRhd(const CollectiveSpec& spec, executor::Schedule& schedule);
+void buildAllreduceRecursiveDoubling(const CollectiveSpec& spec, executor::Schedule& schedule);
+void buildAllgatherRing(const CollectiveSpec& spec, executor::Schedule& schedule);
+void buildAllgatherRecursiveDoubling(const CollectiveSpec& spec, executor::Schedule& schedule);
+void buildBroadcastBinomial(const CollectiveSpec& spec, executor::Schedule& schedule);
+void buildReduceScatterRing(const CollectiveSpec& spec, executor::Schedule& schedule);
+void buildBarrierDissemination(const CollectiveSpec& spec, executor::Schedule& schedule);
+
+}  // namespace boostcomm::algorithms

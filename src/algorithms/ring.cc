@@ -1,0 +1,129 @@
+#include "algorithms/ring.h"
+
+#include <algorithm>
+
+namespace boostcomm::algorithms {
+namespace {
+
+int mod(int a, int n) { return ((a % n) + n) % n; }
+
+}  // namespace
+
+Range RingLayout::chunk(int segment, int c) const {
+  const Range& seg = segments[static_cast<std::size_t>(segment)];
+  const Range part = evenPart(seg.count, chunks, c);
+  return Range{seg.offset + part.offset, part.count};
+}
+
+RingLayout makeRingLayout(const CollectiveSpec& spec, std::vector<Range> segments) {
+  std::size_t maxCount = 0;
+  for (const Range& s : segments) maxCount = std::max(maxCount, s.count);
+  RingLayout layout;
+  layout.segments = std::move(segments);
+  // Two phases of (n-1) steps each use distinct tags per chunk.
+  layout.chunks = chunksFor(spec, maxCount * spec.elementSize(), 2 * std::max(spec.size - 1, 1));
+  return layout;
+}
+
+RingReduceScatterResult ringReduceScatter(const CollectiveSpec& spec, const RingLayout& layout,
+                                          executor::Schedule& schedule, const SegmentRef& input,
+                                          const SegmentRef& out, int tagBase) {
+  const int n = spec.size;
+  const int r = spec.rank;
+  const int k = layout.chunks;
+  const std::size_t es = spec.elementSize();
+  const int right = mod(r + 1, n);
+  const int left = mod(r - 1, n);
+
+  // Two scratch slots, each as large as the largest segment; chunk c of a
+  // segment sits at the same relative place in a slot.
+  std::size_t maxSegment = 0;
+  for (const Range& s : layout.segments) maxSegment = std::max(maxSegment, s.count);
+  const std::size_t slotBytes = maxSegment * es;
+  const std::size_t scratchBase = schedule.reserveScratch(2 * slotBytes);
+  auto slot = [&](int s, int segment, int c) {
+    const Range ch = layout.chunk(segment, c);
+    const std::size_t rel = ch.offset - layout.segments[static_cast<std::size_t>(segment)].offset;
+    return executor::BufRef{executor::BufferId::kScratch,
+                            scratchBase + static_cast<std::size_t>(s % 2) * slotBytes + rel * es};
+  };
+  auto chunkRef = [&](const SegmentRef& ref, int segment, int c) {
+    const Range ch = layout.chunk(segment, c);
+    return ref(segment, ch.offset - layout.segments[static_cast<std::size_t>(segment)].offset);
+  };
+
+  RingReduceScatterResult result;
+  const std::size_t steps = static_cast<std::size_t>(std::max(n - 1, 0)) * static_cast<std::size_t>(k);
+  result.sends.resize(steps);
+  result.reduces.resize(steps);
+  result.ownedReady.resize(static_cast<std::size_t>(k));
+  auto idx = [&](int s, int c) { return static_cast<std::size_t>(s) * static_cast<std::size_t>(k) + c; };
+
+  for (int s = 0; s < n - 1; ++s) {
+    const int sendSeg = mod(r - 1 - s, n);
+    const int recvSeg = mod(r - 2 - s, n);
+    const bool last = s == n - 2;
+    for (int c = 0; c < k; ++c) {
+      const Range recvChunk = layout.chunk(recvSeg, c);
+      const Range sendChunk = layout.chunk(sendSeg, c);
+      const int tag = tagBase + s * k + c;
+      // Send: step 0 sends raw input; later steps forward the partial sum
+      // reduced in the previous step's slot.
+      if (s == 0) {
+        result.sends[idx(s, c)] = schedule.send(chunkRef(input, sendSeg, c), sendChunk.count * es, right, tag);
+      } else {
+        result.sends[idx(s, c)] = schedule.send(slot(s - 1, sendSeg, c), sendChunk.count * es, right, tag,
+                                                {result.reduces[idx(s - 1, c)]});
+      }
+      // Receive into this step's slot, once its previous content (step s-2's
+      // partial sum) has been sent on by step s-1.
+      const StepId recv = schedule.recv(slot(s, recvSeg, c), recvChunk.count * es, left, tag);
+      if (s >= 2) schedule.addDependency(result.sends[idx(s - 1, c)]);
+      const executor::BufRef dst = last ? chunkRef(out, recvSeg, c) : slot(s, recvSeg, c);
+      result.reduces[idx(s, c)] =
+          schedule.reduce(dst, chunkRef(input, recvSeg, c), slot(s, recvSeg, c), recvChunk.count, {recv});
+      result.ownedReady[static_cast<std::size_t>(c)] = result.reduces[idx(s, c)];
+      if (last && spec.op == ReduceOp::kAvg) {
+        result.ownedReady[static_cast<std::size_t>(c)] =
+            schedule.divide(dst, recvChunk.count, n, {result.reduces[idx(s, c)]});
+      }
+    }
+  }
+  return result;
+}
+
+void ringAllgather(const CollectiveSpec& spec, const RingLayout& layout, executor::Schedule& schedule,
+                   const SegmentRef& ownedSource, const SegmentRef& out, const std::vector<StepId>& ownedReady,
+                   const std::function<std::vector<StepId>(int s, int c)>& recvDeps, int tagBase) {
+  const int n = spec.size;
+  const int r = spec.rank;
+  const int k = layout.chunks;
+  const std::size_t es = spec.elementSize();
+  const int right = mod(r + 1, n);
+  const int left = mod(r - 1, n);
+  auto chunkRef = [&](const SegmentRef& ref, int segment, int c) {
+    const Range ch = layout.chunk(segment, c);
+    return ref(segment, ch.offset - layout.segments[static_cast<std::size_t>(segment)].offset);
+  };
+
+  std::vector<StepId> prevRecv(static_cast<std::size_t>(k));
+  for (int s = 0; s < n - 1; ++s) {
+    const int sendSeg = mod(r - s, n);
+    const int recvSeg = mod(r - s - 1, n);
+    for (int c = 0; c < k; ++c) {
+      const int tag = tagBase + s * k + c;
+      const std::size_t sendBytes = layout.chunk(sendSeg, c).count * es;
+      if (s == 0) {
+        schedule.send(chunkRef(ownedSource, sendSeg, c), sendBytes, right, tag);
+        if (!ownedReady.empty()) schedule.addDependency(ownedReady[static_cast<std::size_t>(c)]);
+      } else {
+        schedule.send(chunkRef(out, sendSeg, c), sendBytes, right, tag, {prevRecv[static_cast<std::size_t>(c)]});
+      }
+      prevRecv[static_cast<std::size_t>(c)] =
+          schedule.recv(chunkRef(out, recvSeg, c), layout.chunk(recvSeg, c).count * es, left, tag);
+      if (recvDeps) schedule.addDependencies(recvDeps(s, c));
+    }
+  }
+}
+
+}  // namespace boostcomm::algorithms

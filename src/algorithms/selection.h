@@ -1,0 +1,46 @@
+// Algorithm selection: a table per collective of byte ranges -> algorithm.
+//
+// The built-in table (docs/ALGORITHMS.md gives the measurements behind it)
+// can be replaced per collective with BOOSTCOMM_SELECTION, and bypassed per
+// collective with BOOSTCOMM_ALGO or per call with CallOptions::algorithm.
+// Every rank must see the same settings: the choice depends only on the
+// collective, the payload size and the settings.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "boostcomm/types.h"
+
+namespace boostcomm::algorithms {
+
+struct SelectionRule {
+  std::size_t minBytes = 0;
+  std::size_t maxBytes = static_cast<std::size_t>(-1);  // inclusive
+  std::string algorithm;
+};
+
+class SelectionTable {
+ public:
+  static SelectionTable builtIn();
+  // "allreduce:0-65535=native;65536-=ring|broadcast:0-=binomial" — collectives
+  // separated by '|', rules by ';'. Throws kInvalidArgument naming the bad part.
+  void applyOverride(std::string_view text);
+  // The rule's algorithm for `bytes` ("native" when no rule matches).
+  const std::string& pick(Collective coll, std::size_t bytes) const;
+  const std::vector<SelectionRule>& rules(Collective coll) const;
+  std::string describe() const;
+
+ private:
+  std::array<std::vector<SelectionRule>, kNumCollectives> rules_;
+};
+
+// BOOSTCOMM_ALGO: "allreduce:ring,broadcast:binomial", or a bare name applied
+// to every collective that has an algorithm of that name. Unknown names throw
+// kInvalidArgument listing the valid ones. Empty entries mean "no override".
+std::array<std::string, kNumCollectives> parseAlgoOverride(std::string_view text);
+
+}  // namespace boostcomm::algorithms

@@ -1,0 +1,28 @@
+// One collective call as the API layer sees it, and its validation.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "algorithms/spec.h"
+#include "boostcomm/buffer.h"
+#include "boostcomm/communicator.h"
+
+namespace boostcomm::detail {
+
+struct CallArgs {
+  Collective collective = Collective::kAllreduce;
+  ConstView send;
+  View recv;
+  ReduceOp op = ReduceOp::kSum;
+  int root = 0;
+  std::span<const std::size_t> recvCounts;  // allgatherv only
+  bool varying = false;                     // allgatherv
+};
+
+// Checks every argument of `args` on this rank and fills `spec` (minus the
+// tunable knobs). Throws Error{kInvalidArgument} naming the collective, the
+// argument and the rank. `spec.counts` is reused to avoid reallocation.
+void validateAndDescribe(const CallArgs& args, int rank, int size, algorithms::CollectiveSpec& spec);
+
+}  // namespace boostcomm::detail

@@ -1,0 +1,126 @@
+#include "boostcomm/communicator.h"
+
+#include "api/communicator_impl.h"
+#include "core/check.h"
+#include "transport/mpi/mpi_transport.h"
+
+namespace boostcomm {
+
+using detail::CallArgs;
+
+std::shared_ptr<Communicator> Communicator::createMpiWorld() {
+  auto impl = std::make_unique<detail::CommunicatorImpl>(transport::MpiTransport::createWorld(),
+                                                         [] { transport::finalizeMpiIfOwned(); });
+  return std::make_shared<Communicator>(std::move(impl));
+}
+
+Communicator::Communicator(std::unique_ptr<detail::CommunicatorImpl> impl) : impl_(std::move(impl)) {}
+Communicator::~Communicator() = default;
+
+int Communicator::rank() const { return impl_->rank(); }
+int Communicator::size() const { return impl_->size(); }
+
+namespace {
+
+CallArgs reduceArgs(Collective coll, ConstView send, View recv, ReduceOp op) {
+  CallArgs a;
+  a.collective = coll;
+  a.send = send;
+  a.recv = recv;
+  a.op = op;
+  return a;
+}
+
+CallArgs gatherArgs(ConstView send, View recv, std::span<const std::size_t> counts, bool varying) {
+  CallArgs a;
+  a.collective = Collective::kAllgather;
+  a.send = send;
+  a.recv = recv;
+  a.recvCounts = counts;
+  a.varying = varying;
+  return a;
+}
+
+CallArgs broadcastArgs(View buffer, int root) {
+  CallArgs a;
+  a.collective = Collective::kBroadcast;
+  a.send = buffer;
+  a.recv = buffer;
+  a.root = root;
+  return a;
+}
+
+CallArgs barrierArgs() {
+  CallArgs a;
+  a.collective = Collective::kBarrier;
+  return a;
+}
+
+}  // namespace
+
+void Communicator::allreduce(ConstView send, View recv, ReduceOp op, const CallOptions& o) {
+  impl_->run(reduceArgs(Collective::kAllreduce, send, recv, op), o);
+}
+Work Communicator::allreduceAsync(ConstView send, View recv, ReduceOp op, const CallOptions& o) {
+  return impl_->submit(reduceArgs(Collective::kAllreduce, send, recv, op), o);
+}
+void Communicator::allgather(ConstView send, View recv, const CallOptions& o) {
+  impl_->run(gatherArgs(send, recv, {}, false), o);
+}
+Work Communicator::allgatherAsync(ConstView send, View recv, const CallOptions& o) {
+  return impl_->submit(gatherArgs(send, recv, {}, false), o);
+}
+void Communicator::allgatherv(ConstView send, View recv, std::span<const std::size_t> counts, const CallOptions& o) {
+  impl_->run(gatherArgs(send, recv, counts, true), o);
+}
+Work Communicator::allgathervAsync(ConstView send, View recv, std::span<const std::size_t> counts,
+                                   const CallOptions& o) {
+  return impl_->submit(gatherArgs(send, recv, counts, true), o);
+}
+void Communicator::broadcast(View buffer, int root, const CallOptions& o) {
+  impl_->run(broadcastArgs(buffer, root), o);
+}
+Work Communicator::broadcastAsync(View buffer, int root, const CallOptions& o) {
+  return impl_->submit(broadcastArgs(buffer, root), o);
+}
+void Communicator::reduceScatter(ConstView send, View recv, ReduceOp op, const CallOptions& o) {
+  impl_->run(reduceArgs(Collective::kReduceScatter, send, recv, op), o);
+}
+Work Communicator::reduceScatterAsync(ConstView send, View recv, ReduceOp op, const CallOptions& o) {
+  return impl_->submit(reduceArgs(Collective::kReduceScatter, send, recv, op), o);
+}
+void Communicator::barrier(const CallOptions& o) { impl_->run(barrierArgs(), o); }
+Work Communicator::barrierAsync(const CallOptions& o) { return impl_->submit(barrierArgs(), o); }
+
+std::vector<std::string> Communicator::algorithms(Collective coll) const { return impl_->algorithms(coll); }
+std::string Communicator::selectedAlgorithm(Collective coll, std::size_t bytes) const {
+  return impl_->selectedAlgorithm(coll, bytes);
+}
+void Communicator::finalize() { impl_->finalize(); }
+bool Communicator::finalized() const { return impl_->finalized(); }
+
+// --- Work ---
+
+Work::Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}
+
+bool Work::test() {
+  BC_CHECK(state_ != nullptr, ErrorCategory::kInvalidArgument, -1, "Work::test on an empty Work");
+  if (state_->done) {
+    if (state_->error) std::rethrow_exception(state_->error);
+    return true;
+  }
+  return state_->comm->test(*state_);
+}
+
+void Work::wait(std::optional<std::chrono::milliseconds> timeout) {
+  BC_CHECK(state_ != nullptr, ErrorCategory::kInvalidArgument, -1, "Work::wait on an empty Work");
+  if (state_->done) {
+    if (state_->error) std::rethrow_exception(state_->error);
+    return;
+  }
+  state_->comm->wait(*state_, timeout);
+}
+
+const char* Work::algorithm() const { return state_ ? state_->algorithm : ""; }
+
+}  // namespace boostcomm

@@ -1,0 +1,341 @@
+#include "api/communicator_impl.h"
+
+#include <algorithm>
+#include <climits>
+#include <sstream>
+#include <thread>
+
+#include "core/check.h"
+#include "core/tunables.h"
+
+namespace boostcomm::detail {
+
+namespace {
+// Polls without progress before yielding the core: short enough to keep
+// oversubscribed runs moving, long enough not to add latency when a message
+// is a few microseconds away.
+constexpr std::uint32_t kIdlePollsBeforeYield = 64;
+}  // namespace
+
+using algorithms::AlgorithmInfo;
+using algorithms::CollectiveSpec;
+
+std::size_t CommunicatorImpl::CacheKeyHash::operator()(const CacheKey& k) const {
+  std::size_t h = std::hash<const void*>()(k.algorithm);
+  auto mix = [&h](std::size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
+  mix(static_cast<std::size_t>(k.collective));
+  mix(static_cast<std::size_t>(k.dtype));
+  mix(static_cast<std::size_t>(k.op));
+  mix(static_cast<std::size_t>(k.root));
+  mix(k.count);
+  mix(k.countsHash);
+  return h;
+}
+
+CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transport, std::function<void()> onFinalize)
+    : transport_(std::move(transport)), onFinalize_(std::move(onFinalize)) {
+  rank_ = transport_->rank();
+  size_ = transport_->size();
+  table_ = algorithms::SelectionTable::builtIn();
+  table_.applyOverride(core::tunableValue(core::kTunableSelectionTable));
+  algoOverride_ = algorithms::parseAlgoOverride(core::tunableValue(core::kTunableAlgo));
+  defaultTimeout_ = std::chrono::milliseconds(core::tunableInt(core::kTunableTimeoutMs));
+  chunkBytes_ = static_cast<std::size_t>(std::max<std::int64_t>(1, core::tunableInt(core::kTunableRingChunkBytes)));
+  maxChunks_ = static_cast<int>(std::clamp<std::int64_t>(core::tunableInt(core::kTunableMaxChunksPerSegment), 1, 4096));
+  cacheLimit_ = static_cast<std::size_t>(std::max<std::int64_t>(0, core::tunableInt(core::kTunableScheduleCacheSize)));
+  checkConsistency_ = core::tunableInt(core::kTunableCheckConsistency) != 0;
+  // Every call gets its own tag window of kMaxStepTag tags, so messages of
+  // concurrent calls can never match each other.
+  tagWindow_ = std::max(1, static_cast<int>((static_cast<long long>(transport_->maxTag()) + 1) /
+                                            executor::kMaxStepTag));
+  inFlight_.reserve(64);
+  retired_.reserve(64);
+}
+
+CommunicatorImpl::~CommunicatorImpl() {
+  try {
+    finalize();
+  } catch (...) {
+    // Destructors must not throw; finalize() errors were reported to waiters.
+  }
+}
+
+void CommunicatorImpl::checkUsable() const {
+  BC_CHECK(!finalized_, ErrorCategory::kFinalized, rank_, "communicator used after finalize()");
+  if (failure_) {
+    try {
+      std::rethrow_exception(failure_);
+    } catch (const Error& e) {
+      core::raise(e.category(), rank_, "communicator unusable after an earlier failure: " + e.detail());
+    }
+  }
+}
+
+std::optional<std::chrono::milliseconds> CommunicatorImpl::deadlineFor(const CallOptions& options) const {
+  if (options.timeout) return options.timeout;
+  if (defaultTimeout_.count() > 0) return defaultTimeout_;
+  return std::nullopt;
+}
+
+const AlgorithmInfo& CommunicatorImpl::choose(const CollectiveSpec& spec, const CallOptions& options) const {
+  const std::string& forced =
+      !options.algorithm.empty() ? options.algorithm : algoOverride_[static_cast<int>(spec.collective)];
+  auto validNames = [&] {
+    std::string names;
+    for (const std::string& n : algorithms::algorithmNames(spec.collective)) names += (names.empty() ? "" : ", ") + n;
+    return names;
+  };
+  if (!forced.empty()) {
+    const AlgorithmInfo* algo = algorithms::findAlgorithm(spec.collective, forced);
+    BC_INVALID(algo != nullptr, rank_,
+               toString(spec.collective) << ": unknown algorithm '" << forced << "' (valid: " << validNames() << ")");
+    const std::string why = algo->unsupportedReason(spec);
+    BC_INVALID(why.empty(), rank_,
+               toString(spec.collective) << ": algorithm '" << forced << "' cannot run this call: " << why);
+    return *algo;
+  }
+  const AlgorithmInfo* algo = algorithms::findAlgorithm(spec.collective, table_.pick(spec.collective, spec.payloadBytes()));
+  if (algo != nullptr && algo->unsupportedReason(spec).empty()) return *algo;
+  // The table's choice cannot run this call: first applicable algorithm, native first.
+  for (const AlgorithmInfo& a : algorithms::allAlgorithms()) {
+    if (a.collective == spec.collective && a.unsupportedReason(spec).empty()) return a;
+  }
+  core::raise(ErrorCategory::kInternal, rank_, "no algorithm can run this " + std::string(toString(spec.collective)));
+}
+
+std::shared_ptr<const executor::Schedule> CommunicatorImpl::schedule(const AlgorithmInfo& algo,
+                                                                     const CollectiveSpec& spec) {
+  std::size_t countsHash = spec.counts.size();
+  for (std::size_t c : spec.counts) countsHash = countsHash * 1000003u ^ c;
+  const CacheKey key{&algo, spec.collective, spec.dtype, spec.op, spec.root, spec.count, countsHash};
+  if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  auto built = std::make_shared<executor::Schedule>(spec.collective, spec.dtype, spec.op, algo.name);
+  algo.build(spec, *built);
+  built->validate(size_);
+  if (cacheLimit_ > 0) {
+    if (cache_.size() >= cacheLimit_) cache_.clear();  // in-flight users hold their own reference
+    cache_.emplace(key, built);
+  }
+  return built;
+}
+
+void CommunicatorImpl::checkConsistency(const CollectiveSpec& spec) {
+  // (collective, dtype, op, root, count) from every rank, compared everywhere:
+  // a mismatch becomes an error on all ranks instead of a hang.
+  constexpr int kFields = 5;
+  const long long mine[kFields] = {static_cast<int>(spec.collective), static_cast<int>(spec.dtype),
+                                   static_cast<int>(spec.op), spec.root, static_cast<long long>(spec.count)};
+  std::vector<long long> all(static_cast<std::size_t>(kFields * size_));
+  std::vector<int> counts(static_cast<std::size_t>(size_), kFields);
+  std::vector<int> displs(static_cast<std::size_t>(size_));
+  for (int i = 0; i < size_; ++i) displs[static_cast<std::size_t>(i)] = i * kFields;
+  transport_->nativeAllgatherv(mine, kFields, all.data(), counts.data(), displs.data(), DataType::kInt64, nullptr);
+  static const char* kNames[kFields] = {"collective", "dtype", "op", "root", "count"};
+  for (int r = 0; r < size_; ++r) {
+    for (int f = 0; f < kFields; ++f) {
+      if (f == 3 && spec.collective != Collective::kBroadcast) continue;
+      const long long theirs = all[static_cast<std::size_t>(r * kFields + f)];
+      BC_CHECK(theirs == mine[f], ErrorCategory::kMismatch, rank_,
+               toString(spec.collective) << ": ranks disagree on " << kNames[f] << ": rank " << rank_ << " passed "
+                                         << mine[f] << ", rank " << r << " passed " << theirs);
+    }
+  }
+}
+
+std::uint64_t CommunicatorImpl::launch(const CallArgs& args, const CallOptions& options, bool blocking,
+                                       std::shared_ptr<WorkState> work) {
+  checkUsable();
+  CollectiveSpec& spec = spec_;
+  validateAndDescribe(args, rank_, size_, spec);
+  spec.chunkBytes = chunkBytes_;
+  spec.maxChunks = maxChunks_;
+  const AlgorithmInfo& algo = choose(spec, options);
+  if (checkConsistency_) checkConsistency(spec);
+  std::shared_ptr<const executor::Schedule> sched = schedule(algo, spec);
+
+  std::unique_ptr<executor::Execution> exec;
+  if (!freeExecutions_.empty()) {
+    exec = std::move(freeExecutions_.back());
+    freeExecutions_.pop_back();
+  } else {
+    exec = std::make_unique<executor::Execution>();
+  }
+  executor::Binding binding;
+  binding.send = args.send.data;
+  binding.recv = args.recv.data;
+  binding.scratch = scratch_.acquire(sched->scratchBytes());
+  if (spec.collective == Collective::kAllgather && algo.build == algorithms::buildNative) {
+    exec->nativeCounts.resize(static_cast<std::size_t>(size_));
+    exec->nativeDispls.resize(static_cast<std::size_t>(size_));
+    const std::vector<algorithms::Range> blocks = algorithms::blockLayout(spec);
+    for (int i = 0; i < size_; ++i) {
+      exec->nativeCounts[static_cast<std::size_t>(i)] = static_cast<int>(blocks[static_cast<std::size_t>(i)].count);
+      exec->nativeDispls[static_cast<std::size_t>(i)] = static_cast<int>(blocks[static_cast<std::size_t>(i)].offset);
+    }
+    binding.nativeCounts = exec->nativeCounts.data();
+    binding.nativeDispls = exec->nativeDispls.data();
+  }
+  const int tagBase = static_cast<int>(sequence_++ % static_cast<std::uint64_t>(tagWindow_)) * executor::kMaxStepTag;
+  // The backend's blocking call is the fastest native path, usable when
+  // nothing else is in flight and no deadline must be honoured.
+  const bool blockingNative = blocking && inFlight_.empty() && !deadlineFor(options).has_value();
+  exec->start(*sched, binding, tagBase, blockingNative);
+
+  InFlight f;
+  f.execution = exec.release();
+  f.schedule = std::move(sched);
+  f.scratch = binding.scratch;
+  f.work = std::move(work);
+  f.id = nextId_++;
+  if (f.work) {
+    f.work->id = f.id;
+    f.work->algorithm = algo.name;
+  }
+  inFlight_.push_back(std::move(f));
+  return inFlight_.back().id;
+}
+
+bool CommunicatorImpl::progressAll() {
+  bool advanced = false;
+  try {
+    for (InFlight& f : inFlight_) {
+      if (f.execution->progress(*transport_, &advanced)) {
+        retired_.push_back(f);
+        f.execution = nullptr;
+      }
+    }
+  } catch (...) {
+    fail(std::current_exception());
+    throw;
+  }
+  if (retired_.empty()) return advanced;
+  std::erase_if(inFlight_, [](const InFlight& f) { return f.execution == nullptr; });
+  for (InFlight& f : retired_) {
+    scratch_.release(f.scratch);
+    freeExecutions_.emplace_back(f.execution);
+    if (f.work) f.work->done = true;
+  }
+  retired_.clear();
+  return true;
+}
+
+bool CommunicatorImpl::isDone(std::uint64_t id) const {
+  for (const InFlight& f : inFlight_) {
+    if (f.id == id) return false;
+  }
+  return true;
+}
+
+void CommunicatorImpl::fail(std::exception_ptr error) {
+  failure_ = error;
+  for (InFlight& f : inFlight_) {
+    if (f.work && !f.work->done) {
+      f.work->error = error;
+      f.work->done = true;
+    }
+  }
+  // Executions may still be referenced by the backend (MPI cannot cancel a
+  // collective): they, and their scratch, are deliberately leaked.
+  inFlight_.clear();
+  scratch_.abandon();
+}
+
+void CommunicatorImpl::driveUntilDone(std::uint64_t id, std::optional<std::chrono::milliseconds> timeout,
+                                      const char* what) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  std::uint32_t spins = 0;
+  std::uint32_t idle = 0;
+  while (true) {
+    idle = progressAll() ? 0 : idle + 1;
+    if (isDone(id)) return;
+    // Oversubscribed ranks (more ranks than cores, or threads of the
+    // in-process transport) must let the peer they wait for run.
+    if (idle >= kIdlePollsBeforeYield) std::this_thread::yield();
+    // Reading the clock costs ~20 ns; check it every 256 polls.
+    if (timeout && (++spins & 0xff) == 0 && Clock::now() - start > *timeout) {
+      std::ostringstream os;
+      os << what << " did not complete within " << timeout->count()
+         << " ms (another rank may not have called it, or called it with different arguments)";
+      auto error = std::make_exception_ptr(Error(ErrorCategory::kTimeout, rank_, os.str()));
+      fail(error);
+      std::rethrow_exception(error);
+    }
+  }
+}
+
+void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
+  std::lock_guard lock(mutex_);
+  const std::uint64_t id = launch(args, options, /*blocking=*/true, nullptr);
+  driveUntilDone(id, deadlineFor(options), toString(args.collective).data());
+}
+
+Work CommunicatorImpl::submit(const CallArgs& args, const CallOptions& options) {
+  std::lock_guard lock(mutex_);
+  auto work = std::make_shared<WorkState>();
+  work->comm = this;
+  launch(args, options, /*blocking=*/false, work);
+  progressAll();  // post the first steps now so peers can start
+  return Work(work);
+}
+
+bool CommunicatorImpl::test(WorkState& work) {
+  std::lock_guard lock(mutex_);
+  if (!work.done) {
+    checkUsable();
+    progressAll();
+  }
+  if (work.error) std::rethrow_exception(work.error);
+  return work.done;
+}
+
+void CommunicatorImpl::wait(WorkState& work, std::optional<std::chrono::milliseconds> timeout) {
+  std::lock_guard lock(mutex_);
+  if (!work.done) {
+    checkUsable();
+    driveUntilDone(work.id, timeout ? timeout : (defaultTimeout_.count() > 0 ? std::optional(defaultTimeout_)
+                                                                               : std::nullopt),
+                   "Work::wait");
+  }
+  if (work.error) std::rethrow_exception(work.error);
+}
+
+std::vector<std::string> CommunicatorImpl::algorithms(Collective coll) const {
+  return algorithms::algorithmNames(coll);
+}
+
+std::string CommunicatorImpl::selectedAlgorithm(Collective coll, std::size_t bytes) const {
+  const std::string& forced = algoOverride_[static_cast<int>(coll)];
+  return forced.empty() ? table_.pick(coll, bytes) : forced;
+}
+
+void CommunicatorImpl::finalize() {
+  std::lock_guard lock(mutex_);
+  if (finalized_) return;
+  finalized_ = true;
+  std::exception_ptr pending;
+  if (!failure_) {
+    try {
+      while (!inFlight_.empty()) progressAll();
+    } catch (...) {
+      pending = std::current_exception();
+    }
+  }
+  for (InFlight& f : inFlight_) {
+    if (f.work && !f.work->done) {
+      f.work->error = std::make_exception_ptr(
+          Error(ErrorCategory::kFinalized, rank_, "communicator finalized before this operation completed"));
+      f.work->done = true;
+    }
+  }
+  if (!failure_) {
+    inFlight_.clear();
+    scratch_.clear();
+  }
+  cache_.clear();
+  transport_.reset();
+  if (onFinalize_) onFinalize_();
+  if (pending) std::rethrow_exception(pending);
+}
+
+}  // namespace boostcomm::detail

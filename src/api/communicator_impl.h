@@ -1,0 +1,128 @@
+// CommunicatorImpl: the control plane of one communicator.
+//
+// Per call: validate -> choose an algorithm (call option > BOOSTCOMM_ALGO >
+// selection table) -> fetch the Schedule from the cache (built once per
+// shape) -> lease scratch -> bind an Execution -> progress every in-flight
+// execution, in issue order, until this one is done (blocking) or return a
+// Work (async). After warm-up the blocking path performs no heap allocation.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "algorithms/registry.h"
+#include "algorithms/selection.h"
+#include "api/call.h"
+#include "boostcomm/communicator.h"
+#include "executor/executor.h"
+#include "executor/scratch_pool.h"
+#include "transport/transport.h"
+
+namespace boostcomm::detail {
+
+class WorkState;
+
+class CommunicatorImpl {
+ public:
+  // onFinalize runs after the transport is released (e.g. MPI_Finalize).
+  CommunicatorImpl(std::unique_ptr<transport::Transport> transport, std::function<void()> onFinalize);
+  ~CommunicatorImpl();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  void run(const CallArgs& args, const CallOptions& options);
+  Work submit(const CallArgs& args, const CallOptions& options);
+
+  bool test(WorkState& work);
+  void wait(WorkState& work, std::optional<std::chrono::milliseconds> timeout);
+
+  std::vector<std::string> algorithms(Collective coll) const;
+  std::string selectedAlgorithm(Collective coll, std::size_t bytes) const;
+  void finalize();
+  bool finalized() const { return finalized_; }
+  transport::Transport& transport() { return *transport_; }
+
+ private:
+  struct CacheKey {
+    const algorithms::AlgorithmInfo* algorithm;
+    Collective collective;
+    DataType dtype;
+    ReduceOp op;
+    int root;
+    std::size_t count;
+    std::size_t countsHash;
+    bool operator==(const CacheKey&) const = default;
+  };
+  struct CacheKeyHash {
+    std::size_t operator()(const CacheKey& k) const;
+  };
+  struct InFlight {
+    executor::Execution* execution = nullptr;
+    std::shared_ptr<const executor::Schedule> schedule;
+    void* scratch = nullptr;
+    std::shared_ptr<WorkState> work;  // null for blocking calls
+    std::uint64_t id = 0;
+  };
+
+  void checkUsable() const;
+  const algorithms::AlgorithmInfo& choose(const algorithms::CollectiveSpec& spec, const CallOptions& options) const;
+  std::shared_ptr<const executor::Schedule> schedule(const algorithms::AlgorithmInfo& algo,
+                                                     const algorithms::CollectiveSpec& spec);
+  void checkConsistency(const algorithms::CollectiveSpec& spec);
+  std::uint64_t launch(const CallArgs& args, const CallOptions& options, bool blocking,
+                       std::shared_ptr<WorkState> work);
+  // Progresses every in-flight execution once; retires finished ones.
+  // Returns whether any step started or finished.
+  bool progressAll();
+  bool isDone(std::uint64_t id) const;
+  void driveUntilDone(std::uint64_t id, std::optional<std::chrono::milliseconds> timeout, const char* what);
+  void fail(std::exception_ptr error);
+  std::optional<std::chrono::milliseconds> deadlineFor(const CallOptions& options) const;
+
+  mutable std::mutex mutex_;
+  std::unique_ptr<transport::Transport> transport_;
+  std::function<void()> onFinalize_;
+  int rank_ = 0;
+  int size_ = 1;
+  bool finalized_ = false;
+  std::exception_ptr failure_;  // set after a timeout or transport error: the communicator is unusable
+
+  // Settings read once from the tunables registry.
+  algorithms::SelectionTable table_;
+  std::array<std::string, kNumCollectives> algoOverride_;
+  std::chrono::milliseconds defaultTimeout_{0};
+  std::size_t chunkBytes_ = 0;
+  int maxChunks_ = 0;
+  std::size_t cacheLimit_ = 0;
+  bool checkConsistency_ = false;
+
+  std::unordered_map<CacheKey, std::shared_ptr<const executor::Schedule>, CacheKeyHash> cache_;
+  executor::ScratchPool scratch_;
+  std::vector<std::unique_ptr<executor::Execution>> freeExecutions_;
+  std::vector<InFlight> inFlight_;
+  std::vector<InFlight> retired_;  // reused scratch for progressAll
+  algorithms::CollectiveSpec spec_;  // reused per call (keeps counts capacity)
+  std::uint64_t nextId_ = 1;
+  std::uint64_t sequence_ = 0;
+  int tagWindow_ = 1;
+};
+
+class WorkState {
+ public:
+  CommunicatorImpl* comm = nullptr;
+  bool done = false;
+  std::exception_ptr error;
+  std::uint64_t id = 0;
+  const char* algorithm = "";
+};
+
+}  // namespace boostcomm::detail

@@ -1,0 +1,20 @@
+// In-process communicators for unit tests: N ranks as threads of one process,
+// over the inproc transport. Not part of the installed API.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "boostcomm/communicator.h"
+
+namespace boostcomm::detail {
+
+// Creates `worldSize` communicators sharing one in-process fabric; element i is rank i.
+std::vector<std::shared_ptr<Communicator>> createInProcessGroup(int worldSize);
+
+// Runs fn(comm) on worldSize threads, one per rank, and rethrows the first
+// exception any rank raised (after all threads have finished).
+void runInProcess(int worldSize, const std::function<void(Communicator&)>& fn);
+
+}  // namespace boostcomm::detail

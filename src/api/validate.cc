@@ -1,0 +1,138 @@
+// Argument checks for every collective. Each failure names the collective,
+// the argument and the rank, so a user of a 512-rank job knows where to look.
+#include <cstdint>
+#include <limits>
+
+#include "api/call.h"
+#include "core/check.h"
+
+namespace boostcomm::detail {
+namespace {
+
+constexpr std::size_t kMaxSize = std::numeric_limits<std::size_t>::max();
+
+std::size_t bytesOrThrow(std::string_view coll, const char* what, std::size_t count, std::size_t elementSize,
+                         int rank) {
+  BC_INVALID(count <= kMaxSize / elementSize, rank,
+             coll << ": " << what << " = " << count << " elements overflows the address space");
+  return count * elementSize;
+}
+
+void checkEnum(std::string_view coll, DataType dtype, ReduceOp op, int rank) {
+  BC_INVALID(static_cast<int>(dtype) < kNumDataTypes, rank,
+             coll << ": dtype has invalid value " << static_cast<int>(dtype));
+  BC_INVALID(static_cast<int>(op) < kNumReduceOps, rank,
+             coll << ": op has invalid value " << static_cast<int>(op));
+}
+
+void checkPointer(std::string_view coll, const char* name, const void* data, std::size_t count, int rank) {
+  BC_INVALID(data != nullptr || count == 0, rank, coll << ": " << name << ".data is null but " << name
+                                                       << ".count is " << count);
+}
+
+bool overlaps(const void* a, std::size_t aBytes, const void* b, std::size_t bBytes) {
+  if (aBytes == 0 || bBytes == 0) return false;
+  const auto x = reinterpret_cast<std::uintptr_t>(a);
+  const auto y = reinterpret_cast<std::uintptr_t>(b);
+  return x < y + bBytes && y < x + aBytes;
+}
+
+}  // namespace
+
+void validateAndDescribe(const CallArgs& args, int rank, int size, algorithms::CollectiveSpec& spec) {
+  const std::string_view coll = args.varying ? std::string_view("allgatherv") : toString(args.collective);
+  spec.collective = args.collective;
+  spec.rank = rank;
+  spec.size = size;
+  spec.root = 0;
+  spec.counts.clear();
+  if (args.collective == Collective::kBarrier) {
+    spec.count = 0;
+    return;
+  }
+  const ConstView& send = args.send;
+  const View& recv = args.recv;
+  checkEnum(coll, recv.dtype, args.op, rank);
+  checkEnum(coll, send.dtype, args.op, rank);
+  spec.dtype = recv.dtype;
+  spec.op = args.op;
+  const std::size_t es = dataTypeSize(recv.dtype);
+  const std::size_t sendBytes = bytesOrThrow(coll, "send.count", send.count, es, rank);
+  const std::size_t recvBytes = bytesOrThrow(coll, "recv.count", recv.count, es, rank);
+  if (args.collective != Collective::kBroadcast) {
+    BC_INVALID(send.dtype == recv.dtype, rank,
+               coll << ": send.dtype " << toString(send.dtype) << " differs from recv.dtype " << toString(recv.dtype));
+    checkPointer(coll, "send", send.data, send.count, rank);
+  }
+  checkPointer(coll, args.collective == Collective::kBroadcast ? "buffer" : "recv", recv.data, recv.count, rank);
+  const bool reduces = args.collective == Collective::kAllreduce || args.collective == Collective::kReduceScatter;
+  if (reduces) {
+    BC_INVALID(args.op != ReduceOp::kAvg || isFloatingPoint(recv.dtype), rank,
+               coll << ": op avg is not supported for dtype " << toString(recv.dtype)
+                    << " (an integer average would truncate; use sum and divide)");
+  }
+
+  switch (args.collective) {
+    case Collective::kAllreduce:
+      BC_INVALID(send.count == recv.count, rank,
+                 coll << ": send.count " << send.count << " differs from recv.count " << recv.count);
+      BC_INVALID(send.data == recv.data || !overlaps(send.data, sendBytes, recv.data, recvBytes), rank,
+                 coll << ": send and recv overlap without being the same buffer (in place needs send.data == recv.data)");
+      spec.count = recv.count;
+      return;
+    case Collective::kBroadcast:
+      BC_INVALID(args.root >= 0 && args.root < size, rank,
+                 coll << ": root " << args.root << " is out of range [0, " << size << ")");
+      spec.root = args.root;
+      spec.count = recv.count;
+      return;
+    case Collective::kReduceScatter: {
+      const std::size_t total = bytesOrThrow(coll, "recv.count * size", recv.count, static_cast<std::size_t>(size),
+                                             rank);
+      BC_INVALID(send.count == total, rank,
+                 coll << ": send.count " << send.count << " must be size (" << size << ") * recv.count ("
+                      << recv.count << ") = " << total);
+      BC_INVALID(!overlaps(send.data, sendBytes, recv.data, recvBytes), rank,
+                 coll << ": send and recv overlap (reduce_scatter cannot run in place)");
+      spec.count = recv.count;
+      return;
+    }
+    case Collective::kAllgather: {
+      std::size_t ownOffset = 0;  // elements before this rank's block
+      if (args.varying) {
+        BC_INVALID(args.recvCounts.size() == static_cast<std::size_t>(size), rank,
+                   coll << ": recvCounts has " << args.recvCounts.size() << " entries, expected one per rank ("
+                        << size << ")");
+        std::size_t total = 0;
+        for (std::size_t i = 0; i < args.recvCounts.size(); ++i) {
+          BC_INVALID(args.recvCounts[i] <= kMaxSize - total, rank, coll << ": recvCounts sum overflows");
+          if (static_cast<int>(i) == rank) ownOffset = total;
+          total += args.recvCounts[i];
+        }
+        BC_INVALID(total == recv.count, rank,
+                   coll << ": recv.count " << recv.count << " differs from the sum of recvCounts " << total);
+        BC_INVALID(send.count == args.recvCounts[static_cast<std::size_t>(rank)], rank,
+                   coll << ": send.count " << send.count << " differs from recvCounts[" << rank
+                        << "] = " << args.recvCounts[static_cast<std::size_t>(rank)]);
+        spec.counts.assign(args.recvCounts.begin(), args.recvCounts.end());
+      } else {
+        const std::size_t total = bytesOrThrow(coll, "send.count * size", send.count,
+                                               static_cast<std::size_t>(size), rank);
+        BC_INVALID(recv.count == total, rank,
+                   coll << ": recv.count " << recv.count << " must be size (" << size << ") * send.count ("
+                        << send.count << ") = " << total);
+        ownOffset = send.count * static_cast<std::size_t>(rank);
+      }
+      const void* inPlace = static_cast<const char*>(recv.data) + ownOffset * es;
+      BC_INVALID(send.data == inPlace || !overlaps(send.data, sendBytes, recv.data, recvBytes), rank,
+                 coll << ": send overlaps recv without being this rank's block of it (in place needs send.data == "
+                         "recv.data + offset of block "
+                      << rank << ")");
+      spec.count = send.count;
+      return;
+    }
+    case Collective::kBarrier: return;
+  }
+}
+
+}  // namespace boostcomm::detail

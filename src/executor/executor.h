@@ -1,0 +1,64 @@
+// Executor: progresses schedules without blocking.
+//
+// An Execution is one Schedule bound to a call's buffers. progress() starts
+// every step whose dependencies are done (sends/receives are posted, local
+// steps run at once), tests the posted ones, and returns; it never waits. The
+// caller (blocking call, Work::test/wait, later a background engine) calls it
+// repeatedly, for as many executions as are in flight, in issue order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "executor/schedule.h"
+#include "transport/transport.h"
+
+namespace boostcomm::executor {
+
+struct Binding {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  void* scratch = nullptr;
+  // allgatherv layout for native steps (elements, one per rank); may be null.
+  const int* nativeCounts = nullptr;
+  const int* nativeDispls = nullptr;
+};
+
+class Execution {
+ public:
+  // tagBase is added to every step's tag (so concurrent calls never match each
+  // other's messages). blockingNative: run kNative steps with the backend's
+  // blocking call (fastest when nothing else is in flight and no deadline is set).
+  void start(const Schedule& schedule, const Binding& binding, int tagBase, bool blockingNative);
+  // Advances; true when every step is done. Throws on transport errors.
+  // `advanced` (optional) is set when any step started or finished.
+  bool progress(transport::Transport& transport, bool* advanced = nullptr);
+  bool done() const { return remaining_ == 0; }
+  const Schedule* schedule() const { return schedule_; }
+  const Binding& binding() const { return binding_; }
+
+  // Storage for Binding::nativeCounts/nativeDispls that lives as long as the
+  // execution and keeps its capacity across reuse.
+  std::vector<int> nativeCounts;
+  std::vector<int> nativeDispls;
+
+ private:
+  enum class State : std::uint8_t { kPending, kRunning, kDone };
+  void* resolve(BufRef ref) const;
+  bool ready(const Step& step) const;
+  // Starts a step; true when it completed immediately.
+  bool startStep(std::size_t index, transport::Transport& transport);
+  void runNative(const Step& step, transport::Transport& transport, transport::Request* req);
+
+  const Schedule* schedule_ = nullptr;
+  Binding binding_;
+  int tagBase_ = 0;
+  bool blockingNative_ = false;
+  std::vector<State> state_;               // capacity kept across calls
+  std::vector<transport::Request> requests_;
+  std::size_t firstPending_ = 0;
+  std::size_t remaining_ = 0;
+};
+
+}  // namespace boostcomm::executor

@@ -1,0 +1,146 @@
+#include "executor/schedule.h"
+
+#include <sstream>
+
+#include "core/check.h"
+
+namespace boostcomm::executor {
+
+Schedule::Schedule(Collective coll, DataType dtype, ReduceOp op, std::string algorithm)
+    : collective_(coll), dtype_(dtype), op_(op), algorithm_(std::move(algorithm)) {}
+
+std::size_t Schedule::elementSize() const { return dataTypeSize(dtype_); }
+
+Schedule::StepId Schedule::add(Step step, std::initializer_list<StepId> deps) {
+  step.depBegin = static_cast<std::uint32_t>(deps_.size());
+  step.depCount = static_cast<std::uint32_t>(deps.size());
+  for (StepId d : deps) deps_.push_back(d);
+  steps_.push_back(step);
+  return static_cast<StepId>(steps_.size() - 1);
+}
+
+void Schedule::addDependency(StepId dep) {
+  BC_INTERNAL(!steps_.empty(), "addDependency on an empty schedule");
+  Step& last = steps_.back();
+  BC_INTERNAL(last.depBegin + last.depCount == deps_.size(), "dependencies of the last step are not contiguous");
+  deps_.push_back(dep);
+  ++last.depCount;
+}
+
+void Schedule::addDependencies(const std::vector<StepId>& deps) {
+  for (StepId d : deps) addDependency(d);
+}
+
+Schedule::StepId Schedule::send(BufRef src, std::size_t bytes, int peer, int tag, std::initializer_list<StepId> deps) {
+  Step s;
+  s.kind = StepKind::kSend;
+  s.src = src;
+  s.bytes = bytes;
+  s.peer = peer;
+  s.tag = tag;
+  return add(s, deps);
+}
+
+Schedule::StepId Schedule::recv(BufRef dst, std::size_t bytes, int peer, int tag, std::initializer_list<StepId> deps) {
+  Step s;
+  s.kind = StepKind::kRecv;
+  s.dst = dst;
+  s.bytes = bytes;
+  s.peer = peer;
+  s.tag = tag;
+  return add(s, deps);
+}
+
+Schedule::StepId Schedule::reduce(BufRef dst, BufRef a, BufRef b, std::size_t count,
+                                  std::initializer_list<StepId> deps) {
+  Step s;
+  s.kind = StepKind::kReduce;
+  s.dst = dst;
+  s.src = a;
+  s.src2 = b;
+  s.count = count;
+  return add(s, deps);
+}
+
+Schedule::StepId Schedule::copy(BufRef dst, BufRef src, std::size_t bytes, std::initializer_list<StepId> deps) {
+  Step s;
+  s.kind = StepKind::kCopy;
+  s.dst = dst;
+  s.src = src;
+  s.bytes = bytes;
+  return add(s, deps);
+}
+
+Schedule::StepId Schedule::divide(BufRef dst, std::size_t count, int divisor, std::initializer_list<StepId> deps) {
+  Step s;
+  s.kind = StepKind::kDivide;
+  s.dst = dst;
+  s.count = count;
+  s.divisor = divisor;
+  return add(s, deps);
+}
+
+Schedule::StepId Schedule::native(const NativeCall& call, std::initializer_list<StepId> deps) {
+  Step s;
+  s.kind = StepKind::kNative;
+  s.native = call;
+  return add(s, deps);
+}
+
+std::size_t Schedule::reserveScratch(std::size_t bytes) {
+  // Keep every reservation 64-byte aligned so vector kernels start on a cache line.
+  const std::size_t offset = (scratchBytes_ + 63) & ~std::size_t{63};
+  scratchBytes_ = offset + bytes;
+  return offset;
+}
+
+void Schedule::validate(int worldSize) const {
+  for (std::size_t i = 0; i < steps_.size(); ++i) {
+    const Step& s = steps_[i];
+    for (std::uint32_t d = 0; d < s.depCount; ++d) {
+      BC_INTERNAL(deps_[s.depBegin + d] < i, algorithm_ << ": step " << i << " depends on later step "
+                                                        << deps_[s.depBegin + d]);
+    }
+    if (s.kind == StepKind::kSend || s.kind == StepKind::kRecv) {
+      BC_INTERNAL(s.peer >= 0 && s.peer < worldSize, algorithm_ << ": step " << i << " peer " << s.peer);
+      BC_INTERNAL(s.tag >= 0 && s.tag < kMaxStepTag, algorithm_ << ": step " << i << " tag " << s.tag);
+    }
+  }
+}
+
+namespace {
+const char* bufferName(BufferId b) {
+  switch (b) {
+    case BufferId::kSend: return "send";
+    case BufferId::kRecv: return "recv";
+    case BufferId::kScratch: return "scratch";
+  }
+  return "?";
+}
+std::ostream& operator<<(std::ostream& os, BufRef r) { return os << bufferName(r.buffer) << "+" << r.offsetBytes; }
+}  // namespace
+
+std::string Schedule::toString() const {
+  std::ostringstream os;
+  os << algorithm_ << " (" << steps_.size() << " steps, scratch " << scratchBytes_ << " B)\n";
+  for (std::size_t i = 0; i < steps_.size(); ++i) {
+    const Step& s = steps_[i];
+    os << "  " << i << ": ";
+    switch (s.kind) {
+      case StepKind::kSend: os << "send " << s.src << " " << s.bytes << "B -> " << s.peer << " tag " << s.tag; break;
+      case StepKind::kRecv: os << "recv " << s.dst << " " << s.bytes << "B <- " << s.peer << " tag " << s.tag; break;
+      case StepKind::kReduce: os << "reduce " << s.dst << " = " << s.src << " op " << s.src2 << " x" << s.count; break;
+      case StepKind::kCopy: os << "copy " << s.dst << " = " << s.src << " " << s.bytes << "B"; break;
+      case StepKind::kDivide: os << "divide " << s.dst << " /" << s.divisor << " x" << s.count; break;
+      case StepKind::kNative: os << "native " << boostcomm::toString(s.native.collective) << " x" << s.native.count; break;
+    }
+    if (s.depCount > 0) {
+      os << " after";
+      for (std::uint32_t d = 0; d < s.depCount; ++d) os << " " << deps_[s.depBegin + d];
+    }
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace boostcomm::executor

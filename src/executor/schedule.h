@@ -1,0 +1,114 @@
+// Schedule: an algorithm as data.
+//
+// A builder turns a collective request into a Schedule: a list of steps
+// (send, recv, reduce, copy, divide, native) with dependencies. Steps address
+// memory symbolically — (buffer, byte offset) where buffer is the call's send
+// buffer, recv buffer or the communicator's scratch — so one Schedule is built
+// once per (collective, algorithm, count, dtype, op, root) and reused by every
+// later call with fresh pointers (no allocation on the hot path).
+//
+// Terms used by builders:
+//   block   — the part of the vector owned by one rank (allgather/reduce_scatter layout);
+//   segment — the part of the vector a ring step moves (ring algorithms use blocks as segments);
+//   chunk   — a pipelining unit inside a segment, so reduce of one chunk overlaps transfer of the next.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "boostcomm/types.h"
+
+namespace boostcomm::executor {
+
+enum class BufferId : std::uint8_t { kSend, kRecv, kScratch };
+
+struct BufRef {
+  BufferId buffer = BufferId::kRecv;
+  std::size_t offsetBytes = 0;
+};
+
+enum class StepKind : std::uint8_t {
+  kSend,    // send `bytes` from src to peer
+  kRecv,    // receive `bytes` from peer into dst
+  kReduce,  // dst = src op src2, `count` elements of the schedule's dtype
+  kCopy,    // dst = src, `bytes` (skipped when both resolve to the same address)
+  kDivide,  // dst /= divisor, `count` elements (finishes kAvg)
+  kNative,  // the backend's own collective over the whole call (see NativeCall)
+};
+
+// Parameters of a kNative step; pointers come from the bound buffers.
+struct NativeCall {
+  Collective collective = Collective::kAllreduce;
+  std::size_t count = 0;         // elements: allreduce/broadcast total, allgather send count, reduce_scatter recv count
+  std::size_t elementOffset = 0; // chunk start (elements) for chunked allreduce/broadcast
+  int root = 0;
+};
+
+struct Step {
+  StepKind kind = StepKind::kCopy;
+  BufRef dst;
+  BufRef src;
+  BufRef src2;
+  std::size_t bytes = 0;  // send / recv / copy
+  std::size_t count = 0;  // reduce / divide
+  int peer = -1;
+  int tag = 0;            // per-schedule tag, < kMaxStepTag
+  int divisor = 1;
+  std::uint32_t depBegin = 0;  // dependencies: deps[depBegin, depBegin + depCount)
+  std::uint32_t depCount = 0;
+  NativeCall native;
+};
+
+inline constexpr int kMaxStepTag = 1 << 16;
+
+class Schedule {
+ public:
+  Schedule() = default;
+  Schedule(Collective coll, DataType dtype, ReduceOp op, std::string algorithm);
+
+  using StepId = std::uint32_t;
+
+  StepId send(BufRef src, std::size_t bytes, int peer, int tag, std::initializer_list<StepId> deps = {});
+  StepId recv(BufRef dst, std::size_t bytes, int peer, int tag, std::initializer_list<StepId> deps = {});
+  StepId reduce(BufRef dst, BufRef a, BufRef b, std::size_t count, std::initializer_list<StepId> deps = {});
+  StepId copy(BufRef dst, BufRef src, std::size_t bytes, std::initializer_list<StepId> deps = {});
+  StepId divide(BufRef dst, std::size_t count, int divisor, std::initializer_list<StepId> deps = {});
+  StepId native(const NativeCall& call, std::initializer_list<StepId> deps = {});
+  // Add one more dependency to the most recently added step.
+  void addDependency(StepId dep);
+  // Add dependencies given at run time (vector form) to the last step.
+  void addDependencies(const std::vector<StepId>& deps);
+
+  // Scratch bytes the schedule addresses (grows as builders reserve).
+  std::size_t reserveScratch(std::size_t bytes);
+  std::size_t scratchBytes() const { return scratchBytes_; }
+
+  const std::vector<Step>& steps() const { return steps_; }
+  const std::vector<StepId>& deps() const { return deps_; }
+  Collective collective() const { return collective_; }
+  DataType dtype() const { return dtype_; }
+  ReduceOp op() const { return op_; }
+  const std::string& algorithm() const { return algorithm_; }
+  std::size_t elementSize() const;
+  bool empty() const { return steps_.empty(); }
+
+  // Checks invariants (deps point backwards, tags in range); throws kInternal.
+  void validate(int worldSize) const;
+  // Human-readable dump, one step per line (tests, debugging).
+  std::string toString() const;
+
+ private:
+  StepId add(Step step, std::initializer_list<StepId> deps);
+
+  Collective collective_ = Collective::kAllreduce;
+  DataType dtype_ = DataType::kFloat32;
+  ReduceOp op_ = ReduceOp::kSum;
+  std::string algorithm_;
+  std::vector<Step> steps_;
+  std::vector<StepId> deps_;
+  std::size_t scratchBytes_ = 0;
+};
+
+}  // namespace boostcomm::executor

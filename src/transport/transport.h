@@ -1,0 +1,65 @@
+// Transport: how bytes move between the ranks of a group.
+//
+// Two services: non-blocking point-to-point (isend / irecv / test) that the
+// executor drives for boostcomm's own algorithms, and the backend's own
+// collectives ("native"), blocking or non-blocking. Implementations: MPI
+// (mpi/), in-process threads for unit tests (inproc/).
+//
+// Messages between one (source, destination, tag) triple are matched in the
+// order they were posted (MPI's non-overtaking rule); algorithms rely on it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "boostcomm/types.h"
+
+namespace boostcomm::transport {
+
+// An outstanding operation. Opaque slots filled by the transport that posted
+// it; inactive (all zero) once complete. No allocation per request.
+struct Request {
+  std::uintptr_t slot[2] = {0, 0};
+  bool active() const { return slot[0] != 0 || slot[1] != 0; }
+};
+
+// Native collective calls: blocking when `req` is null, otherwise posted
+// non-blocking and completed through test(*req). Counts are elements and fit
+// in int32 (callers chunk larger payloads). ReduceOp::kAvg is not accepted:
+// callers reduce with kSum and divide.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string name() const = 0;
+  // Largest tag usable by isend/irecv.
+  virtual int maxTag() const = 0;
+
+  virtual void isend(const void* buf, std::size_t bytes, int peer, int tag, Request& req) = 0;
+  virtual void irecv(void* buf, std::size_t bytes, int peer, int tag, Request& req) = 0;
+  // True when req has completed (req is then inactive). Never blocks.
+  virtual bool test(Request& req) = 0;
+  // Give the backend a chance to progress without a particular request.
+  virtual void poll() {}
+
+  virtual void nativeAllreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                               Request* req) = 0;
+  // recvCounts/displs: `size()` entries, in elements.
+  virtual void nativeAllgatherv(const void* send, std::size_t sendCount, void* recv, const int* recvCounts,
+                                const int* displs, DataType dtype, Request* req) = 0;
+  virtual void nativeBroadcast(void* buf, std::size_t count, DataType dtype, int root, Request* req) = 0;
+  // send holds size() * recvCount elements.
+  virtual void nativeReduceScatter(const void* send, void* recv, std::size_t recvCount, DataType dtype,
+                                   ReduceOp op, Request* req) = 0;
+  virtual void nativeBarrier(Request* req) = 0;
+
+  // Collective over this group: ranks with equal color form a sub-group,
+  // ordered by (key, rank). A negative color returns nullptr for that rank.
+  virtual std::unique_ptr<Transport> split(int color, int key) = 0;
+};
+
+}  // namespace boostcomm::transport
