@@ -1,0 +1,267 @@
+#include "transport/mpi/mpi_transport.h"
+
+#include <climits>
+#include <cstring>
+#include <mutex>
+
+#include "core/check.h"
+#include "transport/mpi/mpi_errors.h"
+#include "transport/mpi/mpi_types.h"
+
+namespace boostcomm::transport {
+
+using mpi::checkMpi;
+
+namespace {
+
+// Request slots must read zero when inactive, but MPI_REQUEST_NULL need not be
+// zero (Open MPI: the address of a sentinel object). Storing the handle's bits
+// XOR MPI_REQUEST_NULL's bits maps "no request" to 0 and keeps every live
+// request non-zero, whatever the handle representation.
+static_assert(sizeof(MPI_Request) <= sizeof(std::uintptr_t), "MPI_Request must fit in a Request slot");
+
+std::uintptr_t requestBits(MPI_Request r) {
+  std::uintptr_t bits = 0;
+  std::memcpy(&bits, &r, sizeof r);
+  return bits;
+}
+
+std::uintptr_t encodeRequest(MPI_Request r) { return requestBits(r) ^ requestBits(MPI_REQUEST_NULL); }
+
+MPI_Request decodeRequest(std::uintptr_t slot) {
+  const std::uintptr_t bits = slot ^ requestBits(MPI_REQUEST_NULL);
+  MPI_Request r;
+  std::memcpy(&r, &bits, sizeof r);
+  return r;
+}
+
+std::mutex g_initMutex;
+bool g_weInitialized = false;  // guarded by g_initMutex
+
+bool mpiFinalized() {
+  int finalized = 0;
+  checkMpi(MPI_Finalized(&finalized), "MPI_Finalized", -1);
+  return finalized != 0;
+}
+
+// Posts a non-blocking collective when req is given, else runs the blocking one.
+template <typename Blocking, typename NonBlocking>
+void runCollective(Request* req, const char* blockingName, const char* nonBlockingName, int rank, Blocking blocking,
+                   NonBlocking nonBlocking) {
+  if (req == nullptr) {
+    checkMpi(blocking(), blockingName, rank);
+    return;
+  }
+  BC_INTERNAL(!req->active(), nonBlockingName << ": request is still active");
+  MPI_Request r = MPI_REQUEST_NULL;
+  checkMpi(nonBlocking(&r), nonBlockingName, rank);
+  req->slot[0] = encodeRequest(r);
+}
+
+}  // namespace
+
+MpiTransport::MpiTransport(MPI_Comm comm, bool ownsComm) : comm_(comm), ownsComm_(ownsComm) {
+  BC_INVALID(comm != MPI_COMM_NULL, -1, "MpiTransport: comm is MPI_COMM_NULL");
+  try {
+    if (ownsComm_) checkMpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", -1);
+    checkMpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank", -1);
+    checkMpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size", rank_);
+    void* value = nullptr;
+    int found = 0;
+    checkMpi(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &value, &found), "MPI_Comm_get_attr(MPI_TAG_UB)", rank_);
+    // The standard guarantees MPI_TAG_UB >= 32767 and that the attribute exists.
+    maxTag_ = (found && value != nullptr) ? *static_cast<int*>(value) : 32767;
+  } catch (...) {
+    if (ownsComm_) MPI_Comm_free(&comm_);
+    throw;
+  }
+}
+
+MpiTransport::~MpiTransport() {
+  if (!ownsComm_ || comm_ == MPI_COMM_NULL) return;
+  int finalized = 0;
+  // A destructor cannot report: a failed free only leaks a communicator.
+  if (MPI_Finalized(&finalized) == MPI_SUCCESS && !finalized) MPI_Comm_free(&comm_);
+}
+
+std::unique_ptr<MpiTransport> MpiTransport::createWorld() {
+  {
+    std::lock_guard lock(g_initMutex);
+    int initialized = 0;
+    checkMpi(MPI_Initialized(&initialized), "MPI_Initialized", -1);
+    if (!initialized) {
+      BC_CHECK(!mpiFinalized(), ErrorCategory::kFinalized, -1, "createWorld: MPI was already finalized");
+      int provided = MPI_THREAD_SINGLE;
+      checkMpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread", -1);
+      g_weInitialized = true;
+    }
+  }
+  MPI_Comm dup = MPI_COMM_NULL;
+  checkMpi(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "MPI_Comm_dup(MPI_COMM_WORLD)", -1);
+  return std::make_unique<MpiTransport>(dup, true);
+}
+
+void MpiTransport::postBytes(bool isSend, void* buf, std::size_t bytes, int peer, int tag, Request& req) {
+  const char* what = isSend ? "isend" : "irecv";
+  BC_INTERNAL(!req.active(), what << ": request is still active");
+  BC_INVALID(peer >= 0 && peer < size_, rank_, what << ": peer " << peer << " outside [0, " << size_ << ")");
+  BC_INVALID(tag >= 0 && tag <= maxTag_, rank_, what << ": tag " << tag << " outside [0, " << maxTag_ << "]");
+  BC_INVALID(buf != nullptr || bytes == 0, rank_, what << ": buf is null for " << bytes << " bytes");
+  auto post = [&](void* data, int count, MPI_Datatype type, std::uintptr_t& slot) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (isSend) {
+      checkMpi(MPI_Isend(data, count, type, peer, tag, comm_, &r), "MPI_Isend", rank_);
+    } else {
+      checkMpi(MPI_Irecv(data, count, type, peer, tag, comm_, &r), "MPI_Irecv", rank_);
+    }
+    slot = encodeRequest(r);
+  };
+  if (bytes <= static_cast<std::size_t>(INT_MAX)) {
+    post(buf, static_cast<int>(bytes), MPI_BYTE, req.slot[0]);
+    return;
+  }
+  const std::size_t blocks = bytes / mpi::kBlockBytes;
+  const std::size_t remainderBytes = bytes % mpi::kBlockBytes;
+  BC_INVALID(blocks <= static_cast<std::size_t>(INT_MAX), rank_, what << ": " << bytes << " bytes is too large");
+  post(buf, static_cast<int>(blocks), mpi::mpiBlockType(), req.slot[0]);
+  if (remainderBytes > 0) {
+    post(static_cast<char*>(buf) + blocks * mpi::kBlockBytes, static_cast<int>(remainderBytes), MPI_BYTE,
+         req.slot[1]);
+  }
+}
+
+void MpiTransport::isend(const void* buf, std::size_t bytes, int peer, int tag, Request& req) {
+  postBytes(true, const_cast<void*>(buf), bytes, peer, tag, req);
+}
+
+void MpiTransport::irecv(void* buf, std::size_t bytes, int peer, int tag, Request& req) {
+  postBytes(false, buf, bytes, peer, tag, req);
+}
+
+bool MpiTransport::test(Request& req) {
+  for (std::uintptr_t& slot : req.slot) {
+    if (slot == 0) continue;
+    MPI_Request r = decodeRequest(slot);
+    int done = 0;
+    const int rc = MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS || done) {
+      // A failed request is complete too: never test it again.
+      slot = 0;
+    } else {
+      slot = encodeRequest(r);
+    }
+    checkMpi(rc, "MPI_Test", rank_);
+  }
+  return !req.active();
+}
+
+void MpiTransport::poll() {
+  // MPI progresses only inside MPI calls; a probe is the cheapest such call.
+  int flag = 0;
+  checkMpi(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, MPI_STATUS_IGNORE), "MPI_Iprobe", rank_);
+}
+
+int MpiTransport::checkedCount(std::size_t count, const char* what) const {
+  BC_INVALID(count <= static_cast<std::size_t>(INT_MAX), rank_,
+             what << " = " << count << " exceeds INT_MAX elements; split the payload into chunks");
+  return static_cast<int>(count);
+}
+
+void MpiTransport::nativeAllreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                                   Request* req) {
+  const int n = checkedCount(count, "nativeAllreduce: count");
+  BC_INVALID((send != nullptr && recv != nullptr) || n == 0, rank_, "nativeAllreduce: null buffer for count " << n);
+  const MPI_Datatype type = mpi::mpiDataType(dtype);
+  const MPI_Op mpiOp = mpi::mpiOp(dtype, op);
+  // MPI forbids aliased send/recv buffers; identical pointers mean in place.
+  const void* in = (send == recv) ? MPI_IN_PLACE : send;
+  runCollective(
+      req, "MPI_Allreduce", "MPI_Iallreduce", rank_,
+      [&] { return MPI_Allreduce(in, recv, n, type, mpiOp, comm_); },
+      [&](MPI_Request* r) { return MPI_Iallreduce(in, recv, n, type, mpiOp, comm_, r); });
+}
+
+void MpiTransport::nativeAllgatherv(const void* send, std::size_t sendCount, void* recv, const int* recvCounts,
+                                    const int* displs, DataType dtype, Request* req) {
+  const int n = checkedCount(sendCount, "nativeAllgatherv: sendCount");
+  BC_INVALID(recvCounts != nullptr && displs != nullptr, rank_, "nativeAllgatherv: recvCounts/displs is null");
+  BC_INVALID(recvCounts[rank_] == n, rank_,
+             "nativeAllgatherv: sendCount " << n << " differs from recvCounts[" << rank_ << "] = " << recvCounts[rank_]);
+  BC_INVALID(send != nullptr || n == 0, rank_, "nativeAllgatherv: send is null for count " << n);
+  const MPI_Datatype type = mpi::mpiDataType(dtype);
+  const void* in = send;
+  if (recv != nullptr && send == static_cast<const char*>(recv) + std::size_t(displs[rank_]) * dataTypeSize(dtype)) {
+    in = MPI_IN_PLACE;
+  }
+  runCollective(
+      req, "MPI_Allgatherv", "MPI_Iallgatherv", rank_,
+      [&] { return MPI_Allgatherv(in, n, type, recv, recvCounts, displs, type, comm_); },
+      [&](MPI_Request* r) { return MPI_Iallgatherv(in, n, type, recv, recvCounts, displs, type, comm_, r); });
+}
+
+void MpiTransport::nativeBroadcast(void* buf, std::size_t count, DataType dtype, int root, Request* req) {
+  const int n = checkedCount(count, "nativeBroadcast: count");
+  BC_INVALID(root >= 0 && root < size_, rank_, "nativeBroadcast: root " << root << " outside [0, " << size_ << ")");
+  BC_INVALID(buf != nullptr || n == 0, rank_, "nativeBroadcast: buf is null for count " << n);
+  const MPI_Datatype type = mpi::mpiDataType(dtype);
+  runCollective(
+      req, "MPI_Bcast", "MPI_Ibcast", rank_, [&] { return MPI_Bcast(buf, n, type, root, comm_); },
+      [&](MPI_Request* r) { return MPI_Ibcast(buf, n, type, root, comm_, r); });
+}
+
+void MpiTransport::nativeReduceScatter(const void* send, void* recv, std::size_t recvCount, DataType dtype,
+                                       ReduceOp op, Request* req) {
+  const int n = checkedCount(recvCount, "nativeReduceScatter: recvCount");
+  BC_INVALID((send != nullptr && recv != nullptr) || n == 0, rank_,
+             "nativeReduceScatter: null buffer for recvCount " << n);
+  const MPI_Datatype type = mpi::mpiDataType(dtype);
+  const MPI_Op mpiOp = mpi::mpiOp(dtype, op);
+  // In place (send == recv): MPI then reads size()*n elements from recv and
+  // leaves this rank's block at its start, which is our contract too.
+  const void* in = (send == recv) ? MPI_IN_PLACE : send;
+  runCollective(
+      req, "MPI_Reduce_scatter_block", "MPI_Ireduce_scatter_block", rank_,
+      [&] { return MPI_Reduce_scatter_block(in, recv, n, type, mpiOp, comm_); },
+      [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(in, recv, n, type, mpiOp, comm_, r); });
+}
+
+void MpiTransport::nativeBarrier(Request* req) {
+  runCollective(
+      req, "MPI_Barrier", "MPI_Ibarrier", rank_, [&] { return MPI_Barrier(comm_); },
+      [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
+}
+
+std::unique_ptr<Transport> MpiTransport::split(int color, int key) {
+  MPI_Comm out = MPI_COMM_NULL;
+  checkMpi(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &out), "MPI_Comm_split", rank_);
+  if (out == MPI_COMM_NULL) return nullptr;
+  return std::make_unique<MpiTransport>(out, true);
+}
+
+std::unique_ptr<MpiTransport> MpiTransport::splitSharedMemory() {
+  MPI_Comm out = MPI_COMM_NULL;
+  checkMpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &out),
+           "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)", rank_);
+  BC_INTERNAL(out != MPI_COMM_NULL, "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) returned MPI_COMM_NULL");
+  return std::make_unique<MpiTransport>(out, true);
+}
+
+void finalizeMpiIfOwned() {
+  std::lock_guard lock(g_initMutex);
+  if (!g_weInitialized || mpiFinalized()) return;
+  // Our datatypes and ops are freed inside MPI_Finalize (see mpi_types.h).
+  checkMpi(MPI_Finalize(), "MPI_Finalize", -1);
+}
+
+bool mpiInitializedByBoostcomm() {
+  std::lock_guard lock(g_initMutex);
+  return g_weInitialized;
+}
+
+int mpiThreadLevel() {
+  int level = MPI_THREAD_SINGLE;
+  checkMpi(MPI_Query_thread(&level), "MPI_Query_thread", -1);
+  return level;
+}
+
+}  // namespace boostcomm::transport

@@ -1,0 +1,86 @@
+// Transport over an MPI communicator.
+//
+// Point-to-point traffic is MPI_Isend/MPI_Irecv of bytes; native collectives
+// are the MPI_* / MPI_I* collectives. A Request holds up to two MPI_Requests:
+// messages above INT_MAX bytes travel as a block-typed part plus a byte
+// remainder (see mpi_types.h), posted in that order on both sides so MPI's
+// non-overtaking rule pairs them. Concurrent posts on the same (peer, tag)
+// from several threads could interleave those two parts: don't do that.
+#pragma once
+
+// C bindings only: the deprecated MPI C++ bindings would need libmpi_cxx.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+
+#include "transport/transport.h"
+
+namespace boostcomm::transport {
+
+class MpiTransport final : public Transport {
+ public:
+  // ownsComm: the communicator is ours (a dup or split), so we set
+  // MPI_ERRORS_RETURN on it and free it in the destructor. A borrowed
+  // communicator keeps the application's error handler untouched.
+  MpiTransport(MPI_Comm comm, bool ownsComm);
+  ~MpiTransport() override;
+  MpiTransport(const MpiTransport&) = delete;
+  MpiTransport& operator=(const MpiTransport&) = delete;
+
+  // Initializes MPI (MPI_THREAD_MULTIPLE requested) unless the application
+  // already did, and returns a transport over a duplicate of MPI_COMM_WORLD so
+  // boostcomm's traffic never matches the application's messages.
+  static std::unique_ptr<MpiTransport> createWorld();
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override { return "mpi"; }
+  int maxTag() const override { return maxTag_; }
+
+  void isend(const void* buf, std::size_t bytes, int peer, int tag, Request& req) override;
+  void irecv(void* buf, std::size_t bytes, int peer, int tag, Request& req) override;
+  bool test(Request& req) override;
+  void poll() override;
+
+  void nativeAllreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                       Request* req) override;
+  void nativeAllgatherv(const void* send, std::size_t sendCount, void* recv, const int* recvCounts,
+                        const int* displs, DataType dtype, Request* req) override;
+  void nativeBroadcast(void* buf, std::size_t count, DataType dtype, int root, Request* req) override;
+  void nativeReduceScatter(const void* send, void* recv, std::size_t recvCount, DataType dtype, ReduceOp op,
+                           Request* req) override;
+  void nativeBarrier(Request* req) override;
+
+  std::unique_ptr<Transport> split(int color, int key) override;
+  // The ranks that share memory with this one (MPI_COMM_TYPE_SHARED), in rank order.
+  std::unique_ptr<MpiTransport> splitSharedMemory();
+
+  MPI_Comm comm() const { return comm_; }
+
+ private:
+  void postBytes(bool isSend, void* buf, std::size_t bytes, int peer, int tag, Request& req);
+  int checkedCount(std::size_t count, const char* what) const;
+
+  MPI_Comm comm_;
+  bool ownsComm_;
+  int rank_ = -1;
+  int size_ = 0;
+  int maxTag_ = 0;
+};
+
+// MPI_Finalize, but only when createWorld() was the one that initialized MPI
+// (and nobody finalized it yet). Transports must be destroyed before.
+void finalizeMpiIfOwned();
+// True when boostcomm called MPI_Init_thread.
+bool mpiInitializedByBoostcomm();
+// The thread level MPI provides (MPI_THREAD_*), as reported by MPI_Query_thread.
+int mpiThreadLevel();
+
+}  // namespace boostcomm::transport
