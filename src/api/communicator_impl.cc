@@ -301,7 +301,17 @@ void CommunicatorImpl::wait(WorkState& work, std::optional<std::chrono::millisec
 }
 
 std::vector<std::string> CommunicatorImpl::algorithms(Collective coll) const {
-  return algorithms::algorithmNames(coll);
+  // Those that can run here: a small payload on this world size (the limits
+  // that depend on the payload, such as native's int counts, are checked per call).
+  CollectiveSpec probe;
+  probe.collective = coll;
+  probe.rank = rank_;
+  probe.size = size_;
+  std::vector<std::string> names;
+  for (const AlgorithmInfo& a : algorithms::allAlgorithms()) {
+    if (a.collective == coll && a.unsupportedReason(probe).empty()) names.emplace_back(a.name);
+  }
+  return names;
 }
 
 std::string CommunicatorImpl::selectedAlgorithm(Collective coll, std::size_t bytes) const {

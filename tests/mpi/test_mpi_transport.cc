@@ -1,0 +1,347 @@
+// MpiTransport under mpirun: point-to-point, native collectives (float16 and
+// bfloat16 through our user MPI_Ops), split, error translation. Provides its
+// own main (MPI_Init_thread / MPI_Finalize belong to the application, as in a
+// real program). Run: mpirun -np 2|3 --oversubscribe --bind-to none <binary>.
+// BOOSTCOMM_TEST_LARGE=1 adds a 2^31+5-byte message (needs ~4.3 GiB of RAM).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "boostcomm/error.h"
+#include "common/test_data.h"
+#include "transport/mpi/mpi_transport.h"
+#include "transport/mpi/mpi_types.h"
+
+namespace boostcomm::transport {
+namespace {
+
+using boostcomm::testing::checkReduction;
+using boostcomm::testing::fillBytes;
+using boostcomm::testing::fillReduceInput;
+using boostcomm::testing::Pattern;
+
+std::unique_ptr<MpiTransport> g_world;
+
+constexpr DataType kDataTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16,
+                                   DataType::kInt32,   DataType::kInt64,   DataType::kUInt8};
+constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProd};
+
+// test() must not block, so this spins; MPI progresses inside MPI_Test.
+void waitFor(Transport& t, Request& req) {
+  while (!t.test(req)) {
+  }
+  EXPECT_EQ(req.slot[0], 0u);
+  EXPECT_EQ(req.slot[1], 0u);
+}
+
+template <typename Call>
+void runNative(Transport& t, bool nonBlocking, Call call) {
+  if (!nonBlocking) {
+    call(nullptr);
+    return;
+  }
+  Request req;
+  call(&req);
+  EXPECT_TRUE(req.active());
+  waitFor(t, req);
+}
+
+TEST(MpiTransport, WorldIsADuplicateOfCommWorld) {
+  int worldRank = -1;
+  int worldSize = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &worldRank);
+  MPI_Comm_size(MPI_COMM_WORLD, &worldSize);
+  EXPECT_EQ(g_world->rank(), worldRank);
+  EXPECT_EQ(g_world->size(), worldSize);
+  EXPECT_EQ(g_world->name(), "mpi");
+  EXPECT_GE(g_world->maxTag(), 32767);
+  int relation = MPI_UNEQUAL;
+  MPI_Comm_compare(g_world->comm(), MPI_COMM_WORLD, &relation);
+  EXPECT_EQ(relation, MPI_CONGRUENT);  // same group, separate matching space
+  EXPECT_FALSE(mpiInitializedByBoostcomm());
+  EXPECT_EQ(mpiThreadLevel(), MPI_THREAD_MULTIPLE);
+}
+
+TEST(MpiTransport, MessagesOnOneTagArriveInPostingOrder) {
+  if (g_world->size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  constexpr int kMessages = 16;
+  Transport& t = *g_world;
+  std::vector<std::int32_t> values(kMessages, -1);
+  std::vector<Request> reqs(kMessages);
+  if (t.rank() == 0) {
+    for (int i = 0; i < kMessages; ++i) {
+      values[i] = 1000 + i;
+      t.isend(&values[i], sizeof(std::int32_t), 1, 7, reqs[i]);
+    }
+  } else if (t.rank() == 1) {
+    for (int i = 0; i < kMessages; ++i) t.irecv(&values[i], sizeof(std::int32_t), 0, 7, reqs[i]);
+  }
+  for (auto& r : reqs) waitFor(t, r);
+  if (t.rank() == 1) {
+    for (int i = 0; i < kMessages; ++i) EXPECT_EQ(values[i], 1000 + i) << "message " << i;
+  }
+}
+
+TEST(MpiTransport, RingExchangeIncludingZeroBytesAndSelf) {
+  Transport& t = *g_world;
+  const int n = t.size();
+  const int next = (t.rank() + 1) % n;
+  const int prev = (t.rank() + n - 1) % n;
+  for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{1} << 20}) {
+    std::vector<unsigned char> out(bytes);
+    std::vector<unsigned char> in(bytes);
+    std::vector<unsigned char> self(bytes);
+    fillBytes(out.data(), bytes, bytes, t.rank());
+    Request reqs[4];
+    t.irecv(in.data(), bytes, prev, 3, reqs[0]);
+    t.irecv(self.data(), bytes, t.rank(), 4, reqs[1]);
+    t.isend(out.data(), bytes, next, 3, reqs[2]);
+    t.isend(out.data(), bytes, t.rank(), 4, reqs[3]);
+    for (auto& r : reqs) waitFor(t, r);
+    std::vector<unsigned char> expected(bytes);
+    fillBytes(expected.data(), bytes, bytes, prev);
+    EXPECT_TRUE(in == expected) << bytes << " bytes from rank " << prev;
+    EXPECT_TRUE(self == out) << bytes << " bytes to self";
+  }
+}
+
+TEST(MpiTransport, NativeCollectivesEveryDtypeAndOp) {
+  Transport& t = *g_world;
+  const int n = t.size();
+  const int me = t.rank();
+  int call = 0;
+  for (DataType dtype : kDataTypes) {
+    const std::size_t elemBytes = dataTypeSize(dtype);
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{100}, std::size_t{10000}}) {
+      for (ReduceOp op : kOps) {
+        const std::uint64_t seed = 11 + std::uint64_t(call);
+        const bool nonBlocking = (call++ % 2) == 1;
+        const bool inPlace = (call % 3) == 0;
+        SCOPED_TRACE(::testing::Message() << toString(dtype) << " " << toString(op) << " count=" << count
+                                          << (nonBlocking ? " nb" : "") << (inPlace ? " in-place" : ""));
+        std::vector<unsigned char> send(count * elemBytes);
+        std::vector<unsigned char> recv(count * elemBytes);
+        fillReduceInput(send.data(), dtype, op, Pattern::kExact, seed, me, 0, count);
+        if (inPlace) recv = send;
+        const void* src = inPlace ? recv.data() : send.data();
+        runNative(t, nonBlocking, [&](Request* r) { t.nativeAllreduce(src, recv.data(), count, dtype, op, r); });
+        EXPECT_EQ(checkReduction(recv.data(), dtype, op, Pattern::kExact, seed, n, 0, count), "") << "allreduce";
+
+        std::vector<unsigned char> rsSend(n * count * elemBytes);
+        fillReduceInput(rsSend.data(), dtype, op, Pattern::kExact, seed, me, 0, n * count);
+        std::vector<unsigned char> rsRecv(count * elemBytes);
+        void* rsOut = inPlace ? rsSend.data() : rsRecv.data();
+        runNative(t, nonBlocking,
+                  [&](Request* r) { t.nativeReduceScatter(rsSend.data(), rsOut, count, dtype, op, r); });
+        EXPECT_EQ(checkReduction(rsOut, dtype, op, Pattern::kExact, seed, n, me * count, count), "")
+            << "reduce_scatter";
+      }
+      std::vector<int> counts(n);
+      std::vector<int> displs(n);
+      int offset = 0;
+      for (int r = 0; r < n; ++r) {
+        counts[r] = static_cast<int>(count) + r;
+        displs[r] = offset;
+        offset += counts[r] + 1;
+      }
+      const bool inPlace = (call % 2) == 0;
+      std::vector<unsigned char> gathered(std::size_t(offset) * elemBytes, 0xAB);
+      std::vector<unsigned char> mine(static_cast<std::size_t>(counts[me]) * elemBytes);
+      fillBytes(mine.data(), mine.size(), call, me);
+      unsigned char* myBlock = gathered.data() + std::size_t(displs[me]) * elemBytes;
+      if (inPlace) std::copy(mine.begin(), mine.end(), myBlock);
+      runNative(t, !inPlace, [&](Request* r) {
+        t.nativeAllgatherv(inPlace ? myBlock : mine.data(), counts[me], gathered.data(), counts.data(),
+                           displs.data(), dtype, r);
+      });
+      for (int r = 0; r < n; ++r) {
+        std::vector<unsigned char> expected(std::size_t(counts[r]) * elemBytes);
+        fillBytes(expected.data(), expected.size(), call, r);
+        EXPECT_TRUE(std::equal(expected.begin(), expected.end(), gathered.begin() + std::size_t(displs[r]) * elemBytes))
+            << toString(dtype) << " allgatherv block of rank " << r;
+        EXPECT_EQ(gathered[(std::size_t(displs[r]) + counts[r]) * elemBytes], 0xAB) << "gap after rank " << r;
+      }
+      const int root = call % n;
+      std::vector<unsigned char> buf(count * elemBytes);
+      std::vector<unsigned char> expected(buf.size());
+      fillBytes(expected.data(), expected.size(), call, root);
+      if (me == root) buf = expected;
+      runNative(t, inPlace, [&](Request* r) { t.nativeBroadcast(buf.data(), count, dtype, root, r); });
+      EXPECT_TRUE(buf == expected) << toString(dtype) << " broadcast from root " << root;
+      ++call;
+    }
+  }
+  runNative(t, false, [&](Request* r) { t.nativeBarrier(r); });
+  runNative(t, true, [&](Request* r) { t.nativeBarrier(r); });
+}
+
+TEST(MpiTransport, TruncatedReceiveIsATransportError) {
+  if (g_world->size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  Transport& t = *g_world;
+  std::vector<char> buf(16);
+  Request req;
+  if (t.rank() == 0) {
+    t.isend(buf.data(), 16, 1, 5, req);
+    waitFor(t, req);
+  } else if (t.rank() == 1) {
+    t.irecv(buf.data(), 8, 0, 5, req);
+    try {
+      waitFor(t, req);
+      ADD_FAILURE() << "16-byte message fit an 8-byte receive";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::kTransport);
+      EXPECT_EQ(e.rank(), 1);
+      EXPECT_NE(e.detail().find("MPI_Test failed"), std::string::npos) << e.what();
+      EXPECT_FALSE(req.active());
+    }
+  }
+  t.nativeBarrier(nullptr);
+}
+
+TEST(MpiTransport, LocalArgumentErrors) {
+  Transport& t = *g_world;
+  float x = 0;
+  try {
+    t.nativeAllreduce(&x, &x, 1, DataType::kFloat32, ReduceOp::kAvg, nullptr);
+    ADD_FAILURE() << "kAvg accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kInternal);
+  }
+  try {
+    t.nativeReduceScatter(&x, &x, std::size_t{1} << 31, DataType::kFloat16, ReduceOp::kSum, nullptr);
+    ADD_FAILURE() << "count above INT_MAX accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kInvalidArgument);
+    EXPECT_EQ(e.rank(), t.rank());
+  }
+  Request req;
+  EXPECT_THROW(t.isend(&x, 4, t.size(), 0, req), Error);
+  EXPECT_THROW(t.irecv(&x, 4, 0, -1, req), Error);
+  EXPECT_THROW(t.nativeBroadcast(&x, 1, DataType::kFloat32, -1, nullptr), Error);
+  EXPECT_FALSE(req.active());
+}
+
+TEST(MpiTransport, SplitFormsOrderedSubgroups) {
+  Transport& t = *g_world;
+  const int n = t.size();
+  const int me = t.rank();
+  // With 3+ ranks the last one opts out; the rest split into evens and odds, in descending rank order.
+  const int color = (n >= 3 && me == n - 1) ? -1 : me % 2;
+  std::unique_ptr<Transport> sub = t.split(color, -me);
+  if (color < 0) {
+    EXPECT_EQ(sub, nullptr);
+    return;
+  }
+  ASSERT_NE(sub, nullptr);
+  std::vector<int> members;
+  for (int r = n - 1; r >= 0; --r) {
+    if (r % 2 == color && !(n >= 3 && r == n - 1)) members.push_back(r);
+  }
+  ASSERT_EQ(sub->size(), static_cast<int>(members.size()));
+  EXPECT_EQ(members[sub->rank()], me);
+  std::int64_t value = me;
+  std::int64_t sum = -1;
+  sub->nativeAllreduce(&value, &sum, 1, DataType::kInt64, ReduceOp::kSum, nullptr);
+  std::int64_t expected = 0;
+  for (int m : members) expected += m;
+  EXPECT_EQ(sum, expected);
+}
+
+TEST(MpiTransport, SplitSharedMemory) {
+  std::unique_ptr<MpiTransport> local = g_world->splitSharedMemory();
+  ASSERT_NE(local, nullptr);
+  std::int32_t one = 1;
+  std::int32_t count = 0;
+  local->nativeAllreduce(&one, &count, 1, DataType::kInt32, ReduceOp::kSum, nullptr);
+  EXPECT_EQ(count, local->size());
+  EXPECT_LE(local->size(), g_world->size());
+}
+
+TEST(MpiTransport, FinalizeIsLeftToTheApplication) {
+  finalizeMpiIfOwned();  // the test's main initialized MPI, so this must do nothing
+  int finalized = 1;
+  MPI_Finalized(&finalized);
+  EXPECT_EQ(finalized, 0);
+  g_world->nativeBarrier(nullptr);
+}
+
+// Above INT_MAX bytes the message travels as a block-typed part plus a remainder.
+TEST(MpiTransport, MessageAboveIntMax) {
+  const char* enabled = std::getenv("BOOSTCOMM_TEST_LARGE");
+  if (enabled == nullptr || std::string(enabled) != "1") GTEST_SKIP() << "set BOOSTCOMM_TEST_LARGE=1";
+  if (g_world->size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  Transport& t = *g_world;
+  const std::size_t bytes = (std::size_t{1} << 31) + 5;
+  auto pattern = [](std::size_t i) { return static_cast<unsigned char>((i * 131) ^ (i >> 20)); };
+  if (t.rank() <= 1) {
+    std::vector<unsigned char> buf(bytes);
+    Request req;
+    if (t.rank() == 0) {
+      for (std::size_t i = 0; i < bytes; ++i) buf[i] = pattern(i);
+      t.isend(buf.data(), bytes, 1, 1, req);
+    } else {
+      t.irecv(buf.data(), bytes, 0, 1, req);
+    }
+    EXPECT_NE(req.slot[0], 0u);
+    EXPECT_NE(req.slot[1], 0u);  // the 5-byte remainder
+    waitFor(t, req);
+    if (t.rank() == 1) {
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < bytes; ++i) bad += buf[i] != pattern(i);
+      EXPECT_EQ(bad, 0u);
+    }
+  }
+  t.nativeBarrier(nullptr);
+}
+
+// Non-root ranks print only their failures, prefixed with the rank.
+class FailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit FailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& result) override {
+    if (result.failed()) {
+      std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_, result.file_name() ? result.file_name() : "?",
+                   result.line_number(), result.summary());
+    }
+  }
+
+ private:
+  int rank_;
+};
+
+}  // namespace
+}  // namespace boostcomm::transport
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  ::testing::InitGoogleTest(&argc, argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new boostcomm::transport::FailurePrinter(rank));
+  }
+  boostcomm::transport::g_world = boostcomm::transport::MpiTransport::createWorld();
+  int failed = RUN_ALL_TESTS();
+  boostcomm::transport::g_world.reset();  // frees the duplicated communicator before MPI_Finalize
+  int anyFailed = 0;
+  MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  // Our datatypes and ops were freed inside MPI_Finalize; using them now must be reported, not crash.
+  try {
+    boostcomm::transport::mpi::mpiDataType(boostcomm::DataType::kFloat16);
+    std::fprintf(stderr, "[rank %d] float16 datatype still usable after MPI_Finalize\n", rank);
+    anyFailed = 1;
+  } catch (const boostcomm::Error& e) {
+    if (e.category() != boostcomm::ErrorCategory::kFinalized) anyFailed = 1;
+  }
+  return anyFailed;
+}
