@@ -110,7 +110,8 @@ std::shared_ptr<const executor::Schedule> CommunicatorImpl::schedule(const Algor
   const CacheKey key{&algo, spec.collective, spec.dtype, spec.op, spec.root, spec.count, countsHash};
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
   auto built = std::make_shared<executor::Schedule>(spec.collective, spec.dtype, spec.op, algo.name);
-  algo.build(spec, *built);
+  // Zero elements everywhere (counts agree across ranks): nothing to move.
+  if (spec.payloadBytes() > 0 || spec.collective == Collective::kBarrier) algo.build(spec, *built);
   built->validate(size_);
   if (cacheLimit_ > 0) {
     if (cache_.size() >= cacheLimit_) cache_.clear();  // in-flight users hold their own reference

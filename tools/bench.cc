@@ -1,0 +1,370 @@
+// The sweep of `boostcomm bench`: plan sizes, allocate once, and for every
+// (size, algorithm) run one checked call, warm up, time `repeats` blocks of
+// `iters` calls, check again, and report the median block.
+//
+// Why the details:
+// - Each block's time is the max over ranks (MPI_Allreduce MAX): a collective
+//   is done when its slowest rank is, and every rank then reports the same number.
+// - A barrier (raw MPI) precedes each block so ranks start together; it is
+//   the same barrier for every algorithm, the baseline included.
+// - Results are checked on a call whose output was first filled with a
+//   sentinel (so a no-op cannot pass) and again after the timed calls (so
+//   state reused across calls, e.g. cached schedules, is covered too).
+// - Buffers are allocated and touched once for the largest size: page faults
+//   and malloc of fresh mmaps must not be timed (see GUIDE: glibc mmaps >=32 MiB).
+#include "bench.h"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <limits>
+#include <memory>
+
+#include "bench_data.h"
+#include "bench_mpi.h"
+#include "boostcomm/communicator.h"
+#include "boostcomm/version.h"
+#include "cli_util.h"
+#include "core/reduce.h"
+
+namespace boostcomm::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kAlignBytes = 4096;
+
+struct FreeDeleter {
+  void operator()(std::byte* p) const { std::free(p); }
+};
+using AlignedBuffer = std::unique_ptr<std::byte, FreeDeleter>;
+
+AlignedBuffer allocateTouched(std::size_t bytes) {
+  const std::size_t rounded = std::max(kAlignBytes, (bytes + kAlignBytes - 1) / kAlignBytes * kAlignBytes);
+  auto* p = static_cast<std::byte*>(std::aligned_alloc(kAlignBytes, rounded));
+  if (p == nullptr) throw UsageError("cannot allocate " + std::to_string(rounded) + " bytes for the bench buffers");
+  std::memset(p, 0, rounded);  // first touch now, not inside a timed call
+  return AlignedBuffer(p);
+}
+
+// One size of the sweep after rounding to whole elements (and to a multiple
+// of the rank count for allgather/reduce_scatter).
+struct SizePlan {
+  std::size_t bytes = 0;
+  std::size_t count = 0;
+  std::size_t countPerRank = 0;
+};
+
+std::vector<SizePlan> planSizes(const BenchOptions& o, int ranks) {
+  const std::size_t elt = dataTypeSize(o.dtype);
+  const bool perRank = o.collective == Collective::kAllgather || o.collective == Collective::kReduceScatter;
+  const std::size_t unit = perRank ? elt * static_cast<std::size_t>(ranks) : elt;
+  std::vector<SizePlan> plans;
+  for (std::size_t s = o.minBytes; s <= o.maxBytes;) {
+    SizePlan p;
+    p.count = s / unit * (perRank ? static_cast<std::size_t>(ranks) : 1);
+    p.countPerRank = perRank ? p.count / static_cast<std::size_t>(ranks) : p.count;
+    p.bytes = p.count * elt;
+    if (plans.empty() || plans.back().bytes != p.bytes) plans.push_back(p);
+    if (s > std::numeric_limits<std::size_t>::max() / o.stepFactor) break;
+    s = s == 0 ? 1 : s * o.stepFactor;  // -b 0 measures the empty call, then 1, f, f^2 ...
+  }
+  return plans;
+}
+
+std::vector<std::string> resolveAlgos(const BenchOptions& o, const Communicator& comm) {
+  const std::vector<std::string> available = comm.algorithms(o.collective);
+  std::vector<std::string> algos;
+  if (o.algos.empty()) {
+    algos = available;
+    algos.emplace_back(kAlgoSelected);
+    algos.emplace_back(kAlgoMpi);
+    return algos;
+  }
+  for (const std::string& name : o.algos) {
+    const bool known = name == kAlgoSelected || name == kAlgoMpi ||
+                       std::find(available.begin(), available.end(), name) != available.end();
+    if (!known) {
+      std::string list;
+      for (const auto& a : available) list += a + ", ";
+      throw UsageError("--algos: '" + name + "' cannot run " + std::string(toString(o.collective)) + " with " +
+                       std::to_string(comm.size()) + (comm.size() == 1 ? " rank" : " ranks") + "; choose from " + list + kAlgoSelected + ", " +
+                       kAlgoMpi);
+    }
+    if (std::find(algos.begin(), algos.end(), name) == algos.end()) algos.push_back(name);
+  }
+  return algos;
+}
+
+void validate(const BenchOptions& o, int ranks) {
+  if (o.minBytes > o.maxBytes) throw UsageError("--minbytes must not exceed --maxbytes");
+  if (o.stepFactor < 2 && o.minBytes != o.maxBytes) throw UsageError("--stepfactor must be at least 2");
+  if (o.iters < 1) throw UsageError("--iters must be at least 1");
+  if (o.warmup < 0) throw UsageError("--warmup must not be negative");
+  if (o.repeats < 1) throw UsageError("--repeats must be at least 1");
+  if (o.collective == Collective::kBarrier) throw UsageError("--collective barrier has no payload to sweep");
+  if (o.collective == Collective::kBroadcast && (o.root < 0 || o.root >= ranks)) {
+    throw UsageError("--root " + std::to_string(o.root) + " is not a rank of the " + std::to_string(ranks) +
+                     "-rank world");
+  }
+  if (isReducing(o.collective) && o.op == ReduceOp::kAvg && !isFloatingPoint(o.dtype)) {
+    throw UsageError("--op avg is only defined for floating-point dtypes, not " + std::string(toString(o.dtype)));
+  }
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+class Sweep {
+ public:
+  Sweep(const BenchOptions& o, Communicator& comm, const std::vector<SizePlan>& plans)
+      : o_(o), comm_(comm), mpi_(o.dtype, o.op) {
+    std::size_t sendBytes = 0;
+    std::size_t recvBytes = 0;
+    for (const SizePlan& p : plans) {
+      const std::size_t perRankBytes = p.countPerRank * dataTypeSize(o.dtype);
+      sendBytes = std::max(sendBytes, o.collective == Collective::kAllgather ? perRankBytes : p.bytes);
+      recvBytes = std::max(recvBytes, o.collective == Collective::kReduceScatter ? perRankBytes : p.bytes);
+    }
+    if (o.collective != Collective::kBroadcast) send_ = allocateTouched(sendBytes);
+    recv_ = allocateTouched(recvBytes);
+  }
+
+  BenchRecord measure(const SizePlan& plan, const std::string& algo) {
+    BenchRecord r;
+    r.algorithm = algo;
+    r.bytes = plan.bytes;
+    r.count = plan.count;
+    r.countPerRank = plan.countPerRank;
+
+    prepareInputs(plan);
+    r.ranAlgorithm = callOnce(plan, algo, /*wantName=*/true);
+    std::size_t mismatches = o_.check ? verify(plan, algo) : 0;
+
+    for (int i = 0; i < o_.warmup; ++i) callOnce(plan, algo, false);
+    std::vector<double> blockUs;
+    for (int rep = 0; rep < o_.repeats; ++rep) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      const auto start = Clock::now();
+      for (int i = 0; i < o_.iters; ++i) callOnce(plan, algo, false);
+      double elapsedUs = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+      MPI_Allreduce(MPI_IN_PLACE, &elapsedUs, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      blockUs.push_back(elapsedUs / o_.iters);
+    }
+    if (o_.check) mismatches += verify(plan, algo);
+
+    int failed = mismatches > 0 ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    r.check = !o_.check ? "skipped" : failed != 0 ? "fail" : "ok";
+
+    r.timeUs = median(blockUs);
+    r.timeUsMin = *std::min_element(blockUs.begin(), blockUs.end());
+    r.timeUsMax = *std::max_element(blockUs.begin(), blockUs.end());
+    r.algbwGBps = r.timeUs > 0 ? static_cast<double>(r.bytes) / (r.timeUs * 1e3) : 0.0;
+    r.busbwGBps = r.algbwGBps * busBandwidthFactor(o_.collective, comm_.size());
+    return r;
+  }
+
+ private:
+  std::size_t resultCount(const SizePlan& plan) const {
+    return o_.collective == Collective::kReduceScatter ? plan.countPerRank : plan.count;
+  }
+
+  // Inputs are rewritten for every algorithm so a buggy one that scribbles
+  // on its send buffer cannot fail the next algorithm's check. Outputs get
+  // the sentinel (broadcast: on every rank but the root, whose buffer is the input).
+  void prepareInputs(const SizePlan& plan) {
+    const int rank = comm_.rank();
+    switch (o_.collective) {
+      case Collective::kAllreduce:
+      case Collective::kReduceScatter: fillInput(send_.get(), plan.count, o_.dtype, o_.op, rank, 0); break;
+      case Collective::kAllgather: fillInput(send_.get(), plan.countPerRank, o_.dtype, o_.op, rank, 0); break;
+      case Collective::kBroadcast:
+        if (rank == o_.root) fillInput(recv_.get(), plan.count, o_.dtype, o_.op, rank, 0);
+        else fillSentinel(recv_.get(), plan.count, o_.dtype);
+        return;
+      case Collective::kBarrier: return;
+    }
+    fillSentinel(recv_.get(), resultCount(plan), o_.dtype);
+  }
+
+  std::size_t verify(const SizePlan& plan, const std::string& algo) {
+    Expectation e;
+    e.collective = o_.collective;
+    e.dtype = o_.dtype;
+    e.op = o_.op;
+    e.ranks = comm_.size();
+    e.rank = comm_.rank();
+    e.root = o_.root;
+    e.countPerRank = plan.countPerRank;
+    return verifyResult(recv_.get(), resultCount(plan), e, algo.c_str());
+  }
+
+  // One collective call. With wantName the library call goes through the
+  // *Async form to learn which algorithm really ran (Work::algorithm()).
+  std::string callOnce(const SizePlan& plan, const std::string& algo, bool wantName) {
+    const DataType t = o_.dtype;
+    if (algo == kAlgoMpi) {
+      switch (o_.collective) {
+        case Collective::kAllreduce: mpi_.allreduce(send_.get(), recv_.get(), plan.count); break;
+        case Collective::kAllgather: mpi_.allgather(send_.get(), recv_.get(), plan.countPerRank); break;
+        case Collective::kBroadcast: mpi_.broadcast(recv_.get(), plan.count, o_.root); break;
+        case Collective::kReduceScatter: mpi_.reduceScatter(send_.get(), recv_.get(), plan.countPerRank); break;
+        case Collective::kBarrier: break;
+      }
+      return kAlgoMpi;
+    }
+    CallOptions options;
+    if (algo != kAlgoSelected) options.algorithm = algo;
+    const ConstView send(send_.get(), o_.collective == Collective::kAllgather ? plan.countPerRank : plan.count, t);
+    const View recv(recv_.get(), resultCount(plan), t);
+    if (!wantName) {
+      switch (o_.collective) {
+        case Collective::kAllreduce: comm_.allreduce(send, recv, o_.op, options); break;
+        case Collective::kAllgather: comm_.allgather(send, recv, options); break;
+        case Collective::kBroadcast: comm_.broadcast(recv, o_.root, options); break;
+        case Collective::kReduceScatter: comm_.reduceScatter(send, recv, o_.op, options); break;
+        case Collective::kBarrier: break;
+      }
+      return algo;
+    }
+    Work work;
+    switch (o_.collective) {
+      case Collective::kAllreduce: work = comm_.allreduceAsync(send, recv, o_.op, options); break;
+      case Collective::kAllgather: work = comm_.allgatherAsync(send, recv, options); break;
+      case Collective::kBroadcast: work = comm_.broadcastAsync(recv, o_.root, options); break;
+      case Collective::kReduceScatter: work = comm_.reduceScatterAsync(send, recv, o_.op, options); break;
+      case Collective::kBarrier: break;
+    }
+    const char* ran = work.valid() ? work.algorithm() : nullptr;
+    std::string name = ran != nullptr ? ran : algo;
+    if (work.valid()) work.wait(options.timeout);
+    return name;
+  }
+
+  const BenchOptions& o_;
+  Communicator& comm_;
+  MpiBaseline mpi_;
+  AlignedBuffer send_;
+  AlignedBuffer recv_;
+};
+
+std::string hostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "unknown";
+  return name;
+}
+
+std::string utcDate() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+std::string mpiLibraryVersion() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  MPI_Get_library_version(text, &length);
+  std::string s(text, static_cast<std::size_t>(length));
+  if (const auto eol = s.find_first_of("\r\n,"); eol != std::string::npos) s.resize(eol);
+  return s;
+}
+
+}  // namespace
+
+bool isReducing(Collective coll) { return coll == Collective::kAllreduce || coll == Collective::kReduceScatter; }
+
+double busBandwidthFactor(Collective coll, int ranks) {
+  const double n = ranks;
+  switch (coll) {
+    case Collective::kAllreduce: return ranks > 1 ? 2.0 * (n - 1) / n : 0.0;
+    case Collective::kAllgather:
+    case Collective::kReduceScatter: return ranks > 1 ? (n - 1) / n : 0.0;
+    case Collective::kBroadcast: return 1.0;
+    case Collective::kBarrier: return 0.0;
+  }
+  return 0.0;
+}
+
+double measureMemcpyGBps() {
+  constexpr std::size_t kBytes = std::size_t{64} << 20;
+  constexpr int kRuns = 5;
+  AlignedBuffer src = allocateTouched(kBytes);
+  AlignedBuffer dst = allocateTouched(kBytes);
+  std::memset(src.get(), 1, kBytes);
+  std::vector<double> seconds;
+  for (int i = 0; i < kRuns; ++i) {
+    const auto start = Clock::now();
+    std::memcpy(dst.get(), src.get(), kBytes);
+    // Keep the compiler from proving the copy dead.
+    asm volatile("" : : "r"(dst.get()) : "memory");
+    seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  return static_cast<double>(kBytes) / median(seconds) / 1e9;
+}
+
+int runBench(const BenchOptions& options, Communicator& comm) {
+  const int ranks = comm.size();
+  const bool printer = comm.rank() == 0;
+  validate(options, ranks);
+  const std::vector<std::string> algos = resolveAlgos(options, comm);
+  const std::vector<SizePlan> plans = planSizes(options, ranks);
+  const bool hasMpi = std::find(algos.begin(), algos.end(), kAlgoMpi) != algos.end();
+  if (hasMpi && !plans.empty() &&
+      plans.back().count > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+    throw UsageError("--maxbytes: " + std::to_string(plans.back().count) +
+                     " elements exceed MPI's int count; lower it or drop 'mpi' from --algos");
+  }
+
+  // Fail before a long sweep rather than after it when the JSON cannot be written.
+  if (!options.outputPath.empty()) {
+    int writable = 1;
+    if (printer) writable = std::ofstream(options.outputPath, std::ios::app).good() ? 1 : 0;
+    MPI_Bcast(&writable, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (writable == 0) throw UsageError("--output: cannot open '" + options.outputPath + "' for writing");
+  }
+
+  BenchMeta meta;
+  meta.ranks = ranks;
+  meta.options = options;
+  meta.hostname = hostName();
+  meta.version = versionString();
+  meta.date = utcDate();
+  meta.reduceIsa = core::reduceKernelIsa();
+  meta.mpiLibrary = mpiLibraryVersion();
+  // Rank 0 alone: other ranks copying at the same time would share the memory bus.
+  if (printer) meta.memcpyGBps = measureMemcpyGBps();
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  Sweep sweep(options, comm, plans);
+  if (printer) printBenchHeader(meta, algos);
+  std::vector<BenchRecord> records;
+  for (const SizePlan& plan : plans) {
+    std::vector<BenchRecord> block;
+    for (const std::string& algo : algos) block.push_back(sweep.measure(plan, algo));
+    if (printer) printSizeBlock(meta, block);
+    records.insert(records.end(), block.begin(), block.end());
+  }
+  if (printer) {
+    printBenchSummary(meta, records);
+    if (!options.outputPath.empty()) writeBenchJson(meta, records, options.outputPath);
+  }
+  comm.finalize();
+  const bool anyFailed = std::any_of(records.begin(), records.end(), [](const BenchRecord& r) { return r.check == "fail"; });
+  return anyFailed ? 1 : 0;
+}
+
+}  // namespace boostcomm::tools

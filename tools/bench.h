@@ -1,0 +1,87 @@
+// `boostcomm bench`: an nccl-tests style sweep of one collective over message
+// sizes and algorithms, with the raw MPI call on MPI_COMM_WORLD as baseline.
+//
+// Terms used by the bench files:
+//   S (bytes)      the nccl-tests size: the message for allreduce/broadcast,
+//                  the whole gathered/scattered array for allgather/reduce_scatter.
+//   count          elements of S; countPerRank = count / ranks for
+//                  allgather/reduce_scatter (one rank's contribution / share).
+//   block          `iters` back-to-back calls timed together; repeated
+//                  `repeats` times, the median block is reported.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "boostcomm/communicator.h"
+#include "boostcomm/types.h"
+
+namespace boostcomm::tools {
+
+struct BenchOptions {
+  std::size_t minBytes = 4;
+  std::size_t maxBytes = std::size_t{64} << 20;
+  std::size_t stepFactor = 4;
+  Collective collective = Collective::kAllreduce;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int iters = 20;
+  int warmup = 5;
+  int repeats = 3;
+  int root = 0;
+  std::vector<std::string> algos;  // empty: every applicable one + "selected" + "mpi"
+  bool check = true;
+  std::string outputPath;  // JSON; empty: none
+};
+
+// Algorithm names with a special meaning in --algos.
+inline constexpr const char* kAlgoSelected = "selected";  // no CallOptions::algorithm
+inline constexpr const char* kAlgoMpi = "mpi";            // raw MPI on MPI_COMM_WORLD
+
+struct BenchMeta {
+  int ranks = 0;
+  BenchOptions options;
+  double memcpyGBps = 0;
+  std::string hostname;
+  std::string version;
+  std::string date;  // ISO 8601, UTC
+  std::string reduceIsa;
+  std::string mpiLibrary;
+};
+
+// One (size, algorithm) measurement; identical on every rank.
+struct BenchRecord {
+  std::string algorithm;  // as requested: "ring", "selected", "mpi", ...
+  std::string ranAlgorithm;  // what ran (Work::algorithm()); "mpi" for the baseline
+  std::size_t bytes = 0;  // S after rounding to whole elements
+  std::size_t count = 0;
+  std::size_t countPerRank = 0;
+  double timeUs = 0;  // per call, median over repeats of the max over ranks
+  double timeUsMin = 0;  // fastest / slowest repeat, to show the noise
+  double timeUsMax = 0;
+  double algbwGBps = 0;
+  double busbwGBps = 0;
+  std::string check;  // "ok", "fail", "skipped"
+};
+
+// Runs the sweep on the MPI world `comm` and finalizes it; returns the exit code
+// (0 all checks passed, 1 some check failed). Throws UsageError / Error.
+int runBench(const BenchOptions& options, Communicator& comm);
+
+// --- helpers shared by bench.cc and bench_report.cc ---
+
+// busbw / algbw for the collective (nccl-tests convention).
+double busBandwidthFactor(Collective coll, int ranks);
+bool isReducing(Collective coll);
+
+void printBenchHeader(const BenchMeta& meta, const std::vector<std::string>& algos);
+// One table block for all algorithms of one size; "vs_mpi" = time_mpi / time.
+void printSizeBlock(const BenchMeta& meta, const std::vector<BenchRecord>& records);
+void printBenchSummary(const BenchMeta& meta, const std::vector<BenchRecord>& records);
+void writeBenchJson(const BenchMeta& meta, const std::vector<BenchRecord>& records, const std::string& path);
+
+// Single-thread memcpy bandwidth in GB/s (1e9 B/s): median of 5 copies of 64 MiB.
+double measureMemcpyGBps();
+
+}  // namespace boostcomm::tools
