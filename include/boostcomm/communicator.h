@@ -31,6 +31,26 @@ struct CallOptions {
   std::optional<std::chrono::milliseconds> timeout;
 };
 
+// How collectives use the machine layout (docs/ALGORITHMS.md, "Strategy").
+enum class Strategy {
+  kFlat,           // every rank alike: the flat selection table
+  kTopologyAware,  // hierarchical algorithms wherever there are several nodes with several ranks each
+  kAuto,           // hierarchical on such layouts from BOOSTCOMM_HIER_MIN_BYTES up, flat below
+};
+
+struct CommStrategy {
+  Strategy strategy = Strategy::kAuto;
+  // "auto", or an algorithm name used for every collective that has one.
+  std::string collectiveAlgorithm = "auto";
+  // Intra-node phase of hierarchical algorithms: "auto" or "ring".
+  std::string intraTransport = "auto";
+  // Inter-node phase of hierarchical allreduce: "auto" (ring), "ring", "rhd" or "native".
+  std::string interTransport = "auto";
+};
+
+// "flat", "topology_aware", "auto"; empty when unknown.
+std::optional<Strategy> parseStrategy(std::string_view name);
+
 class Communicator {
  public:
   // The MPI world. Initialises MPI (MPI_THREAD_MULTIPLE when available) if
@@ -72,10 +92,30 @@ class Communicator {
   void barrier(const CallOptions& options = {});
   Work barrierAsync(const CallOptions& options = {});
 
+  // Collective over the communicator (all ranks must pass the same settings).
+  // Unknown names throw Error{kInvalidArgument} listing the valid ones.
+  void configureCommStrategy(const CommStrategy& strategy);
+  // Node layout in use: "1x4", "2x2", "3+1" ... (detected, or declared by
+  // BOOSTCOMM_RANKS_PER_NODE / BOOSTCOMM_NODE_LAYOUT).
+  std::string nodeLayout() const;
+
   // Algorithms that can run this collective here, native first.
   std::vector<std::string> algorithms(Collective coll) const;
   // The algorithm the selection table picks for a payload of `bytes`.
   std::string selectedAlgorithm(Collective coll, std::size_t bytes) const;
+
+  // Registered communication buffers (zero-copy). Returns `bytes` of zeroed,
+  // 64-byte aligned memory inside the node's shared segment when every rank
+  // of the communicator is on one node (the "shm" algorithms then read and
+  // write it in place: a collective whose send buffer lies in registered
+  // memory skips the copy into the segment, one whose recv buffer does skips
+  // the copy out); elsewhere ordinary memory with the same contract.
+  // Collective: every rank calls it at the same point, in the same order,
+  // with the same size; a rank asking for a different size makes every rank
+  // throw Error{kMismatch}. Valid until freeBuffer() (also collective; no
+  // collective may be using the buffer) or finalize().
+  void* allocateBuffer(std::size_t bytes);
+  void freeBuffer(void* buffer);
 
   // Completes outstanding work, releases buffers and, if boostcomm initialised
   // MPI, finalises it. Any later call throws Error{kFinalized}.

@@ -43,7 +43,7 @@ void buildAllreduceRecursiveDoubling(const CollectiveSpec& spec, executor::Sched
     inputInRecv = true;
   }
   if (spec.op == ReduceOp::kAvg) {
-    const StepId divided = schedule.divide(BufRef{BufferId::kRecv, 0}, spec.count, spec.size);
+    const StepId divided = schedule.divide(BufRef{BufferId::kRecv, 0}, spec.count, spec.divisor());
     dependOn(schedule, prev);
     prev = {divided};
   }

@@ -66,7 +66,7 @@ void buildAllreduceRhd(const CollectiveSpec& spec, executor::Schedule& schedule)
   }
   if (spec.op == ReduceOp::kAvg) {
     const StepId divided =
-        schedule.divide(at(BufferId::kRecv, blockStart(lo), es), blockStart(hi) - blockStart(lo), spec.size);
+        schedule.divide(at(BufferId::kRecv, blockStart(lo), es), blockStart(hi) - blockStart(lo), spec.divisor());
     dependOn(schedule, prev);
     prev = {divided};
   }

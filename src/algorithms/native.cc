@@ -46,7 +46,7 @@ void buildNative(const CollectiveSpec& spec, executor::Schedule& schedule) {
         offset += call.count;
       } while (offset < spec.count);
       if (spec.collective == Collective::kAllreduce && spec.op == ReduceOp::kAvg) {
-        schedule.divide(executor::BufRef{executor::BufferId::kRecv, 0}, spec.count, spec.size,
+        schedule.divide(executor::BufRef{executor::BufferId::kRecv, 0}, spec.count, spec.divisor(),
                         {static_cast<executor::Schedule::StepId>(schedule.steps().size() - 1)});
       }
       return;
@@ -59,7 +59,7 @@ void buildNative(const CollectiveSpec& spec, executor::Schedule& schedule) {
       call.count = spec.count;
       schedule.native(call);
       if (spec.op == ReduceOp::kAvg) {
-        schedule.divide(executor::BufRef{executor::BufferId::kRecv, 0}, spec.count, spec.size, {0});
+        schedule.divide(executor::BufRef{executor::BufferId::kRecv, 0}, spec.count, spec.divisor(), {0});
       }
       return;
     case Collective::kBarrier:

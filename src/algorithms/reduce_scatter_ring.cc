@@ -10,8 +10,9 @@ void buildReduceScatterRing(const CollectiveSpec& spec, executor::Schedule& sche
   using executor::BufferId;
   const std::vector<Range> blocks = blockLayout(spec);
   if (spec.size == 1) {
-    schedule.copy(at(BufferId::kRecv, 0, es), at(BufferId::kSend, 0, es), spec.count * es);
-    if (spec.op == ReduceOp::kAvg) schedule.divide(at(BufferId::kRecv, 0, es), spec.count, 1, {0});
+    const std::size_t own = blocks[0].count;
+    const StepId copied = schedule.copy(at(BufferId::kRecv, 0, es), at(BufferId::kSend, 0, es), own * es);
+    if (spec.op == ReduceOp::kAvg) schedule.divide(at(BufferId::kRecv, 0, es), own, spec.divisor(), {copied});
     return;
   }
   const RingLayout layout = makeRingLayout(spec, blocks);

@@ -1,5 +1,7 @@
 #include "algorithms/registry.h"
 
+#include "algorithms/hier.h"
+
 namespace boostcomm::algorithms {
 namespace {
 
@@ -18,18 +20,28 @@ constexpr Collective kBA = Collective::kBarrier;
 
 const AlgorithmInfo kAlgorithms[] = {
     {"native", kAR, nativeUnsupported, buildNative, "the backend's own MPI_Allreduce"},
+    {"shm", kAR, shmUnsupported, buildShm,
+     "one node: each rank reduces its slice of every chunk straight from its peers' shared memory"},
     {"ring", kAR, always, buildAllreduceRing,
      "pipelined ring reduce-scatter + allgather; bandwidth-optimal, 2(n-1) latency steps"},
     {"rhd", kAR, always, buildAllreduceRhd,
      "Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather; any n (extra ranks fold in)"},
     {"rd", kAR, always, buildAllreduceRecursiveDoubling,
      "recursive doubling on whole vectors; log2(n) steps, for small messages; any n (fold)"},
+    {"hier", kAR, hierarchicalUnsupported, buildAllreduceHier,
+     "intra-node reduce-scatter, inter-node allreduce per shard, intra-node allgather; pipelined pieces"},
     {"native", kAG, nativeUnsupported, buildNative, "the backend's own MPI_Allgatherv"},
+    {"shm", kAG, shmUnsupported, buildShm, "one node: every rank copies its peers' blocks from shared memory"},
+    {"hier", kAG, hierarchicalUnsupported, buildAllgatherHier,
+     "inter-node ring per local rank, then intra-node rings per node"},
     {"ring", kAG, always, buildAllgatherRing, "pipelined ring; varying counts"},
     {"rd", kAG, needsPowerOfTwo, buildAllgatherRecursiveDoubling, "recursive doubling; power-of-two ranks"},
     {"native", kBC, nativeUnsupported, buildNative, "the backend's own MPI_Bcast"},
+    {"shm", kBC, shmUnsupported, buildShm, "one node: every rank copies the root's buffer from shared memory"},
     {"binomial", kBC, always, buildBroadcastBinomial, "binomial tree, pipelined over chunks"},
+    {"hier", kBC, hierarchicalUnsupported, buildBroadcastHier, "binomial across nodes, then binomial inside each node"},
     {"native", kRS, nativeUnsupported, buildNative, "the backend's own MPI_Reduce_scatter_block"},
+    {"shm", kRS, shmUnsupported, buildShm, "one node: each rank reduces its block straight from shared memory"},
     {"ring", kRS, always, buildReduceScatterRing, "pipelined ring reduce-scatter"},
     {"native", kBA, nativeUnsupported, buildNative, "the backend's own MPI_Barrier"},
     {"dissemination", kBA, always, buildBarrierDissemination, "dissemination barrier, ceil(log2 n) rounds"},
@@ -45,6 +57,8 @@ const AlgorithmInfo* findAlgorithm(Collective collective, std::string_view name)
   }
   return nullptr;
 }
+
+bool isHierarchical(const AlgorithmInfo& algo) { return algo.unsupportedReason == hierarchicalUnsupported; }
 
 std::vector<std::string> algorithmNames(Collective collective) {
   std::vector<std::string> names;

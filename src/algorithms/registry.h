@@ -38,6 +38,13 @@ void buildAllgatherRing(const CollectiveSpec& spec, executor::Schedule& schedule
 void buildAllgatherRecursiveDoubling(const CollectiveSpec& spec, executor::Schedule& schedule);
 void buildBroadcastBinomial(const CollectiveSpec& spec, executor::Schedule& schedule);
 void buildReduceScatterRing(const CollectiveSpec& spec, executor::Schedule& schedule);
+void buildShm(const CollectiveSpec& spec, executor::Schedule& schedule);
+std::string shmUnsupported(const CollectiveSpec& spec);
 void buildBarrierDissemination(const CollectiveSpec& spec, executor::Schedule& schedule);
+void buildAllreduceHier(const CollectiveSpec& spec, executor::Schedule& schedule);
+void buildBroadcastHier(const CollectiveSpec& spec, executor::Schedule& schedule);
+void buildAllgatherHier(const CollectiveSpec& spec, executor::Schedule& schedule);
+// True for the hierarchical algorithms (they need the intra/inter communicators).
+bool isHierarchical(const AlgorithmInfo& algo);
 
 }  // namespace boostcomm::algorithms

@@ -85,7 +85,7 @@ RingReduceScatterResult ringReduceScatter(const CollectiveSpec& spec, const Ring
       result.ownedReady[static_cast<std::size_t>(c)] = result.reduces[idx(s, c)];
       if (last && spec.op == ReduceOp::kAvg) {
         result.ownedReady[static_cast<std::size_t>(c)] =
-            schedule.divide(dst, recvChunk.count, n, {result.reduces[idx(s, c)]});
+            schedule.divide(dst, recvChunk.count, spec.divisor(), {result.reduces[idx(s, c)]});
       }
     }
   }

@@ -49,7 +49,7 @@ std::size_t parseBytes(std::string_view text, std::string_view context) {
 
 }  // namespace
 
-SelectionTable SelectionTable::builtIn() {
+SelectionTable SelectionTable::builtIn(bool sharedMemory) {
   // Measured on 2 ranks over Open MPI 4.1.4 shared memory (docs/PERFORMANCE.md):
   // below the crossover MPI's tuned collectives win on latency; above it the
   // pipelined ring with persistent scratch wins on bandwidth.

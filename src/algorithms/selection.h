@@ -25,7 +25,9 @@ struct SelectionRule {
 
 class SelectionTable {
  public:
-  static SelectionTable builtIn();
+  // sharedMemory: the communicator has a shared-memory engine (one node), so
+  // the "shm" algorithms can run and the table uses them where they win.
+  static SelectionTable builtIn(bool sharedMemory = false);
   // "allreduce:0-65535=native;65536-=ring|broadcast:0-=binomial" — collectives
   // separated by '|', rules by ';'. Throws kInvalidArgument naming the bad part.
   void applyOverride(std::string_view text);

@@ -24,11 +24,23 @@ struct CollectiveSpec {
   int root = 0;
   int rank = 0;
   int size = 1;
+  // kAvg divides by this many contributions; 0 means `size`. Composed
+  // algorithms set it to the world size for a phase on a sub-communicator.
+  int avgDivisor = 0;
+  // Node layout of the world communicator (null when unknown); hierarchical
+  // algorithms need one with several nodes.
+  const struct NodeLayout* layout = nullptr;
+  // The transport has a shared-memory engine (all ranks on one node): the
+  // "shm" algorithms can run.
+  bool sharedMemory = false;
+  // Inter-node phase of hierarchical allreduce ("ring", "rhd" or "native").
+  const char* interAlgorithm = "ring";
   // Pipelining knobs, resolved from tunables by the caller.
   std::size_t chunkBytes = std::size_t{1} << 20;
   int maxChunks = 64;
 
   std::size_t elementSize() const { return dataTypeSize(dtype); }
+  int divisor() const { return avgDivisor > 0 ? avgDivisor : size; }
   // Payload in bytes, nccl-tests convention (allgather / reduce_scatter: whole array).
   std::size_t payloadBytes() const;
 };

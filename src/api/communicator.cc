@@ -2,6 +2,7 @@
 
 #include "api/communicator_impl.h"
 #include "core/check.h"
+#include "shm/attach.h"
 #include "transport/mpi/mpi_transport.h"
 
 namespace boostcomm {
@@ -9,8 +10,9 @@ namespace boostcomm {
 using detail::CallArgs;
 
 std::shared_ptr<Communicator> Communicator::createMpiWorld() {
-  auto impl = std::make_unique<detail::CommunicatorImpl>(transport::MpiTransport::createWorld(),
-                                                         [] { transport::finalizeMpiIfOwned(); });
+  std::unique_ptr<transport::MpiTransport> world = transport::MpiTransport::createWorld();
+  shm::attachSharedMemory(*world);  // collective: every rank decides the same
+  auto impl = std::make_unique<detail::CommunicatorImpl>(std::move(world), [] { transport::finalizeMpiIfOwned(); });
   return std::make_shared<Communicator>(std::move(impl));
 }
 
@@ -96,6 +98,18 @@ std::vector<std::string> Communicator::algorithms(Collective coll) const { retur
 std::string Communicator::selectedAlgorithm(Collective coll, std::size_t bytes) const {
   return impl_->selectedAlgorithm(coll, bytes);
 }
+void Communicator::configureCommStrategy(const CommStrategy& strategy) { impl_->configureStrategy(strategy); }
+std::string Communicator::nodeLayout() const { return impl_->layout().describe(); }
+
+std::optional<Strategy> parseStrategy(std::string_view name) {
+  if (name == "flat") return Strategy::kFlat;
+  if (name == "topology_aware" || name == "topology-aware") return Strategy::kTopologyAware;
+  if (name == "auto") return Strategy::kAuto;
+  return std::nullopt;
+}
+
+void* Communicator::allocateBuffer(std::size_t bytes) { return impl_->allocateBuffer(bytes); }
+void Communicator::freeBuffer(void* buffer) { impl_->freeBuffer(buffer); }
 void Communicator::finalize() { impl_->finalize(); }
 bool Communicator::finalized() const { return impl_->finalized(); }
 

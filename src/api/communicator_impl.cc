@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <thread>
 
 #include "core/check.h"
 #include "core/tunables.h"
+#include "transport/shared_memory.h"
 
 namespace boostcomm::detail {
 
@@ -36,7 +39,10 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
     : transport_(std::move(transport)), onFinalize_(std::move(onFinalize)) {
   rank_ = transport_->rank();
   size_ = transport_->size();
-  table_ = algorithms::SelectionTable::builtIn();
+  // The shm algorithms exist only with an engine (every rank on one node);
+  // the built-in table picks them only then.
+  sharedMemory_ = transport_->sharedMemory() != nullptr;
+  table_ = algorithms::SelectionTable::builtIn(sharedMemory_);
   table_.applyOverride(core::tunableValue(core::kTunableSelectionTable));
   algoOverride_ = algorithms::parseAlgoOverride(core::tunableValue(core::kTunableAlgo));
   defaultTimeout_ = std::chrono::milliseconds(core::tunableInt(core::kTunableTimeoutMs));
@@ -44,6 +50,18 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   maxChunks_ = static_cast<int>(std::clamp<std::int64_t>(core::tunableInt(core::kTunableMaxChunksPerSegment), 1, 4096));
   cacheLimit_ = static_cast<std::size_t>(std::max<std::int64_t>(0, core::tunableInt(core::kTunableScheduleCacheSize)));
   checkConsistency_ = core::tunableInt(core::kTunableCheckConsistency) != 0;
+  hierMinBytes_ = static_cast<std::size_t>(std::max<std::int64_t>(0, core::tunableInt(core::kTunableHierMinBytes)));
+  CommStrategy strategy;
+  const std::string strategyName = core::tunableValue(core::kTunableStrategy);
+  BC_INVALID(parseStrategy(strategyName).has_value(), rank_,
+             "BOOSTCOMM_STRATEGY='" << strategyName << "' is unknown (valid: flat, topology_aware, auto)");
+  strategy.strategy = *parseStrategy(strategyName);
+  strategy.interTransport = core::tunableValue(core::kTunableHierInter);
+  configureStrategy(strategy);
+  // Node layout: declared (tests, emulation) or detected (collective call).
+  layout_ = algorithms::parseLayoutOverride(core::tunableValue(core::kTunableRanksPerNode),
+                                            core::tunableValue(core::kTunableNodeLayout), size_);
+  if (layout_.members.empty()) layout_ = algorithms::layoutFromNodeIds(transport_->nodeIdOfEachRank());
   // Every call gets its own tag window of kMaxStepTag tags, so messages of
   // concurrent calls can never match each other.
   tagWindow_ = std::max(1, static_cast<int>((static_cast<long long>(transport_->maxTag()) + 1) /
@@ -77,6 +95,49 @@ std::optional<std::chrono::milliseconds> CommunicatorImpl::deadlineFor(const Cal
   return std::nullopt;
 }
 
+void CommunicatorImpl::configureStrategy(const CommStrategy& strategy) {
+  auto names = [](std::initializer_list<const char*> list) {
+    std::string out;
+    for (const char* n : list) out += (out.empty() ? "" : ", ") + std::string(n);
+    return out;
+  };
+  BC_INVALID(strategy.intraTransport == "auto" || strategy.intraTransport == "ring", rank_,
+             "configureCommStrategy: intra transport '" << strategy.intraTransport << "' is unknown (valid: "
+                                                        << names({"auto", "ring"}) << ")");
+  const std::string inter = strategy.interTransport == "auto" ? "ring" : strategy.interTransport;
+  BC_INVALID(inter == "ring" || inter == "rhd" || inter == "native", rank_,
+             "configureCommStrategy: inter transport '" << strategy.interTransport << "' is unknown (valid: "
+                                                        << names({"auto", "ring", "rhd", "native"}) << ")");
+  std::array<std::string, kNumCollectives> forced;
+  if (strategy.collectiveAlgorithm != "auto") forced = algorithms::parseAlgoOverride(strategy.collectiveAlgorithm);
+  std::lock_guard lock(mutex_);
+  strategy_ = strategy.strategy;
+  interAlgorithm_ = inter;
+  if (strategy.collectiveAlgorithm != "auto") {
+    algoOverride_ = forced;
+  }
+  cache_.clear();  // schedules depend on the inter-node algorithm
+}
+
+const AlgorithmInfo* CommunicatorImpl::strategyChoice(const CollectiveSpec& spec) const {
+  if (strategy_ == Strategy::kFlat) return nullptr;
+  if (strategy_ == Strategy::kAuto && spec.payloadBytes() < hierMinBytes_) return nullptr;
+  for (const AlgorithmInfo& a : algorithms::allAlgorithms()) {
+    if (a.collective == spec.collective && algorithms::isHierarchical(a) && a.unsupportedReason(spec).empty()) return &a;
+  }
+  return nullptr;
+}
+
+void CommunicatorImpl::ensureSubCommunicators() {
+  if (intra_) return;
+  const int node = layout_.nodeOfRank[static_cast<std::size_t>(rank_)];
+  const int local = layout_.localRankOf[static_cast<std::size_t>(rank_)];
+  intra_ = transport_->split(node, rank_);
+  inter_ = transport_->split(local, node);
+  BC_INTERNAL(intra_ && inter_ && intra_->size() == layout_.ranksPerNode() && inter_->size() == layout_.nodes(),
+              "sub-communicators do not match the node layout " << layout_.describe());
+}
+
 const AlgorithmInfo& CommunicatorImpl::choose(const CollectiveSpec& spec, const CallOptions& options) const {
   const std::string& forced =
       !options.algorithm.empty() ? options.algorithm : algoOverride_[static_cast<int>(spec.collective)];
@@ -94,6 +155,7 @@ const AlgorithmInfo& CommunicatorImpl::choose(const CollectiveSpec& spec, const 
                toString(spec.collective) << ": algorithm '" << forced << "' cannot run this call: " << why);
     return *algo;
   }
+  if (const AlgorithmInfo* hier = strategyChoice(spec)) return *hier;
   const AlgorithmInfo* algo = algorithms::findAlgorithm(spec.collective, table_.pick(spec.collective, spec.payloadBytes()));
   if (algo != nullptr && algo->unsupportedReason(spec).empty()) return *algo;
   // The table's choice cannot run this call: first applicable algorithm, native first.
@@ -150,7 +212,11 @@ std::uint64_t CommunicatorImpl::launch(const CallArgs& args, const CallOptions& 
   validateAndDescribe(args, rank_, size_, spec);
   spec.chunkBytes = chunkBytes_;
   spec.maxChunks = maxChunks_;
+  spec.sharedMemory = sharedMemory_;
+  spec.layout = &layout_;
+  spec.interAlgorithm = interAlgorithm_.c_str();
   const AlgorithmInfo& algo = choose(spec, options);
+  if (algorithms::isHierarchical(algo)) ensureSubCommunicators();
   if (checkConsistency_) checkConsistency(spec);
   std::shared_ptr<const executor::Schedule> sched = schedule(algo, spec);
 
@@ -165,7 +231,10 @@ std::uint64_t CommunicatorImpl::launch(const CallArgs& args, const CallOptions& 
   binding.send = args.send.data;
   binding.recv = args.recv.data;
   binding.scratch = scratch_.acquire(sched->scratchBytes());
-  if (spec.collective == Collective::kAllgather && algo.build == algorithms::buildNative) {
+  binding.subTransports[executor::kIntraComm] = intra_.get();
+  binding.subTransports[executor::kInterComm] = inter_.get();
+  if (spec.collective == Collective::kAllgather &&
+      (algo.build == algorithms::buildNative || algo.build == algorithms::buildShm)) {
     exec->nativeCounts.resize(static_cast<std::size_t>(size_));
     exec->nativeDispls.resize(static_cast<std::size_t>(size_));
     const std::vector<algorithms::Range> blocks = algorithms::blockLayout(spec);
@@ -308,6 +377,8 @@ std::vector<std::string> CommunicatorImpl::algorithms(Collective coll) const {
   probe.collective = coll;
   probe.rank = rank_;
   probe.size = size_;
+  probe.sharedMemory = sharedMemory_;
+  probe.layout = &layout_;
   std::vector<std::string> names;
   for (const AlgorithmInfo& a : algorithms::allAlgorithms()) {
     if (a.collective == coll && a.unsupportedReason(probe).empty()) names.emplace_back(a.name);
@@ -317,7 +388,62 @@ std::vector<std::string> CommunicatorImpl::algorithms(Collective coll) const {
 
 std::string CommunicatorImpl::selectedAlgorithm(Collective coll, std::size_t bytes) const {
   const std::string& forced = algoOverride_[static_cast<int>(coll)];
-  return forced.empty() ? table_.pick(coll, bytes) : forced;
+  if (!forced.empty()) return forced;
+  CollectiveSpec probe;
+  probe.collective = coll;
+  probe.rank = rank_;
+  probe.size = size_;
+  probe.sharedMemory = sharedMemory_;
+  probe.count = bytes;  // as uint8 elements: payloadBytes() == bytes for allreduce/broadcast
+  probe.dtype = DataType::kUInt8;
+  probe.layout = &layout_;
+  if (coll == Collective::kAllgather || coll == Collective::kReduceScatter) probe.count = bytes / static_cast<std::size_t>(size_);
+  if (const AlgorithmInfo* hier = strategyChoice(probe)) return hier->name;
+  return table_.pick(coll, bytes);
+}
+
+void* CommunicatorImpl::allocateBuffer(std::size_t bytes) {
+  std::lock_guard lock(mutex_);
+  checkUsable();
+  BC_INVALID(bytes > 0, rank_, "allocateBuffer: bytes is 0");
+  // Registration is collective: compare every rank's size first, so a rank
+  // asking for a different size is an error on every rank, not a hang or a
+  // peer reading past the end of its buffer.
+  const long long mine = static_cast<long long>(bytes);
+  std::vector<long long> all(static_cast<std::size_t>(size_));
+  std::vector<int> counts(static_cast<std::size_t>(size_), 1);
+  std::vector<int> displs(static_cast<std::size_t>(size_));
+  for (int i = 0; i < size_; ++i) displs[static_cast<std::size_t>(i)] = i;
+  transport_->nativeAllgatherv(&mine, 1, all.data(), counts.data(), displs.data(), DataType::kInt64, nullptr);
+  for (int r = 0; r < size_; ++r) {
+    BC_CHECK(all[static_cast<std::size_t>(r)] == mine, ErrorCategory::kMismatch, rank_,
+             "allocateBuffer: ranks disagree on the size: rank " << rank_ << " asked for " << mine
+                                                                 << " bytes, rank " << r << " for "
+                                                                 << all[static_cast<std::size_t>(r)]);
+  }
+  if (transport::SharedMemoryEngine* engine = transport_->sharedMemory()) return engine->allocate(bytes);
+  // No shared segment here: ordinary page-aligned, zeroed memory, so code
+  // written for registered buffers runs everywhere (without the zero-copy).
+  constexpr std::size_t kPageBytes = 4096;
+  void* p = std::aligned_alloc(kPageBytes, (bytes + kPageBytes - 1) / kPageBytes * kPageBytes);
+  BC_CHECK(p != nullptr, ErrorCategory::kInvalidArgument, rank_, "allocateBuffer: out of memory for " << bytes << " bytes");
+  std::memset(p, 0, bytes);
+  heapBuffers_.push_back(p);
+  return p;
+}
+
+void CommunicatorImpl::freeBuffer(void* buffer) {
+  std::lock_guard lock(mutex_);
+  if (buffer == nullptr) return;
+  BC_INVALID(inFlight_.empty(), rank_, "freeBuffer: collectives are still in flight (wait for them first)");
+  if (auto it = std::find(heapBuffers_.begin(), heapBuffers_.end(), buffer); it != heapBuffers_.end()) {
+    std::free(buffer);
+    heapBuffers_.erase(it);
+    return;
+  }
+  transport::SharedMemoryEngine* engine = transport_ ? transport_->sharedMemory() : nullptr;
+  BC_INVALID(engine != nullptr, rank_, "freeBuffer: pointer was not returned by allocateBuffer");
+  engine->release(buffer);
 }
 
 void CommunicatorImpl::finalize() {
@@ -344,7 +470,11 @@ void CommunicatorImpl::finalize() {
     scratch_.clear();
   }
   cache_.clear();
-  transport_.reset();
+  intra_.reset();
+  inter_.reset();
+  for (void* p : heapBuffers_) std::free(p);
+  heapBuffers_.clear();
+  transport_.reset();  // releases the shared segment and registered buffers
   if (onFinalize_) onFinalize_();
   if (pending) std::rethrow_exception(pending);
 }

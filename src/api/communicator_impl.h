@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "algorithms/node_layout.h"
 #include "algorithms/registry.h"
 #include "algorithms/selection.h"
 #include "api/call.h"
@@ -45,8 +46,13 @@ class CommunicatorImpl {
   bool test(WorkState& work);
   void wait(WorkState& work, std::optional<std::chrono::milliseconds> timeout);
 
+  void configureStrategy(const CommStrategy& strategy);
+  const algorithms::NodeLayout& layout() const { return layout_; }
   std::vector<std::string> algorithms(Collective coll) const;
   std::string selectedAlgorithm(Collective coll, std::size_t bytes) const;
+  // Registered buffers (collective; see Communicator::allocateBuffer).
+  void* allocateBuffer(std::size_t bytes);
+  void freeBuffer(void* buffer);
   void finalize();
   bool finalized() const { return finalized_; }
   transport::Transport& transport() { return *transport_; }
@@ -87,6 +93,10 @@ class CommunicatorImpl {
   void driveUntilDone(std::uint64_t id, std::optional<std::chrono::milliseconds> timeout, const char* what);
   void fail(std::exception_ptr error);
   std::optional<std::chrono::milliseconds> deadlineFor(const CallOptions& options) const;
+  // Hierarchical choice by strategy, or null to use the table.
+  const algorithms::AlgorithmInfo* strategyChoice(const algorithms::CollectiveSpec& spec) const;
+  // Splits the intra-node and inter-node communicators on first use (collective).
+  void ensureSubCommunicators();
 
   mutable std::mutex mutex_;
   std::unique_ptr<transport::Transport> transport_;
@@ -104,6 +114,15 @@ class CommunicatorImpl {
   int maxChunks_ = 0;
   std::size_t cacheLimit_ = 0;
   bool checkConsistency_ = false;
+  bool sharedMemory_ = false;        // the transport has a shared-memory engine
+  std::vector<void*> heapBuffers_;   // allocateBuffer without an engine
+  Strategy strategy_ = Strategy::kAuto;
+  std::size_t hierMinBytes_ = 0;
+  std::string interAlgorithm_ = "ring";
+
+  algorithms::NodeLayout layout_;
+  std::unique_ptr<transport::Transport> intra_;
+  std::unique_ptr<transport::Transport> inter_;
 
   std::unordered_map<CacheKey, std::shared_ptr<const executor::Schedule>, CacheKeyHash> cache_;
   executor::ScratchPool scratch_;

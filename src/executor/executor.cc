@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/reduce.h"
+#include "transport/shared_memory.h"
 
 namespace boostcomm::executor {
 
@@ -37,11 +38,19 @@ bool Execution::ready(const Step& step) const {
   return true;
 }
 
+transport::Transport& Execution::transportFor(const Step& step, transport::Transport& world) const {
+  if (step.comm == kWorldComm) return world;
+  transport::Transport* sub = binding_.subTransports[step.comm];
+  BC_INTERNAL(sub != nullptr, schedule_->algorithm() << ": step on communicator " << int(step.comm)
+                                                     << " but no such sub-communicator is bound");
+  return *sub;
+}
+
 void Execution::runNative(const Step& step, transport::Transport& transport, transport::Request* req) {
   const NativeCall& call = step.native;
   const std::size_t offsetBytes = call.elementOffset * schedule_->elementSize();
-  const char* send = static_cast<const char*>(binding_.send);
-  char* recv = static_cast<char*>(binding_.recv);
+  const char* send = static_cast<const char*>(resolve(step.src));
+  char* recv = static_cast<char*>(resolve(step.dst));
   // kAvg is finished by a kDivide step of the schedule; the backend sums.
   const ReduceOp op = schedule_->op() == ReduceOp::kAvg ? ReduceOp::kSum : schedule_->op();
   switch (call.collective) {
@@ -64,8 +73,32 @@ void Execution::runNative(const Step& step, transport::Transport& transport, tra
   }
 }
 
-bool Execution::startStep(std::size_t index, transport::Transport& transport) {
+transport::SharedMemoryEngine& Execution::engineOf(transport::Transport& transport) const {
+  transport::SharedMemoryEngine* engine = transport.sharedMemory();
+  BC_INTERNAL(engine != nullptr, schedule_->algorithm() << ": shm step on a transport without a shared-memory engine");
+  return *engine;
+}
+
+void Execution::startShm(const Step& step, transport::Transport& transport, transport::Request& req) {
+  transport::SharedMemoryCall call;
+  call.collective = step.native.collective;
+  call.send = resolve(step.src);
+  call.recv = resolve(step.dst);
+  call.count = step.native.count;
+  if (call.collective == Collective::kAllgather) {
+    call.counts = binding_.nativeCounts;
+    call.displs = binding_.nativeDispls;
+  }
+  call.dtype = schedule_->dtype();
+  call.op = schedule_->op();
+  call.avgDivisor = step.divisor;
+  call.root = step.native.root;
+  engineOf(transport).start(call, req);
+}
+
+bool Execution::startStep(std::size_t index, transport::Transport& world) {
   const Step& s = schedule_->steps()[index];
+  transport::Transport& transport = transportFor(s, world);
   transport::Request& req = requests_[index];
   switch (s.kind) {
     case StepKind::kSend:
@@ -94,6 +127,9 @@ bool Execution::startStep(std::size_t index, transport::Transport& transport) {
       }
       runNative(s, transport, &req);
       return transport.test(req);
+    case StepKind::kShm:
+      startShm(s, transport, req);
+      return engineOf(transport).test(req);
   }
   return true;
 }
@@ -111,7 +147,8 @@ bool Execution::progress(transport::Transport& transport, bool* anyAdvance) {
       if (st == State::kDone) continue;
       bool finished = false;
       if (st == State::kRunning) {
-        finished = transport.test(requests_[i]);
+        transport::Transport& t = transportFor(steps[i], transport);
+        finished = steps[i].kind == StepKind::kShm ? engineOf(t).test(requests_[i]) : t.test(requests_[i]);
       } else if (ready(steps[i])) {
         st = State::kRunning;
         any = true;

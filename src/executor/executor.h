@@ -23,6 +23,10 @@ struct Binding {
   // allgatherv layout for native steps (elements, one per rank); may be null.
   const int* nativeCounts = nullptr;
   const int* nativeDispls = nullptr;
+  // Transports of the intra-node and inter-node communicators for steps of
+  // hierarchical schedules (index kIntraComm / kInterComm); world is passed
+  // to progress().
+  transport::Transport* subTransports[kNumComms] = {nullptr, nullptr, nullptr};
 };
 
 class Execution {
@@ -50,6 +54,9 @@ class Execution {
   // Starts a step; true when it completed immediately.
   bool startStep(std::size_t index, transport::Transport& transport);
   void runNative(const Step& step, transport::Transport& transport, transport::Request* req);
+  transport::SharedMemoryEngine& engineOf(transport::Transport& transport) const;
+  void startShm(const Step& step, transport::Transport& transport, transport::Request& req);
+  transport::Transport& transportFor(const Step& step, transport::Transport& world) const;
 
   const Schedule* schedule_ = nullptr;
   Binding binding_;

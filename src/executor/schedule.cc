@@ -15,6 +15,23 @@ Schedule::StepId Schedule::add(Step step, std::initializer_list<StepId> deps) {
   step.depBegin = static_cast<std::uint32_t>(deps_.size());
   step.depCount = static_cast<std::uint32_t>(deps.size());
   for (StepId d : deps) deps_.push_back(d);
+  if (framed_) {
+    auto redirect = [this](BufRef& ref) {
+      const BufRef& base = ref.buffer == BufferId::kSend ? frame_.send
+                           : ref.buffer == BufferId::kRecv ? frame_.recv
+                                                           : ref;
+      if (&base != &ref) ref = BufRef{base.buffer, base.offsetBytes + ref.offsetBytes};
+    };
+    redirect(step.dst);
+    redirect(step.src);
+    redirect(step.src2);
+    step.comm = frame_.comm;
+    step.tag += frame_.tagOffset;
+    if (deps.size() == 0) {
+      for (StepId d : frame_.after) deps_.push_back(d);
+      step.depCount = static_cast<std::uint32_t>(frame_.after.size());
+    }
+  }
   steps_.push_back(step);
   return static_cast<StepId>(steps_.size() - 1);
 }
@@ -84,7 +101,46 @@ Schedule::StepId Schedule::native(const NativeCall& call, std::initializer_list<
   Step s;
   s.kind = StepKind::kNative;
   s.native = call;
+  s.src = BufRef{BufferId::kSend, 0};
+  s.dst = BufRef{BufferId::kRecv, 0};
   return add(s, deps);
+}
+
+Schedule::StepId Schedule::shm(const NativeCall& call, int avgDivisor, std::initializer_list<StepId> deps) {
+  Step s;
+  s.kind = StepKind::kShm;
+  s.native = call;
+  s.divisor = avgDivisor;
+  s.src = BufRef{BufferId::kSend, 0};
+  s.dst = BufRef{BufferId::kRecv, 0};
+  return add(s, deps);
+}
+
+void Schedule::pushFrame(Frame frame) {
+  BC_INTERNAL(!framed_, algorithm_ << ": frames do not nest");
+  frame_ = std::move(frame);
+  framed_ = true;
+}
+
+void Schedule::popFrame() {
+  framed_ = false;
+  frame_ = Frame{};
+}
+
+std::vector<Schedule::StepId> Schedule::sinks(StepId begin, StepId end) const {
+  std::vector<bool> needed(end - begin, false);
+  for (StepId i = begin; i < end; ++i) {
+    const Step& s = steps_[i];
+    for (std::uint32_t d = 0; d < s.depCount; ++d) {
+      const StepId dep = deps_[s.depBegin + d];
+      if (dep >= begin && dep < end) needed[dep - begin] = true;
+    }
+  }
+  std::vector<StepId> out;
+  for (StepId i = begin; i < end; ++i) {
+    if (!needed[i - begin]) out.push_back(i);
+  }
+  return out;
 }
 
 std::size_t Schedule::reserveScratch(std::size_t bytes) {
@@ -133,7 +189,9 @@ std::string Schedule::toString() const {
       case StepKind::kCopy: os << "copy " << s.dst << " = " << s.src << " " << s.bytes << "B"; break;
       case StepKind::kDivide: os << "divide " << s.dst << " /" << s.divisor << " x" << s.count; break;
       case StepKind::kNative: os << "native " << boostcomm::toString(s.native.collective) << " x" << s.native.count; break;
+      case StepKind::kShm: os << "shm " << boostcomm::toString(s.native.collective) << " x" << s.native.count; break;
     }
+    if (s.comm != kWorldComm) os << (s.comm == kIntraComm ? " [intra]" : " [inter]");
     if (s.depCount > 0) {
       os << " after";
       for (std::uint32_t d = 0; d < s.depCount; ++d) os << " " << deps_[s.depBegin + d];

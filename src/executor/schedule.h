@@ -36,6 +36,7 @@ enum class StepKind : std::uint8_t {
   kCopy,    // dst = src, `bytes` (skipped when both resolve to the same address)
   kDivide,  // dst /= divisor, `count` elements (finishes kAvg)
   kNative,  // the backend's own collective over the whole call (see NativeCall)
+  kShm,     // the transport's shared-memory engine runs the call (NativeCall parameters)
 };
 
 // Parameters of a kNative step; pointers come from the bound buffers.
@@ -58,10 +59,32 @@ struct Step {
   int divisor = 1;
   std::uint32_t depBegin = 0;  // dependencies: deps[depBegin, depBegin + depCount)
   std::uint32_t depCount = 0;
-  NativeCall native;
+  std::uint8_t comm = 0;       // which communicator: kWorldComm, kIntraComm, kInterComm
+  NativeCall native;           // kNative: parameters; src/dst hold the send/recv base refs
 };
 
 inline constexpr int kMaxStepTag = 1 << 16;
+
+// Communicators a step can address. Hierarchical algorithms run flat
+// building blocks on the node's ranks (intra) and across nodes (inter).
+inline constexpr std::uint8_t kWorldComm = 0;
+inline constexpr std::uint8_t kIntraComm = 1;
+inline constexpr std::uint8_t kInterComm = 2;
+inline constexpr int kNumComms = 3;
+
+// A frame lets a flat builder run unchanged inside a composed algorithm:
+// every step added while the frame is active is moved to communicator
+// `comm`, its tag shifted by `tagOffset`, its send/recv buffer references
+// redirected (`send`/`recv`: the buffer and byte offset that stand in for
+// offset 0 of the flat builder's send/recv buffer), and steps without
+// dependencies wait for `after` (the previous phase).
+struct Frame {
+  std::uint8_t comm = kWorldComm;
+  int tagOffset = 0;
+  BufRef send{BufferId::kSend, 0};
+  BufRef recv{BufferId::kRecv, 0};
+  std::vector<std::uint32_t> after;
+};
 
 class Schedule {
  public:
@@ -76,10 +99,19 @@ class Schedule {
   StepId copy(BufRef dst, BufRef src, std::size_t bytes, std::initializer_list<StepId> deps = {});
   StepId divide(BufRef dst, std::size_t count, int divisor, std::initializer_list<StepId> deps = {});
   StepId native(const NativeCall& call, std::initializer_list<StepId> deps = {});
+  // avgDivisor: what kAvg divides by (the engine divides once, itself).
+  StepId shm(const NativeCall& call, int avgDivisor, std::initializer_list<StepId> deps = {});
   // Add one more dependency to the most recently added step.
   void addDependency(StepId dep);
   // Add dependencies given at run time (vector form) to the last step.
   void addDependencies(const std::vector<StepId>& deps);
+
+  // Steps added until popFrame() are transformed by `frame` (frames do not nest).
+  void pushFrame(Frame frame);
+  void popFrame();
+  // Steps in [begin, end) that no later step of that range depends on: waiting
+  // for them means waiting for the whole range.
+  std::vector<StepId> sinks(StepId begin, StepId end) const;
 
   // Scratch bytes the schedule addresses (grows as builders reserve).
   std::size_t reserveScratch(std::size_t bytes);
@@ -109,6 +141,8 @@ class Schedule {
   std::vector<Step> steps_;
   std::vector<StepId> deps_;
   std::size_t scratchBytes_ = 0;
+  Frame frame_;
+  bool framed_ = false;
 };
 
 }  // namespace boostcomm::executor

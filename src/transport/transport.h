@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "boostcomm/types.h"
 
@@ -20,6 +21,8 @@ namespace boostcomm::transport {
 
 // An outstanding operation. Opaque slots filled by the transport that posted
 // it; inactive (all zero) once complete. No allocation per request.
+class SharedMemoryEngine;  // transport/shared_memory.h
+
 struct Request {
   std::uintptr_t slot[2] = {0, 0};
   bool active() const { return slot[0] != 0 || slot[1] != 0; }
@@ -60,6 +63,15 @@ class Transport {
   // Collective over this group: ranks with equal color form a sub-group,
   // ordered by (key, rank). A negative color returns nullptr for that rank.
   virtual std::unique_ptr<Transport> split(int color, int key) = 0;
+
+  // Collective: an identifier of the node (shared-memory domain) of every
+  // rank, equal for ranks on one node. Default: one node (threads of a process).
+  virtual std::vector<long long> nodeIdOfEachRank() { return std::vector<long long>(static_cast<std::size_t>(size()), 0); }
+
+  // The shared-memory engine of this group (transport/shared_memory.h), or
+  // nullptr when its ranks do not all share one node or the transport has
+  // none. Stable for the transport's life.
+  virtual SharedMemoryEngine* sharedMemory() { return nullptr; }
 };
 
 }  // namespace boostcomm::transport

@@ -68,7 +68,9 @@ MpiTransport::MpiTransport(MPI_Comm comm, bool ownsComm) : comm_(comm), ownsComm
     checkMpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size", rank_);
     void* value = nullptr;
     int found = 0;
-    checkMpi(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &value, &found), "MPI_Comm_get_attr(MPI_TAG_UB)", rank_);
+    // MPI_TAG_UB is a predefined attribute of MPI_COMM_WORLD only (dups copy
+    // it, splits do not), and it holds for every communicator.
+    checkMpi(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &value, &found), "MPI_Comm_get_attr(MPI_TAG_UB)", rank_);
     // The standard guarantees MPI_TAG_UB >= 32767 and that the attribute exists.
     maxTag_ = (found && value != nullptr) ? *static_cast<int*>(value) : 32767;
   } catch (...) {
@@ -78,6 +80,7 @@ MpiTransport::MpiTransport(MPI_Comm comm, bool ownsComm) : comm_(comm), ownsComm
 }
 
 MpiTransport::~MpiTransport() {
+  sharedMemory_.reset();
   if (!ownsComm_ || comm_ == MPI_COMM_NULL) return;
   int finalized = 0;
   // A destructor cannot report: a failed free only leaks a communicator.
@@ -238,12 +241,28 @@ std::unique_ptr<Transport> MpiTransport::split(int color, int key) {
   return std::make_unique<MpiTransport>(out, true);
 }
 
+void MpiTransport::attachSharedMemory(std::unique_ptr<SharedMemoryEngine> engine) {
+  sharedMemory_ = std::move(engine);
+}
+
 std::unique_ptr<MpiTransport> MpiTransport::splitSharedMemory() {
   MPI_Comm out = MPI_COMM_NULL;
   checkMpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &out),
            "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)", rank_);
   BC_INTERNAL(out != MPI_COMM_NULL, "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) returned MPI_COMM_NULL");
   return std::make_unique<MpiTransport>(out, true);
+}
+
+std::vector<long long> MpiTransport::nodeIdOfEachRank() {
+  // Leader = lowest rank of this communicator on my node; everyone learns everyone's.
+  std::unique_ptr<MpiTransport> node = splitSharedMemory();
+  long long leader = rank_;
+  checkMpi(MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_LONG_LONG, MPI_MIN, node->comm_), "MPI_Allreduce(node leader)",
+           rank_);
+  std::vector<long long> ids(static_cast<std::size_t>(size_));
+  checkMpi(MPI_Allgather(&leader, 1, MPI_LONG_LONG, ids.data(), 1, MPI_LONG_LONG, comm_), "MPI_Allgather(node ids)",
+           rank_);
+  return ids;
 }
 
 void finalizeMpiIfOwned() {

@@ -20,6 +20,7 @@
 #include <memory>
 #include <string>
 
+#include "transport/shared_memory.h"
 #include "transport/transport.h"
 
 namespace boostcomm::transport {
@@ -61,13 +62,23 @@ class MpiTransport final : public Transport {
   std::unique_ptr<Transport> split(int color, int key) override;
   // The ranks that share memory with this one (MPI_COMM_TYPE_SHARED), in rank order.
   std::unique_ptr<MpiTransport> splitSharedMemory();
+  // The world rank of each rank's shared-memory leader (lowest rank on its node).
+  std::vector<long long> nodeIdOfEachRank() override;
 
   MPI_Comm comm() const { return comm_; }
+
+  // The shared-memory engine (src/shm/) when every rank is on one node;
+  // attached by whoever creates the communicator (shm::attachSharedMemory),
+  // since src/shm builds on this transport, not the other way round.
+  SharedMemoryEngine* sharedMemory() override { return sharedMemory_.get(); }
+  void attachSharedMemory(std::unique_ptr<SharedMemoryEngine> engine);
 
  private:
   void postBytes(bool isSend, void* buf, std::size_t bytes, int peer, int tag, Request& req);
   int checkedCount(std::size_t count, const char* what) const;
 
+  // Released first in the destructor: its MPI windows must go before the communicator.
+  std::unique_ptr<SharedMemoryEngine> sharedMemory_;
   MPI_Comm comm_;
   bool ownsComm_;
   int rank_ = -1;

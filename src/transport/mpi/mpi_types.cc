@@ -134,8 +134,9 @@ MPI_Op mpiOp(DataType dtype, ReduceOp op) {
   // uint8 sum: Open MPI 4.1's AVX op component saturates 8- and 16-bit integer
   // sums instead of wrapping (open-mpi/ompi#8045, closed as wontfix); our
   // kernels wrap like every other integer type, so we reduce uint8 sums ourselves.
+  BC_INVALID(static_cast<int>(op) < kNumReduceOps, -1, "op: unknown value " << static_cast<int>(op));
   const bool useOurOp = dtype == DataType::kFloat16 || dtype == DataType::kBFloat16 ||
-                      (dtype == DataType::kUInt8 && op == ReduceOp::kSum);
+                        (dtype == DataType::kUInt8 && op == ReduceOp::kSum);
   if (useOurOp) {
     const MPI_Op userOp = objects().userOps[static_cast<int>(op)];
     BC_INTERNAL(userOp != MPI_OP_NULL, "mpiOp: no user op for " << toString(op));

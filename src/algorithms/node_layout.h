@@ -1,0 +1,38 @@
+// Which world ranks share a node: the input of hierarchical algorithms.
+//
+// Ranks of a node are numbered by ascending world rank ("local rank"); nodes
+// by their lowest world rank. The intra-node communicator of a rank holds its
+// node's ranks in local-rank order; the inter-node communicator of local rank
+// l holds local rank l of every node, in node order (needs equal ranks per node).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace boostcomm::algorithms {
+
+struct NodeLayout {
+  std::vector<int> nodeOfRank;
+  std::vector<int> localRankOf;
+  std::vector<std::vector<int>> members;  // node -> world ranks, ascending
+
+  int nodes() const { return static_cast<int>(members.size()); }
+  bool uniform() const;
+  // Ranks per node when uniform(), else 0.
+  int ranksPerNode() const;
+  // "2x2", or "3+1" when uneven.
+  std::string describe() const;
+};
+
+// From any per-rank node identifier (hostname hash, leader rank, ...).
+NodeLayout layoutFromNodeIds(const std::vector<long long>& nodeIdOfRank);
+
+// Logical layouts declared for tests and emulation: `ranksPerNode` (e.g. "2":
+// consecutive groups) or `explicitLayout` (e.g. "3,1": node sizes in rank
+// order). Empty strings mean "not declared" (returns an empty layout).
+// Throws Error{kInvalidArgument} naming the variable when the layout does not
+// fit `worldSize`.
+NodeLayout parseLayoutOverride(std::string_view ranksPerNode, std::string_view explicitLayout, int worldSize);
+
+}  // namespace boostcomm::algorithms

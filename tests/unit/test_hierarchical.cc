@@ -1,0 +1,209 @@
+// Hierarchical algorithms on logical node layouts declared on one host
+// (BOOSTCOMM_NODE_LAYOUT), in-process: results against a float64 reference
+// and bitwise-identical across ranks; uneven layouts fall back to flat
+// algorithms, and asking for "hier" there is a clear error.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "api/inproc_group.h"
+#include "boostcomm/boostcomm.h"
+#include "core/tunables.h"
+
+namespace boostcomm {
+namespace {
+
+struct LayoutCase {
+  std::string layout;  // BOOSTCOMM_NODE_LAYOUT
+  int size;
+  bool hierarchical;   // can "hier" run on it?
+};
+
+class Hierarchical : public ::testing::TestWithParam<LayoutCase> {
+ protected:
+  void SetUp() override { core::setTunableOverride(core::kTunableNodeLayout, GetParam().layout); }
+  void TearDown() override { core::clearTunableOverride(core::kTunableNodeLayout); }
+};
+
+// Rank r, element i: small integers, so every summation order is exact.
+double input(int rank, std::size_t i) { return static_cast<double>((rank + 1) * static_cast<int>(i % 17) - 8); }
+
+TEST_P(Hierarchical, AllreduceMatchesReference) {
+  const LayoutCase& c = GetParam();
+  for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{300007}}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin}) {
+      for (bool inPlace : {false, true}) {
+        std::vector<std::vector<float>> results(static_cast<std::size_t>(c.size));
+        detail::runInProcess(c.size, [&](Communicator& comm) {
+          ASSERT_EQ(comm.nodeLayout().find('x') != std::string::npos || comm.nodeLayout().find('+') != std::string::npos, true);
+          std::vector<float> in(count);
+          for (std::size_t i = 0; i < count; ++i) in[i] = static_cast<float>(input(comm.rank(), i));
+          std::vector<float> out(count);
+          CallOptions options;
+          options.algorithm = c.hierarchical ? "hier" : "";
+          if (inPlace) {
+            comm.allreduce(std::span<const float>(in), std::span<float>(in), op, options);
+            out = in;
+          } else {
+            comm.allreduce(std::span<const float>(in), std::span<float>(out), op, options);
+          }
+          results[static_cast<std::size_t>(comm.rank())] = out;
+        });
+        for (std::size_t i = 0; i < count; ++i) {
+          double sum = 0, mx = -1e300, mn = 1e300;
+          for (int r = 0; r < c.size; ++r) {
+            sum += input(r, i);
+            mx = std::max(mx, input(r, i));
+            mn = std::min(mn, input(r, i));
+          }
+          const double want = op == ReduceOp::kSum ? sum : op == ReduceOp::kAvg ? sum / c.size : op == ReduceOp::kMax ? mx : mn;
+          ASSERT_NEAR(results[0][i], want, 1e-6 * std::max(1.0, std::abs(want)))
+              << c.layout << " count " << count << " op " << toString(op) << " element " << i;
+        }
+        for (int r = 1; r < c.size; ++r) {
+          ASSERT_EQ(std::memcmp(results[0].data(), results[static_cast<std::size_t>(r)].data(), count * sizeof(float)), 0)
+              << c.layout << ": rank " << r << " differs from rank 0";
+        }
+      }
+    }
+  }
+}
+
+TEST_P(Hierarchical, BroadcastFromEveryRoot) {
+  const LayoutCase& c = GetParam();
+  for (std::size_t count : {std::size_t{1}, std::size_t{1000}, std::size_t{200003}}) {
+    for (int root = 0; root < c.size; ++root) {
+      detail::runInProcess(c.size, [&](Communicator& comm) {
+        std::vector<std::int32_t> buf(count, -1);
+        if (comm.rank() == root) {
+          for (std::size_t i = 0; i < count; ++i) buf[i] = static_cast<std::int32_t>(i * 3 + static_cast<std::size_t>(root));
+        }
+        CallOptions options;
+        options.algorithm = c.hierarchical ? "hier" : "";
+        comm.broadcast(std::span<std::int32_t>(buf), root, options);
+        for (std::size_t i = 0; i < count; ++i) {
+          ASSERT_EQ(buf[i], static_cast<std::int32_t>(i * 3 + static_cast<std::size_t>(root)))
+              << c.layout << " root " << root << " rank " << comm.rank() << " element " << i;
+        }
+      });
+    }
+  }
+}
+
+TEST_P(Hierarchical, AllgatherAndAllgatherv) {
+  const LayoutCase& c = GetParam();
+  for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{5000}}) {
+    detail::runInProcess(c.size, [&](Communicator& comm) {
+      CallOptions options;
+      options.algorithm = c.hierarchical ? "hier" : "";
+      std::vector<std::int64_t> mine(count);
+      for (std::size_t i = 0; i < count; ++i) mine[i] = comm.rank() * 1000000 + static_cast<std::int64_t>(i);
+      std::vector<std::int64_t> all(count * static_cast<std::size_t>(c.size), -1);
+      comm.allgather(std::span<const std::int64_t>(mine), std::span<std::int64_t>(all), options);
+      for (int r = 0; r < c.size; ++r) {
+        for (std::size_t i = 0; i < count; ++i) {
+          ASSERT_EQ(all[static_cast<std::size_t>(r) * count + i], r * 1000000 + static_cast<std::int64_t>(i)) << c.layout;
+        }
+      }
+      // Varying counts: rank r contributes count + 3r elements.
+      std::vector<std::size_t> counts;
+      std::size_t total = 0;
+      for (int r = 0; r < c.size; ++r) {
+        counts.push_back(count + 3 * static_cast<std::size_t>(r));
+        total += counts.back();
+      }
+      std::vector<std::int64_t> vin(counts[static_cast<std::size_t>(comm.rank())]);
+      for (std::size_t i = 0; i < vin.size(); ++i) vin[i] = comm.rank() * 1000000 + static_cast<std::int64_t>(i);
+      std::vector<std::int64_t> vout(total, -1);
+      comm.allgatherv(std::span<const std::int64_t>(vin), std::span<std::int64_t>(vout), counts, options);
+      std::size_t offset = 0;
+      for (int r = 0; r < c.size; ++r) {
+        for (std::size_t i = 0; i < counts[static_cast<std::size_t>(r)]; ++i) {
+          ASSERT_EQ(vout[offset + i], r * 1000000 + static_cast<std::int64_t>(i)) << c.layout << " allgatherv";
+        }
+        offset += counts[static_cast<std::size_t>(r)];
+      }
+    });
+  }
+}
+
+TEST_P(Hierarchical, AvailabilityFollowsTheLayout) {
+  const LayoutCase& c = GetParam();
+  detail::runInProcess(c.size, [&](Communicator& comm) {
+    const auto names = comm.algorithms(Collective::kAllreduce);
+    const bool listed = std::find(names.begin(), names.end(), "hier") != names.end();
+    EXPECT_EQ(listed, c.hierarchical) << c.layout;
+    if (!c.hierarchical) {
+      CallOptions options;
+      options.algorithm = "hier";
+      std::vector<float> v(10, 1.0f);
+      try {
+        comm.allreduce(std::span<const float>(v), std::span<float>(v), ReduceOp::kSum, options);
+        ADD_FAILURE() << "hier ran on layout " << c.layout;
+      } catch (const Error& e) {
+        EXPECT_EQ(e.category(), ErrorCategory::kInvalidArgument);
+        EXPECT_NE(std::string(e.what()).find("hier"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("rank " + std::to_string(comm.rank())), std::string::npos) << e.what();
+      }
+    }
+  });
+}
+
+TEST_P(Hierarchical, StrategyPicksHierarchicalOnlyWhereItApplies) {
+  const LayoutCase& c = GetParam();
+  detail::runInProcess(c.size, [&](Communicator& comm) {
+    CommStrategy s;
+    s.strategy = Strategy::kTopologyAware;
+    comm.configureCommStrategy(s);
+    EXPECT_EQ(comm.selectedAlgorithm(Collective::kAllreduce, 1 << 20) == "hier", c.hierarchical) << c.layout;
+    s.strategy = Strategy::kFlat;
+    comm.configureCommStrategy(s);
+    EXPECT_NE(comm.selectedAlgorithm(Collective::kAllreduce, 1 << 20), "hier");
+    s.strategy = Strategy::kAuto;
+    s.interTransport = "native";
+    comm.configureCommStrategy(s);
+    EXPECT_EQ(comm.selectedAlgorithm(Collective::kAllreduce, 1 << 20) == "hier", c.hierarchical);
+    EXPECT_NE(comm.selectedAlgorithm(Collective::kAllreduce, 64), "hier");
+    // The native inter-node phase gives the same results.
+    std::vector<float> v(100003, static_cast<float>(comm.rank() + 1));
+    comm.allreduce(std::span<const float>(v), std::span<float>(v), ReduceOp::kSum);
+    EXPECT_EQ(v[100002], static_cast<float>(c.size * (c.size + 1) / 2));
+    s.interTransport = "carrier-pigeon";
+    try {
+      comm.configureCommStrategy(s);
+      ADD_FAILURE() << "unknown inter transport accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("native"), std::string::npos) << "lists valid names: " << e.what();
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, Hierarchical,
+                         ::testing::Values(LayoutCase{"2,2", 4, true}, LayoutCase{"4", 4, false},
+                                           LayoutCase{"1,1,1,1", 4, false}, LayoutCase{"3,1", 4, false},
+                                           LayoutCase{"3,3", 6, true}, LayoutCase{"2,2,2", 6, true},
+                                           LayoutCase{"4,4", 8, true}),
+                         [](const auto& info) {
+                           std::string name = info.param.layout;
+                           for (char& ch : name) ch = ch == ',' ? '_' : ch;
+                           return "layout_" + name;
+                         });
+
+TEST(NodeLayoutOverride, BadValuesNameTheVariable) {
+  core::setTunableOverride(core::kTunableRanksPerNode, "3");
+  try {
+    detail::createInProcessGroup(4);
+    ADD_FAILURE() << "3 ranks per node accepted for 4 ranks";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("BOOSTCOMM_RANKS_PER_NODE"), std::string::npos) << e.what();
+  }
+  core::clearTunableOverride(core::kTunableRanksPerNode);
+  core::setTunableOverride(core::kTunableNodeLayout, "2,1");
+  EXPECT_THROW(detail::createInProcessGroup(4), Error);
+  core::clearTunableOverride(core::kTunableNodeLayout);
+}
+
+}  // namespace
+}  // namespace boostcomm
