@@ -324,20 +324,22 @@ TEST_P(ReduceIsaTest, MatchesScalarReferenceForEveryTypeOpCountAndAliasing) {
         for (Aliasing aliasing : {Aliasing::kNone, Aliasing::kOutIsA, Aliasing::kOutIsB, Aliasing::kAllSame}) {
           SCOPED_TRACE(std::string(toString(dtype)) + " " + std::string(toString(op)) + " n=" + std::to_string(n) +
                        " aliasing=" + std::to_string(static_cast<int>(aliasing)));
-          // One spare element in front so the operands are not vector-aligned.
-          std::vector<unsigned char> a((n + 1) * size), b((n + 1) * size), out((n + 1) * size, 0xCD);
-          fillRandom(a, b, dtype, n + 1, rng);
-          unsigned char* pa = a.data() + size;
-          unsigned char* pb = b.data() + size;
+          // A random offset of 0..32 elements: the kernels step to a 64-byte
+          // boundary of out first, so every head length gets exercised.
+          const std::size_t offset = rng() % 33;
+          std::vector<unsigned char> a((n + offset) * size), b((n + offset) * size), out((n + offset) * size, 0xCD);
+          fillRandom(a, b, dtype, n + offset, rng);
+          unsigned char* pa = a.data() + offset * size;
+          unsigned char* pb = b.data() + (rng() % 2 ? offset : 0) * size;  // b's alignment may differ from out's
           if (aliasing == Aliasing::kAllSame) pb = pa;
           std::vector<unsigned char> want(n * size);
           refReduce(want.data(), pa, pb, n, dtype, op);
-          unsigned char* po = aliasing == Aliasing::kNone ? out.data() + size
+          unsigned char* po = aliasing == Aliasing::kNone ? out.data() + offset * size
                               : aliasing == Aliasing::kOutIsB ? pb : pa;
           table_->reduce[static_cast<int>(dtype)][static_cast<int>(op)](po, pa, pb, n);
           ASSERT_TRUE(sameElements(dtype, anyNanPayload, po, want.data(), n));
-          if (aliasing == Aliasing::kNone) {
-            ASSERT_EQ(out[0], 0xCD) << "wrote before out";
+          if (aliasing == Aliasing::kNone && offset > 0) {
+            ASSERT_EQ(out[offset * size - 1], 0xCD) << "wrote before out";
           }
         }
       }
