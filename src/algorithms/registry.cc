@@ -43,6 +43,8 @@ const AlgorithmInfo kAlgorithms[] = {
     {"native", kRS, nativeUnsupported, buildNative, "the backend's own MPI_Reduce_scatter_block"},
     {"shm", kRS, shmUnsupported, buildShm, "one node: each rank reduces its block straight from shared memory"},
     {"ring", kRS, always, buildReduceScatterRing, "pipelined ring reduce-scatter"},
+    {"hier", kRS, hierarchicalUnsupported, buildReduceScatterHier,
+     "intra-node ring reduce-scatters per destination node, then an inter-node ring reduce-scatter"},
     {"native", kBA, nativeUnsupported, buildNative, "the backend's own MPI_Barrier"},
     {"dissemination", kBA, always, buildBarrierDissemination, "dissemination barrier, ceil(log2 n) rounds"},
 };

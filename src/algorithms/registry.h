@@ -44,6 +44,7 @@ void buildBarrierDissemination(const CollectiveSpec& spec, executor::Schedule& s
 void buildAllreduceHier(const CollectiveSpec& spec, executor::Schedule& schedule);
 void buildBroadcastHier(const CollectiveSpec& spec, executor::Schedule& schedule);
 void buildAllgatherHier(const CollectiveSpec& spec, executor::Schedule& schedule);
+void buildReduceScatterHier(const CollectiveSpec& spec, executor::Schedule& schedule);
 // True for the hierarchical algorithms (they need the intra/inter communicators).
 bool isHierarchical(const AlgorithmInfo& algo);
 

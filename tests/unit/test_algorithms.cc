@@ -7,6 +7,7 @@
 #include <map>
 #include <tuple>
 
+#include "algorithms/node_layout.h"
 #include "algorithms/registry.h"
 #include "algorithms/selection.h"
 #include "boostcomm/error.h"
@@ -41,21 +42,43 @@ CollectiveSpec specFor(const Case& c, int rank, ReduceOp op) {
 // (from, to, tag) -> list of byte counts, in posting order.
 using Traffic = std::map<std::tuple<int, int, int>, std::vector<std::size_t>>;
 
-void checkMatching(const AlgorithmInfo& algo, const Case& c, ReduceOp op) {
+// World rank of `peer` on communicator `comm` as seen from world rank `self`.
+int worldRank(const NodeLayout* layout, std::uint8_t comm, int self, int peer) {
+  if (comm == executor::kWorldComm) return peer;
+  const int node = layout->nodeOfRank[static_cast<std::size_t>(self)];
+  const int local = layout->localRankOf[static_cast<std::size_t>(self)];
+  const auto& nodeMembers = layout->members[static_cast<std::size_t>(node)];
+  if (comm == executor::kIntraComm) {
+    if (peer < 0 || peer >= static_cast<int>(nodeMembers.size())) return -1000 - peer;  // reported by the caller
+    return nodeMembers[static_cast<std::size_t>(peer)];
+  }
+  if (peer < 0 || peer >= layout->nodes()) return -1000 - peer;
+  return layout->members[static_cast<std::size_t>(peer)][static_cast<std::size_t>(local)];
+}
+
+void checkMatching(const AlgorithmInfo& algo, const Case& c, ReduceOp op, const NodeLayout* layout = nullptr) {
   Traffic sends;
   Traffic recvs;
   for (int r = 0; r < c.size; ++r) {
-    const CollectiveSpec spec = specFor(c, r, op);
+    CollectiveSpec spec = specFor(c, r, op);
+    spec.layout = layout;
     if (!algo.unsupportedReason(spec).empty()) return;
     Schedule schedule(spec.collective, spec.dtype, spec.op, algo.name);
     algo.build(spec, schedule);
     ASSERT_NO_THROW(schedule.validate(c.size)) << schedule.toString();
     for (const auto& step : schedule.steps()) {
-      if (step.kind == StepKind::kSend) sends[{r, step.peer, step.tag}].push_back(step.bytes);
-      if (step.kind == StepKind::kRecv) recvs[{step.peer, r, step.tag}].push_back(step.bytes);
-      if (step.kind == StepKind::kSend || step.kind == StepKind::kRecv) {
-        EXPECT_NE(step.peer, r) << algo.name << " sends to itself";
+      if (step.kind != StepKind::kSend && step.kind != StepKind::kRecv) continue;
+      // Tags are per communicator: fold the communicator into the key.
+      const int peer = worldRank(layout, step.comm, r, step.peer);
+      if (peer < 0) {
+        ADD_FAILURE() << algo.name << " rank " << r << ": peer " << step.peer << " outside communicator "
+                      << int(step.comm) << "\n" << schedule.toString();
+        return;
       }
+      const int tag = step.tag + executor::kMaxStepTag * step.comm;
+      if (step.kind == StepKind::kSend) sends[{r, peer, tag}].push_back(step.bytes);
+      if (step.kind == StepKind::kRecv) recvs[{peer, r, tag}].push_back(step.bytes);
+      EXPECT_NE(peer, r) << algo.name << " sends to itself";
     }
   }
   EXPECT_EQ(sends, recvs) << toString(c.collective) << "/" << algo.name << " n=" << c.size << " count=" << c.count;
@@ -70,6 +93,26 @@ TEST(AlgorithmSchedules, SendsAndReceivesMatchUpTo64Ranks) {
       for (std::size_t count : counts) {
         for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
           checkMatching(algo, Case{algo.collective, count, n}, op);
+        }
+      }
+    }
+  }
+}
+
+TEST(AlgorithmSchedules, HierarchicalSendsAndReceivesMatch) {
+  // Uniform layouts, with consecutive and with interleaved rank placement.
+  std::vector<std::vector<long long>> layouts = {{0, 0, 1, 1}, {0, 1, 0, 1}, {0, 0, 0, 1, 1, 1}, {0, 1, 2, 0, 1, 2}};
+  std::vector<long long> big;
+  for (int r = 0; r < 64; ++r) big.push_back(r / 8);
+  layouts.push_back(big);
+  for (const auto& ids : layouts) {
+    const NodeLayout layout = layoutFromNodeIds(ids);
+    const int n = static_cast<int>(ids.size());
+    for (const AlgorithmInfo& algo : allAlgorithms()) {
+      if (!isHierarchical(algo)) continue;
+      for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{65537}}) {
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+          checkMatching(algo, Case{algo.collective, count, n}, op, &layout);
         }
       }
     }

@@ -129,6 +129,38 @@ TEST_P(Hierarchical, AllgatherAndAllgatherv) {
   }
 }
 
+TEST_P(Hierarchical, ReduceScatterMatchesReference) {
+  const LayoutCase& c = GetParam();
+  for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{40001}}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin}) {
+      std::vector<std::vector<double>> results(static_cast<std::size_t>(c.size));
+      detail::runInProcess(c.size, [&](Communicator& comm) {
+        const std::size_t total = count * static_cast<std::size_t>(c.size);
+        std::vector<double> in(total);
+        for (std::size_t i = 0; i < total; ++i) in[i] = input(comm.rank(), i);
+        std::vector<double> out(count, -1.0);
+        CallOptions options;
+        options.algorithm = c.hierarchical ? "hier" : "";
+        comm.reduceScatter(std::span<const double>(in), std::span<double>(out), op, options);
+        results[static_cast<std::size_t>(comm.rank())] = out;
+      });
+      for (int r = 0; r < c.size; ++r) {
+        for (std::size_t i = 0; i < count; ++i) {
+          const std::size_t g = static_cast<std::size_t>(r) * count + i;
+          double sum = 0, mn = 1e300;
+          for (int q = 0; q < c.size; ++q) {
+            sum += input(q, g);
+            mn = std::min(mn, input(q, g));
+          }
+          const double want = op == ReduceOp::kSum ? sum : op == ReduceOp::kAvg ? sum / c.size : mn;
+          ASSERT_NEAR(results[static_cast<std::size_t>(r)][i], want, 1e-12 * std::max(1.0, std::abs(want)))
+              << c.layout << " count " << count << " op " << toString(op) << " rank " << r << " element " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(Hierarchical, AvailabilityFollowsTheLayout) {
   const LayoutCase& c = GetParam();
   detail::runInProcess(c.size, [&](Communicator& comm) {
