@@ -7,7 +7,24 @@ namespace {
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
+// This rank's place in the ring.
+struct RingPosition {
+  int n;
+  int r;
+  int k;  // chunks per segment
+  std::size_t es;
+  int right;
+  int left;
+  RingPosition(const CollectiveSpec& spec, const RingLayout& layout)
+      : n(spec.size), r(spec.rank), k(layout.chunks), es(spec.elementSize()), right(mod(r + 1, n)),
+        left(mod(r - 1, n)) {}
+};
+
 }  // namespace
+
+executor::BufRef RingLayout::chunkRef(const SegmentRef& ref, int segment, int c) const {
+  return ref(segment, chunk(segment, c).offset - segments[static_cast<std::size_t>(segment)].offset);
+}
 
 Range RingLayout::chunk(int segment, int c) const {
   const Range& seg = segments[static_cast<std::size_t>(segment)];
@@ -28,12 +45,8 @@ RingLayout makeRingLayout(const CollectiveSpec& spec, std::vector<Range> segment
 RingReduceScatterResult ringReduceScatter(const CollectiveSpec& spec, const RingLayout& layout,
                                           executor::Schedule& schedule, const SegmentRef& input,
                                           const SegmentRef& out, int tagBase) {
-  const int n = spec.size;
-  const int r = spec.rank;
-  const int k = layout.chunks;
-  const std::size_t es = spec.elementSize();
-  const int right = mod(r + 1, n);
-  const int left = mod(r - 1, n);
+  const RingPosition pos(spec, layout);
+  const auto [n, r, k, es, right, left] = pos;
 
   // Two scratch slots, each as large as the largest segment; chunk c of a
   // segment sits at the same relative place in a slot.
@@ -47,10 +60,7 @@ RingReduceScatterResult ringReduceScatter(const CollectiveSpec& spec, const Ring
     return executor::BufRef{executor::BufferId::kScratch,
                             scratchBase + static_cast<std::size_t>(s % 2) * slotBytes + rel * es};
   };
-  auto chunkRef = [&](const SegmentRef& ref, int segment, int c) {
-    const Range ch = layout.chunk(segment, c);
-    return ref(segment, ch.offset - layout.segments[static_cast<std::size_t>(segment)].offset);
-  };
+  auto chunkRef = [&layout](const SegmentRef& ref, int segment, int c) { return layout.chunkRef(ref, segment, c); };
 
   RingReduceScatterResult result;
   const std::size_t steps = static_cast<std::size_t>(std::max(n - 1, 0)) * static_cast<std::size_t>(k);
@@ -95,16 +105,9 @@ RingReduceScatterResult ringReduceScatter(const CollectiveSpec& spec, const Ring
 void ringAllgather(const CollectiveSpec& spec, const RingLayout& layout, executor::Schedule& schedule,
                    const SegmentRef& ownedSource, const SegmentRef& out, const std::vector<StepId>& ownedReady,
                    const std::function<std::vector<StepId>(int s, int c)>& recvDeps, int tagBase) {
-  const int n = spec.size;
-  const int r = spec.rank;
-  const int k = layout.chunks;
-  const std::size_t es = spec.elementSize();
-  const int right = mod(r + 1, n);
-  const int left = mod(r - 1, n);
-  auto chunkRef = [&](const SegmentRef& ref, int segment, int c) {
-    const Range ch = layout.chunk(segment, c);
-    return ref(segment, ch.offset - layout.segments[static_cast<std::size_t>(segment)].offset);
-  };
+  const RingPosition pos(spec, layout);
+  const auto [n, r, k, es, right, left] = pos;
+  auto chunkRef = [&layout](const SegmentRef& ref, int segment, int c) { return layout.chunkRef(ref, segment, c); };
 
   std::vector<StepId> prevRecv(static_cast<std::size_t>(k));
   for (int s = 0; s < n - 1; ++s) {

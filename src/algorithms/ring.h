@@ -31,6 +31,8 @@ struct RingLayout {
   int chunks = 1;
 
   Range chunk(int segment, int c) const;
+  // `ref`'s address of chunk c of `segment`.
+  executor::BufRef chunkRef(const SegmentRef& ref, int segment, int c) const;
 };
 
 RingLayout makeRingLayout(const CollectiveSpec& spec, std::vector<Range> segments);
