@@ -1,7 +1,10 @@
 // The Communicator: collectives over a group of ranks.
 //
 // Semantics follow MPI: every rank of the communicator calls the same
-// collectives in the same order with matching counts, dtypes, ops and roots.
+// collectives in the same order with matching counts, dtypes, ops and roots,
+// and in the same form: a blocking call on one rank does not match an *Async
+// call on another (as in MPI, where blocking and non-blocking collectives
+// never match).
 // All ranks end with bitwise-identical results.
 #pragma once
 

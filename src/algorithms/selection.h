@@ -21,6 +21,7 @@ struct SelectionRule {
   std::size_t minBytes = 0;
   std::size_t maxBytes = static_cast<std::size_t>(-1);  // inclusive
   std::string algorithm;
+  const struct AlgorithmInfo* resolved = nullptr;  // registry entry of `algorithm`, set by the table
 };
 
 class SelectionTable {
@@ -33,10 +34,13 @@ class SelectionTable {
   void applyOverride(std::string_view text);
   // The rule's algorithm for `bytes` ("native" when no rule matches).
   const std::string& pick(Collective coll, std::size_t bytes) const;
+  // The same as a registry entry, without string comparisons (the per-call path).
+  const struct AlgorithmInfo* pickAlgorithm(Collective coll, std::size_t bytes) const;
   const std::vector<SelectionRule>& rules(Collective coll) const;
   std::string describe() const;
 
  private:
+  void resolve();
   std::array<std::vector<SelectionRule>, kNumCollectives> rules_;
 };
 

@@ -64,8 +64,8 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   if (layout_.members.empty()) layout_ = algorithms::layoutFromNodeIds(transport_->nodeIdOfEachRank());
   // Every call gets its own tag window of kMaxStepTag tags, so messages of
   // concurrent calls can never match each other.
-  tagWindow_ = std::max(1, static_cast<int>((static_cast<long long>(transport_->maxTag()) + 1) /
-                                            executor::kMaxStepTag));
+  tagWindow_ =
+      std::max(1, static_cast<int>((static_cast<long long>(transport_->maxTag()) + 1) / executor::kMaxStepTag));
   inFlight_.reserve(64);
   retired_.reserve(64);
 }
@@ -102,8 +102,8 @@ void CommunicatorImpl::configureStrategy(const CommStrategy& strategy) {
     return out;
   };
   BC_INVALID(strategy.intraTransport == "auto" || strategy.intraTransport == "ring", rank_,
-             "configureCommStrategy: intra transport '" << strategy.intraTransport << "' is unknown (valid: "
-                                                        << names({"auto", "ring"}) << ")");
+             "configureCommStrategy: intra transport '" << strategy.intraTransport
+                                                        << "' is unknown (valid: " << names({"auto", "ring"}) << ")");
   const std::string inter = strategy.interTransport == "auto" ? "ring" : strategy.interTransport;
   BC_INVALID(inter == "ring" || inter == "rhd" || inter == "native", rank_,
              "configureCommStrategy: inter transport '" << strategy.interTransport << "' is unknown (valid: "
@@ -120,10 +120,11 @@ void CommunicatorImpl::configureStrategy(const CommStrategy& strategy) {
 }
 
 const AlgorithmInfo* CommunicatorImpl::strategyChoice(const CollectiveSpec& spec) const {
-  if (strategy_ == Strategy::kFlat) return nullptr;
+  if (strategy_ == Strategy::kFlat || !spec.layout || spec.layout->nodes() < 2) return nullptr;
   if (strategy_ == Strategy::kAuto && spec.payloadBytes() < hierMinBytes_) return nullptr;
   for (const AlgorithmInfo& a : algorithms::allAlgorithms()) {
-    if (a.collective == spec.collective && algorithms::isHierarchical(a) && a.unsupportedReason(spec).empty()) return &a;
+    if (a.collective == spec.collective && algorithms::isHierarchical(a) && a.unsupportedReason(spec).empty())
+      return &a;
   }
   return nullptr;
 }
@@ -156,7 +157,7 @@ const AlgorithmInfo& CommunicatorImpl::choose(const CollectiveSpec& spec, const 
     return *algo;
   }
   if (const AlgorithmInfo* hier = strategyChoice(spec)) return *hier;
-  const AlgorithmInfo* algo = algorithms::findAlgorithm(spec.collective, table_.pick(spec.collective, spec.payloadBytes()));
+  const AlgorithmInfo* algo = table_.pickAlgorithm(spec.collective, spec.payloadBytes());
   if (algo != nullptr && algo->unsupportedReason(spec).empty()) return *algo;
   // The table's choice cannot run this call: first applicable algorithm, native first.
   for (const AlgorithmInfo& a : algorithms::allAlgorithms()) {
@@ -205,8 +206,7 @@ void CommunicatorImpl::checkConsistency(const CollectiveSpec& spec) {
   }
 }
 
-std::uint64_t CommunicatorImpl::launch(const CallArgs& args, const CallOptions& options, bool blocking,
-                                       std::shared_ptr<WorkState> work) {
+const AlgorithmInfo& CommunicatorImpl::prepare(const CallArgs& args, const CallOptions& options) {
   checkUsable();
   CollectiveSpec& spec = spec_;
   validateAndDescribe(args, rank_, size_, spec);
@@ -218,6 +218,43 @@ std::uint64_t CommunicatorImpl::launch(const CallArgs& args, const CallOptions& 
   const AlgorithmInfo& algo = choose(spec, options);
   if (algorithms::isHierarchical(algo)) ensureSubCommunicators();
   if (checkConsistency_) checkConsistency(spec);
+  return algo;
+}
+
+bool CommunicatorImpl::runNativeDirectly(const AlgorithmInfo& algo, const CallArgs& args) {
+  // Latency-bound calls (a few hundred ns here) cannot afford a schedule: when
+  // one blocking backend call is the whole job (no chunking, no avg divide),
+  // make it straight away. Every rank advances the tag sequence the same way.
+  const CollectiveSpec& spec = spec_;
+  if (algo.build != algorithms::buildNative || spec.op == ReduceOp::kAvg ||
+      spec.count > static_cast<std::size_t>(INT_MAX)) {
+    return false;
+  }
+  try {
+    switch (spec.collective) {
+      case Collective::kAllreduce:
+        transport_->nativeAllreduce(args.send.data, args.recv.data, spec.count, spec.dtype, spec.op, nullptr);
+        break;
+      case Collective::kBroadcast:
+        transport_->nativeBroadcast(args.recv.data, spec.count, spec.dtype, spec.root, nullptr);
+        break;
+      case Collective::kBarrier:
+        transport_->nativeBarrier(nullptr);
+        break;
+      default:
+        return false;
+    }
+  } catch (...) {
+    fail(std::current_exception());
+    throw;
+  }
+  ++sequence_;
+  return true;
+}
+
+std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options,
+                                       bool blocking, std::shared_ptr<WorkState> work) {
+  const CollectiveSpec& spec = spec_;
   std::shared_ptr<const executor::Schedule> sched = schedule(algo, spec);
 
   std::unique_ptr<executor::Execution> exec;
@@ -246,9 +283,12 @@ std::uint64_t CommunicatorImpl::launch(const CallArgs& args, const CallOptions& 
     binding.nativeDispls = exec->nativeDispls.data();
   }
   const int tagBase = static_cast<int>(sequence_++ % static_cast<std::uint64_t>(tagWindow_)) * executor::kMaxStepTag;
-  // The backend's blocking call is the fastest native path, usable when
-  // nothing else is in flight and no deadline must be honoured.
-  const bool blockingNative = blocking && inFlight_.empty() && !deadlineFor(options).has_value();
+  // Blocking calls without a deadline use the backend's blocking collective
+  // (run() drained earlier work first); asynchronous calls and calls with a
+  // deadline use its non-blocking form. The choice depends only on how the
+  // call was made, which every rank must match (as in MPI, blocking and
+  // non-blocking collectives do not match each other).
+  const bool blockingNative = blocking && !deadlineFor(options).has_value();
   exec->start(*sched, binding, tagBase, blockingNative);
 
   InFlight f;
@@ -336,15 +376,24 @@ void CommunicatorImpl::driveUntilDone(std::uint64_t id, std::optional<std::chron
 
 void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
   std::lock_guard lock(mutex_);
-  const std::uint64_t id = launch(args, options, /*blocking=*/true, nullptr);
-  driveUntilDone(id, deadlineFor(options), toString(args.collective).data());
+  const AlgorithmInfo& algo = prepare(args, options);
+  const auto deadline = deadlineFor(options);
+  if (algo.build == algorithms::buildNative && !deadline) {
+    // The backend's blocking collective. Finish earlier asynchronous work
+    // first: a peer may be waiting for our part of it, and we could not
+    // progress it from inside the blocking call.
+    while (!inFlight_.empty()) progressAll();
+    if (runNativeDirectly(algo, args)) return;
+  }
+  const std::uint64_t id = launch(algo, args, options, /*blocking=*/true, nullptr);
+  driveUntilDone(id, deadline, toString(args.collective).data());
 }
 
 Work CommunicatorImpl::submit(const CallArgs& args, const CallOptions& options) {
   std::lock_guard lock(mutex_);
   auto work = std::make_shared<WorkState>();
   work->comm = this;
-  launch(args, options, /*blocking=*/false, work);
+  launch(prepare(args, options), args, options, /*blocking=*/false, work);
   progressAll();  // post the first steps now so peers can start
   return Work(work);
 }
@@ -363,8 +412,8 @@ void CommunicatorImpl::wait(WorkState& work, std::optional<std::chrono::millisec
   std::lock_guard lock(mutex_);
   if (!work.done) {
     checkUsable();
-    driveUntilDone(work.id, timeout ? timeout : (defaultTimeout_.count() > 0 ? std::optional(defaultTimeout_)
-                                                                               : std::nullopt),
+    driveUntilDone(work.id,
+                   timeout ? timeout : (defaultTimeout_.count() > 0 ? std::optional(defaultTimeout_) : std::nullopt),
                    "Work::wait");
   }
   if (work.error) std::rethrow_exception(work.error);
@@ -397,7 +446,8 @@ std::string CommunicatorImpl::selectedAlgorithm(Collective coll, std::size_t byt
   probe.count = bytes;  // as uint8 elements: payloadBytes() == bytes for allreduce/broadcast
   probe.dtype = DataType::kUInt8;
   probe.layout = &layout_;
-  if (coll == Collective::kAllgather || coll == Collective::kReduceScatter) probe.count = bytes / static_cast<std::size_t>(size_);
+  if (coll == Collective::kAllgather || coll == Collective::kReduceScatter)
+    probe.count = bytes / static_cast<std::size_t>(size_);
   if (const AlgorithmInfo* hier = strategyChoice(probe)) return hier->name;
   return table_.pick(coll, bytes);
 }
@@ -417,16 +467,16 @@ void* CommunicatorImpl::allocateBuffer(std::size_t bytes) {
   transport_->nativeAllgatherv(&mine, 1, all.data(), counts.data(), displs.data(), DataType::kInt64, nullptr);
   for (int r = 0; r < size_; ++r) {
     BC_CHECK(all[static_cast<std::size_t>(r)] == mine, ErrorCategory::kMismatch, rank_,
-             "allocateBuffer: ranks disagree on the size: rank " << rank_ << " asked for " << mine
-                                                                 << " bytes, rank " << r << " for "
-                                                                 << all[static_cast<std::size_t>(r)]);
+             "allocateBuffer: ranks disagree on the size: rank " << rank_ << " asked for " << mine << " bytes, rank "
+                                                                 << r << " for " << all[static_cast<std::size_t>(r)]);
   }
   if (transport::SharedMemoryEngine* engine = transport_->sharedMemory()) return engine->allocate(bytes);
   // No shared segment here: ordinary page-aligned, zeroed memory, so code
   // written for registered buffers runs everywhere (without the zero-copy).
   constexpr std::size_t kPageBytes = 4096;
   void* p = std::aligned_alloc(kPageBytes, (bytes + kPageBytes - 1) / kPageBytes * kPageBytes);
-  BC_CHECK(p != nullptr, ErrorCategory::kInvalidArgument, rank_, "allocateBuffer: out of memory for " << bytes << " bytes");
+  BC_CHECK(p != nullptr, ErrorCategory::kInvalidArgument, rank_,
+           "allocateBuffer: out of memory for " << bytes << " bytes");
   std::memset(p, 0, bytes);
   heapBuffers_.push_back(p);
   return p;
@@ -434,7 +484,8 @@ void* CommunicatorImpl::allocateBuffer(std::size_t bytes) {
 
 void CommunicatorImpl::freeBuffer(void* buffer) {
   std::lock_guard lock(mutex_);
-  if (buffer == nullptr) return;
+  // finalize() already released every registered buffer.
+  if (buffer == nullptr || finalized_) return;
   BC_INVALID(inFlight_.empty(), rank_, "freeBuffer: collectives are still in flight (wait for them first)");
   if (auto it = std::find(heapBuffers_.begin(), heapBuffers_.end(), buffer); it != heapBuffers_.end()) {
     std::free(buffer);

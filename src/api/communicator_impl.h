@@ -84,8 +84,13 @@ class CommunicatorImpl {
   std::shared_ptr<const executor::Schedule> schedule(const algorithms::AlgorithmInfo& algo,
                                                      const algorithms::CollectiveSpec& spec);
   void checkConsistency(const algorithms::CollectiveSpec& spec);
-  std::uint64_t launch(const CallArgs& args, const CallOptions& options, bool blocking,
-                       std::shared_ptr<WorkState> work);
+  // Validates the call into spec_ and picks its algorithm.
+  const algorithms::AlgorithmInfo& prepare(const CallArgs& args, const CallOptions& options);
+  // The blocking-native fast path; false when the call needs the executor.
+  bool runNativeDirectly(const algorithms::AlgorithmInfo& algo, const CallArgs& args);
+  // Binds spec_'s schedule to the call's buffers and queues it.
+  std::uint64_t launch(const algorithms::AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options,
+                       bool blocking, std::shared_ptr<WorkState> work);
   // Progresses every in-flight execution once; retires finished ones.
   // Returns whether any step started or finished.
   bool progressAll();
