@@ -60,6 +60,17 @@ require_netns() {
   done
 }
 
+# Root is not always enough (containers without CAP_SYS_ADMIN, seccomp):
+# try one namespace before building the cluster.
+probe_netns() {
+  local probe="${PREFIX}probe$$" err
+  if ! err="$(ip netns add "$probe" 2>&1)"; then
+    echo "emucluster: skipped: network namespaces are not permitted here (ip netns add: $err)" >&2
+    exit 77
+  fi
+  ip netns del "$probe"
+}
+
 node_ns() { echo "${PREFIX}node$1"; }
 node_ip() { echo "${SUBNET_PREFIX}.$(($1 + 1))"; }
 
@@ -126,6 +137,7 @@ cmd_up() {
   local bytes_per_s
   bytes_per_s="$(rate_bytes_per_s "$rate")"
   require_netns
+  probe_netns
 
   # Idempotent: whatever an earlier up left is replaced.
   cmd_down
@@ -205,7 +217,11 @@ mpi_env() {
 cmd_run() {
   [[ "${1:-}" == "--" ]] && shift
   [[ $# -gt 0 ]] || die "run needs mpirun arguments: $0 run -- -np 4 ./program"
-  [[ -f "$STATE/config" ]] || die "the cluster is down (run: $0 up N)"
+  require_netns
+  if [[ ! -f "$STATE/config" ]]; then
+    probe_netns  # exits 77 (skip) when up could not have worked either
+    die "the cluster is down (run: $0 up N)"
+  fi
   mpi_env
   exec "$RSH" --exec "$(node_ns 0)" mpirun --hostfile "$STATE/hostfile" --bind-to none --oversubscribe "$@"
 }

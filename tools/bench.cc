@@ -41,8 +41,16 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kAlignBytes = 4096;
 
+// Frees heap buffers, or registered ones (--zero-copy) through their communicator.
 struct FreeDeleter {
-  void operator()(std::byte* p) const { std::free(p); }
+  Communicator* registeredWith = nullptr;
+  void operator()(std::byte* p) const {
+    if (registeredWith != nullptr) {
+      registeredWith->freeBuffer(p);
+    } else {
+      std::free(p);
+    }
+  }
 };
 using AlignedBuffer = std::unique_ptr<std::byte, FreeDeleter>;
 
@@ -52,6 +60,14 @@ AlignedBuffer allocateTouched(std::size_t bytes) {
   if (p == nullptr) throw UsageError("cannot allocate " + std::to_string(rounded) + " bytes for the bench buffers");
   std::memset(p, 0, rounded);  // first touch now, not inside a timed call
   return AlignedBuffer(p);
+}
+
+// --zero-copy: the buffers live in the communicator's shared segment
+// (Communicator::allocateBuffer, collective), so "shm" reads them in place.
+AlignedBuffer allocateRegistered(Communicator& comm, std::size_t bytes) {
+  auto* p = static_cast<std::byte*>(comm.allocateBuffer(std::max<std::size_t>(bytes, 1)));
+  std::memset(p, 0, bytes);
+  return AlignedBuffer(p, FreeDeleter{&comm});
 }
 
 // One size of the sweep after rounding to whole elements (and to a multiple
@@ -136,8 +152,13 @@ class Sweep {
       sendBytes = std::max(sendBytes, o.collective == Collective::kAllgather ? perRankBytes : p.bytes);
       recvBytes = std::max(recvBytes, o.collective == Collective::kReduceScatter ? perRankBytes : p.bytes);
     }
-    if (o.collective != Collective::kBroadcast) send_ = allocateTouched(sendBytes);
-    recv_ = allocateTouched(recvBytes);
+    if (o.zeroCopy) {
+      if (o.collective != Collective::kBroadcast) send_ = allocateRegistered(comm, sendBytes);
+      recv_ = allocateRegistered(comm, recvBytes);
+    } else {
+      if (o.collective != Collective::kBroadcast) send_ = allocateTouched(sendBytes);
+      recv_ = allocateTouched(recvBytes);
+    }
   }
 
   BenchRecord measure(const SizePlan& plan, const std::string& algo) {

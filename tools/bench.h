@@ -32,6 +32,7 @@ struct BenchOptions {
   int root = 0;
   std::vector<std::string> algos;  // empty: every applicable one + "selected" + "mpi"
   bool check = true;
+  bool zeroCopy = false;  // buffers from Communicator::allocateBuffer (registered, zero-copy for "shm")
   std::string outputPath;  // JSON; empty: none
 };
 

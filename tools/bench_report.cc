@@ -45,6 +45,7 @@ void printBenchHeader(const BenchMeta& meta, const std::vector<std::string>& alg
               "block's max over ranks\n",
               o.iters, o.warmup, o.repeats);
   std::printf("# single-thread memcpy %.2f GB/s (64 MiB, median of 5); GB/s = 1e9 B/s\n", meta.memcpyGBps);
+  if (meta.options.zeroCopy) std::printf("# buffers: registered (allocateBuffer, --zero-copy)\n");
   std::printf("# algorithms:");
   for (const auto& a : algos) std::printf(" %s", a.c_str());
   std::printf("\n# check: %s; vs_mpi = time_mpi / time\n#\n", o.check ? "on" : "off");

@@ -2,6 +2,8 @@
 // Each returns the process exit code.
 #pragma once
 
+#include <string>
+
 #include "boostcomm/communicator.h"
 
 namespace boostcomm::tools {
@@ -15,5 +17,14 @@ int runTunables(bool markdown);
 int runAlgorithms(Communicator& comm);
 
 int runVersion();
+
+struct TopoOptions {
+  bool json = false;
+  bool probe = true;
+  std::string outputPath;  // also write the JSON topology file here (rank 0)
+  std::string loadPath;    // show this topology file, after checking it matches the job
+};
+// detectTopology (or loadTopologyFor) on comm; rank 0 prints. Finalizes comm.
+int runTopo(const TopoOptions& options, Communicator& comm);
 
 }  // namespace boostcomm::tools

@@ -1,5 +1,5 @@
 // `boostcomm`: the command-line tool. Subcommands: bench, tunables,
-// algorithms, version. Exit codes: 0 success, 1 a bench result check failed,
+// algorithms, topo, version. Exit codes: 0 success, 1 a bench result check failed,
 // 2 bad usage or a boostcomm::Error, 3 any other failure; CLI11's own codes
 // for unparsable command lines.
 //
@@ -122,6 +122,9 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   benchCmd->add_flag("--check,!--no-check", bench.check,
                      "Check results against a locally computed reference (default on)");
+  benchCmd->add_flag("--zero-copy", bench.zeroCopy,
+                     "Allocate the bench buffers with Communicator::allocateBuffer (registered shared memory: "
+                     "'shm' then reads and writes them in place; every algorithm and the mpi baseline use them)");
   benchCmd->add_option("--output", bench.outputPath, "Write results as JSON (schema: docs/BENCH_JSON.md)");
 
   // --- tunables / algorithms / version ---
@@ -131,6 +134,13 @@ int main(int argc, char** argv) {
   CLI::App* algorithmsCmd = app.add_subcommand(
       "algorithms", "List the algorithms per collective and what the selection table picks per size");
   CLI::App* versionCmd = app.add_subcommand("version", "Print the boostcomm, MPI and kernel versions");
+  bt::TopoOptions topo;
+  CLI::App* topoCmd = app.add_subcommand(
+      "topo", "Detect nodes, ranks per node, hwloc facts and measured link latency/bandwidth (run under mpirun)");
+  topoCmd->add_flag("--json", topo.json, "Print the JSON topology file instead of a table");
+  topoCmd->add_flag("--probe,!--no-probe", topo.probe, "Measure intra/inter-node links with ping-pong probes (default on)");
+  topoCmd->add_option("--output", topo.outputPath, "Also write the JSON topology file here");
+  topoCmd->add_option("--load", topo.loadPath, "Show this topology file after checking that it matches the job");
 
   try {
     app.parse(argc, argv);
@@ -152,6 +162,9 @@ int main(int argc, char** argv) {
   }
   if (*algorithmsCmd) {
     return withMpi(argc, argv, [](boostcomm::Communicator& comm) { return bt::runAlgorithms(comm); });
+  }
+  if (*topoCmd) {
+    return withMpi(argc, argv, [&](boostcomm::Communicator& comm) { return bt::runTopo(topo, comm); });
   }
   // bench: every text option was validated by its check above.
   bench.minBytes = *bt::parseBytes(minText);

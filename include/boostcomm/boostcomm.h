@@ -4,6 +4,7 @@
 #include "boostcomm/buffer.h"
 #include "boostcomm/communicator.h"
 #include "boostcomm/error.h"
+#include "boostcomm/topology.h"
 #include "boostcomm/types.h"
 #include "boostcomm/version.h"
 #include "boostcomm/work.h"

@@ -7,7 +7,6 @@
 #pragma once
 
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace boostcomm::algorithms {
@@ -28,11 +27,7 @@ struct NodeLayout {
 // From any per-rank node identifier (hostname hash, leader rank, ...).
 NodeLayout layoutFromNodeIds(const std::vector<long long>& nodeIdOfRank);
 
-// Logical layouts declared for tests and emulation: `ranksPerNode` (e.g. "2":
-// consecutive groups) or `explicitLayout` (e.g. "3,1": node sizes in rank
-// order). Empty strings mean "not declared" (returns an empty layout).
-// Throws Error{kInvalidArgument} naming the variable when the layout does not
-// fit `worldSize`.
-NodeLayout parseLayoutOverride(std::string_view ranksPerNode, std::string_view explicitLayout, int worldSize);
+// From node sizes in rank order (consecutive ranks share a node), e.g. {3, 1}.
+NodeLayout layoutFromSizes(const std::vector<int>& ranksPerNode);
 
 }  // namespace boostcomm::algorithms

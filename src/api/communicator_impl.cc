@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "core/tunables.h"
+#include "topology/layout.h"
 #include "transport/shared_memory.h"
 
 namespace boostcomm::detail {
@@ -59,9 +60,11 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   strategy.interTransport = core::tunableValue(core::kTunableHierInter);
   configureStrategy(strategy);
   // Node layout: declared (tests, emulation) or detected (collective call).
-  layout_ = algorithms::parseLayoutOverride(core::tunableValue(core::kTunableRanksPerNode),
-                                            core::tunableValue(core::kTunableNodeLayout), size_);
-  if (layout_.members.empty()) layout_ = algorithms::layoutFromNodeIds(transport_->nodeIdOfEachRank());
+  if (auto declared = topology::layoutOverrideFromEnv(size_, rank_)) {
+    layout_ = algorithms::layoutFromSizes(declared->ranksPerNode);
+  } else {
+    layout_ = algorithms::layoutFromNodeIds(transport_->nodeIdOfEachRank());
+  }
   // Every call gets its own tag window of kMaxStepTag tags, so messages of
   // concurrent calls can never match each other.
   tagWindow_ =

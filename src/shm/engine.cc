@@ -1,0 +1,258 @@
+#include "shm/engine.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "transport/mpi/mpi_errors.h"
+
+namespace boostcomm::shm {
+
+namespace {
+
+// Polls without progress before test() returns to the executor (which then
+// yields the core to an oversubscribed peer): a few microseconds, the time a
+// peer on another core needs to publish its next chunk.
+constexpr std::uint32_t kPollsBeforeReturn = 256;
+// Reductions over more than two inputs accumulate this many bytes at a time
+// in L1-resident scratch (see shm_allreduce.cc).
+constexpr std::size_t kReduceScratchBytes = 16 << 10;
+
+void cpuPause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
+ShmEngine::ShmEngine(MPI_Comm comm, const EngineConfig& config)
+    : comm_(comm),
+      layout_(std::max<std::size_t>((config.chunkBytes + kLineBytes - 1) & ~(kLineBytes - 1), kLineBytes),
+              std::max<std::size_t>(2, config.slotBytes / std::max<std::size_t>(config.chunkBytes, 1))) {
+  transport::mpi::checkMpi(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank", -1);
+  transport::mpi::checkMpi(MPI_Comm_size(comm, &size_), "MPI_Comm_size", rank_);
+  segment_ = std::make_unique<SharedWindow>(comm, layout_.bytesPerRank());
+  peerInput_.assign(static_cast<std::size_t>(size_), nullptr);
+  peerResult_.assign(static_cast<std::size_t>(size_), nullptr);
+  inputs_.assign(static_cast<std::size_t>(size_), nullptr);
+  reduceScratch_.assign(kReduceScratchBytes + kLineBytes, 0);
+  queue_.reserve(64);
+}
+
+ShmEngine::~ShmEngine() = default;
+
+std::uint64_t ShmEngine::minOver(Counter RankControl::*counter) const {
+  std::uint64_t lowest = UINT64_MAX;
+  for (int r = 0; r < size_; ++r) {
+    lowest = std::min(lowest, (control(r).*counter).value.load(std::memory_order_acquire));
+  }
+  return lowest;
+}
+
+bool ShmEngine::slotFree(std::uint64_t chunk) const {
+  const std::uint64_t ring = layout_.slotChunks();
+  return chunk < ring || allReached(&RankControl::consumed, chunk + 1 - ring);
+}
+
+bool ShmEngine::lookup(const void* data, std::size_t bytes, std::int32_t& index, std::uint64_t& offset) const {
+  const char* p = static_cast<const char*>(data);
+  if (p == nullptr || bytes == 0) return false;
+  for (std::size_t i = 0; i < registrations_.size(); ++i) {
+    const Registration& r = registrations_[i];
+    if (!r.window) continue;
+    const char* base = r.window->mine();
+    if (p >= base && p + bytes <= base + r.bytes) {
+      index = static_cast<std::int32_t>(i);
+      offset = static_cast<std::uint64_t>(p - base);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool ShmEngine::isRegistered(const void* data, std::size_t bytes) const {
+  std::int32_t index = 0;
+  std::uint64_t offset = 0;
+  return lookup(data, bytes, index, offset);
+}
+
+void* ShmEngine::allocate(std::size_t bytes) {
+  BC_INVALID(bytes > 0, rank_, "allocateBuffer: bytes is 0");
+  BC_INVALID(queue_.size() == head_, rank_, "allocateBuffer: collectives are still in flight on the shared segment");
+  Registration r;
+  r.window = std::make_unique<SharedWindow>(comm_, bytes);
+  r.bytes = bytes;
+  registrations_.push_back(std::move(r));
+  return registrations_.back().window->mine();
+}
+
+void ShmEngine::release(void* buffer) {
+  for (Registration& r : registrations_) {
+    if (r.window && r.window->mine() == buffer) {
+      BC_INVALID(queue_.size() == head_, rank_, "freeBuffer: collectives are still in flight on the shared segment");
+      r.window.reset();  // collective: MPI_Win_free
+      r.bytes = 0;
+      return;
+    }
+  }
+  core::raise(ErrorCategory::kInvalidArgument, rank_, "freeBuffer: pointer was not returned by allocateBuffer");
+}
+
+void ShmEngine::plan(ShmOp& op) {
+  const transport::SharedMemoryCall& c = op.call;
+  const std::size_t es = dataTypeSize(c.dtype);
+  const bool reducing = c.collective == Collective::kAllreduce || c.collective == Collective::kReduceScatter;
+  op.chunks = reducing ? reduceChunks(*this, op) : gatherChunks(*this, op);
+  op.sequence = nextSequence_++;
+  op.firstChunk = nextChunk_;
+  nextChunk_ += op.chunks;
+  std::size_t inputBytes = 0;
+  std::size_t resultBytes = 0;
+  switch (c.collective) {
+    case Collective::kAllreduce: inputBytes = resultBytes = c.count * es; break;
+    case Collective::kReduceScatter: inputBytes = c.count * es * static_cast<std::size_t>(size_); break;
+    case Collective::kAllgather:
+      inputBytes = (c.counts != nullptr ? static_cast<std::size_t>(c.counts[rank_]) : c.count) * es;
+      break;
+    case Collective::kBroadcast: inputBytes = rank_ == c.root ? c.count * es : 0; break;
+    case Collective::kBarrier: break;
+  }
+  std::int32_t index = 0;
+  std::uint64_t offset = 0;
+  const void* input = c.collective == Collective::kBroadcast ? c.recv : c.send;
+  op.zeroCopyIn = lookup(input, inputBytes, index, offset);
+  op.zeroCopyOut = lookup(c.recv, resultBytes, index, offset);
+}
+
+void ShmEngine::start(const transport::SharedMemoryCall& call, transport::Request& req) {
+  BC_INTERNAL(!req.active(), "shm start: request is still active");
+  BC_INVALID(call.collective != Collective::kBarrier, rank_, "shm: barrier is not a shared-memory collective");
+  if (head_ == queue_.size()) {
+    queue_.clear();
+    head_ = 0;
+  }
+  ShmOp& op = queue_.emplace_back();
+  op.call = call;
+  plan(op);
+  req.slot[0] = op.sequence + 1;
+}
+
+bool ShmEngine::publish(ShmOp& op) {
+  // The descriptor slot is reused kDescriptorRing collectives later: only
+  // once every rank has read the descriptor that used it.
+  if (op.sequence >= kDescriptorRing && !allReached(&RankControl::opsRead, op.sequence + 1 - kDescriptorRing)) {
+    return false;
+  }
+  const transport::SharedMemoryCall& c = op.call;
+  RankControl& mine = control(rank_);
+  Descriptor& d = mine.descriptors[op.sequence % kDescriptorRing];
+  d.inputBuffer = d.resultBuffer = -1;
+  d.inputOffset = d.resultOffset = 0;
+  const void* input = c.collective == Collective::kBroadcast ? c.recv : c.send;
+  if (op.zeroCopyIn) lookup(input, 1, d.inputBuffer, d.inputOffset);
+  if (op.zeroCopyOut) lookup(c.recv, 1, d.resultBuffer, d.resultOffset);
+  d.sequence.store(op.sequence + 1, std::memory_order_release);
+  const std::uint64_t end = op.firstChunk + op.chunks;
+  const bool hasInput = c.collective != Collective::kBroadcast || rank_ == c.root;
+  // Inputs that need no copy are ready for every chunk at once.
+  if (op.zeroCopyIn || !hasInput) mine.inputReady.value.store(end, std::memory_order_release);
+  if (c.collective != Collective::kAllreduce) mine.reduced.value.store(end, std::memory_order_release);
+  if (c.collective != Collective::kAllreduce && c.collective != Collective::kReduceScatter) op.reduceNext = op.chunks;
+  op.phase = ShmOp::Phase::kReadDescriptors;
+  return true;
+}
+
+bool ShmEngine::readDescriptors(ShmOp& op) {
+  const std::size_t ring = op.sequence % kDescriptorRing;
+  for (int r = 0; r < size_; ++r) {
+    if (control(r).descriptors[ring].sequence.load(std::memory_order_acquire) != op.sequence + 1) return false;
+  }
+  for (int r = 0; r < size_; ++r) {
+    const Descriptor& d = control(r).descriptors[ring];
+    auto resolve = [&](std::int32_t index, std::uint64_t offset) -> char* {
+      if (index < 0) return nullptr;
+      const Registration& reg = registrations_.at(static_cast<std::size_t>(index));
+      BC_INTERNAL(reg.window != nullptr, "shm: rank " << r << " names registered buffer " << index
+                                                      << " that rank " << rank_ << " has freed");
+      return reg.window->base(r) + offset;
+    };
+    peerInput_[static_cast<std::size_t>(r)] = resolve(d.inputBuffer, d.inputOffset);
+    peerResult_[static_cast<std::size_t>(r)] = resolve(d.resultBuffer, d.resultOffset);
+  }
+  control(rank_).opsRead.value.store(op.sequence + 1, std::memory_order_release);
+  op.phase = ShmOp::Phase::kRun;
+  return true;
+}
+
+bool ShmEngine::advance(ShmOp& op) {
+  bool any = false;
+  if (op.phase == ShmOp::Phase::kPublish) {
+    if (!publish(op)) return any;
+    any = true;
+  }
+  if (op.phase == ShmOp::Phase::kReadDescriptors) {
+    if (!readDescriptors(op)) return any;
+    any = true;
+  }
+  if (op.phase == ShmOp::Phase::kRun) {
+    const bool reducing =
+        op.call.collective == Collective::kAllreduce || op.call.collective == Collective::kReduceScatter;
+    // Drain before filling: copy out, then reduce, then copy in, so a chunk
+    // leaves the pipeline soon after it entered (and is still in cache).
+    bool moved = true;
+    while (moved) {
+      if (reducing) {
+        moved = copyOutReduced(*this, op);
+        moved = reduceChunk(*this, op) || moved;
+        moved = copyInReduceInput(*this, op) || moved;
+      } else {
+        moved = copyOutGathered(*this, op);
+        moved = copyInGatherInput(*this, op) || moved;
+      }
+      any |= moved;
+    }
+    if (op.inNext < op.chunks || op.reduceNext < op.chunks || op.outNext < op.chunks) return any;
+    op.phase = ShmOp::Phase::kDrain;
+    any = true;
+  }
+  if (op.phase == ShmOp::Phase::kDrain) {
+    // Peers read this rank's registered memory in place: it stays untouched
+    // until they have consumed every chunk.
+    if ((op.zeroCopyIn || op.zeroCopyOut) && !allReached(&RankControl::consumed, op.firstChunk + op.chunks)) {
+      return any;
+    }
+    op.phase = ShmOp::Phase::kDone;
+    any = true;
+  }
+  return any;
+}
+
+bool ShmEngine::progress() {
+  bool any = false;
+  while (head_ < queue_.size()) {
+    ShmOp& op = queue_[head_];
+    any |= advance(op);
+    if (op.phase != ShmOp::Phase::kDone) break;
+    ++head_;
+    ++completed_;
+  }
+  return any;
+}
+
+bool ShmEngine::test(transport::Request& req) {
+  if (!req.active()) return true;
+  const std::uint64_t sequence = req.slot[0] - 1;
+  std::uint32_t idle = 0;
+  while (sequence >= completed_) {
+    if (progress()) {
+      idle = 0;
+      continue;
+    }
+    if (++idle > kPollsBeforeReturn) return false;
+    cpuPause();
+  }
+  req.slot[0] = 0;
+  return true;
+}
+
+}  // namespace boostcomm::shm

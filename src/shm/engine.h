@@ -1,0 +1,133 @@
+// ShmEngine: the shared-memory collectives of one node communicator.
+//
+// Phases of every collective, per chunk (a chunk is the pipelining unit:
+// chunkBytes of the vector; the k-th chunk of the engine's life has the
+// engine-wide number k, see segment.h):
+//   copy-in  — a rank copies its input chunk into its slot ring and bumps
+//              inputReady (skipped when its send buffer is registered: the
+//              peers then read it in place);
+//   reduce   — rank r reduces slice r of the chunk, reading every rank's
+//              input directly in rank order (so every rank ends with the same
+//              bits), writes it where peers can read it (its slot, or its
+//              registered recv buffer) and bumps reduced;
+//   copy-out — every rank copies the reduced slices into its recv buffer and
+//              bumps consumed.
+// The three run interleaved over consecutive chunks — a rank copies out chunk
+// k while peers still reduce chunk k+1 — with no whole-buffer barrier, and a
+// chunk is reduced and copied out soon after it was copied in, while it is
+// still in cache. A slot is rewritten only after every rank consumed the
+// chunk that used it before; payloads larger than the ring flow through it in
+// rounds.
+//
+// Collectives run one after another in start() order; test() advances the
+// running one (and the next ones) without ever waiting. A rank whose
+// registered memory peers read returns only after they are done with it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "shm/segment.h"
+#include "transport/shared_memory.h"
+
+namespace boostcomm::shm {
+
+struct EngineConfig {
+  std::size_t chunkBytes = 256 << 10;
+  std::size_t slotBytes = 4 << 20;
+};
+
+// One collective in the engine's queue.
+struct ShmOp {
+  transport::SharedMemoryCall call;
+  std::uint64_t sequence = 0;    // engine-wide collective number
+  std::uint64_t firstChunk = 0;  // engine-wide number of its chunk 0
+  std::uint64_t chunks = 0;
+  std::size_t chunkCount = 0;    // elements per chunk (per block for reduce_scatter / allgather)
+  enum class Phase : std::uint8_t { kPublish, kReadDescriptors, kRun, kDrain, kDone } phase = Phase::kPublish;
+  std::uint64_t inNext = 0;      // chunk cursors, relative to firstChunk
+  std::uint64_t reduceNext = 0;
+  std::uint64_t outNext = 0;
+  bool zeroCopyIn = false;       // this rank's input is read in place by peers
+  bool zeroCopyOut = false;      // this rank's result is written to (and read from) its registered recv
+};
+
+class ShmEngine final : public transport::SharedMemoryEngine {
+ public:
+  // Collective over comm (every rank must be on this node).
+  ShmEngine(MPI_Comm comm, const EngineConfig& config);
+  ~ShmEngine() override;
+
+  void start(const transport::SharedMemoryCall& call, transport::Request& req) override;
+  bool test(transport::Request& req) override;
+  void* allocate(std::size_t bytes) override;
+  void release(void* buffer) override;
+  bool isRegistered(const void* data, std::size_t bytes) const override;
+
+  // Used by the per-collective steps (shm_allreduce.cc, shm_gather.cc).
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  RankControl& control(int rank) const { return layout_.control(*segment_, rank); }
+  char* slot(int rank, std::uint64_t chunk) const { return layout_.slot(*segment_, rank, chunk); }
+  // Rank's input / result base for the running collective; null: its slot ring.
+  char* peerInput(int rank) const { return peerInput_[static_cast<std::size_t>(rank)]; }
+  char* peerResult(int rank) const { return peerResult_[static_cast<std::size_t>(rank)]; }
+  // Smallest value of a counter over all ranks.
+  std::uint64_t minOver(Counter RankControl::*counter) const;
+  bool allReached(Counter RankControl::*counter, std::uint64_t value) const { return minOver(counter) >= value; }
+  // Whether this rank may overwrite the slot of engine-wide chunk `chunk`.
+  bool slotFree(std::uint64_t chunk) const;
+  std::size_t slotChunks() const { return layout_.slotChunks(); }
+  std::size_t chunkBytes() const { return layout_.chunkBytes(); }
+  // Scratch for reductions over more than two inputs (see shm_allreduce.cc).
+  char* reduceScratch() { return reduceScratch_.data(); }
+  std::size_t reduceScratchBytes() const { return reduceScratch_.size(); }
+  // Per-rank input pointers of one reduction (capacity: size()).
+  std::vector<const char*>& inputs() { return inputs_; }
+
+ private:
+  struct Registration {
+    std::unique_ptr<SharedWindow> window;
+    std::size_t bytes = 0;
+  };
+  // Finds [data, data + bytes) in this rank's registrations: index and offset.
+  bool lookup(const void* data, std::size_t bytes, std::int32_t& index, std::uint64_t& offset) const;
+  void plan(ShmOp& op);
+  // Advances the head collective; true when anything moved.
+  bool advance(ShmOp& op);
+  bool publish(ShmOp& op);
+  bool readDescriptors(ShmOp& op);
+  bool progress();
+
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int size_ = 1;
+  SegmentLayout layout_;
+  std::unique_ptr<SharedWindow> segment_;
+  std::vector<Registration> registrations_;
+  std::vector<char*> peerInput_;
+  std::vector<char*> peerResult_;
+  std::vector<char> reduceScratch_;
+  std::vector<const char*> inputs_;
+  std::vector<ShmOp> queue_;  // running collective first; capacity kept
+  std::size_t head_ = 0;      // queue_[head_] is running
+  std::uint64_t nextSequence_ = 0;
+  std::uint64_t completed_ = 0;  // collectives finished (all before this number)
+  std::uint64_t nextChunk_ = 0;
+};
+
+// Per-collective chunk steps; each returns true when it did something.
+// shm_allreduce.cc: allreduce and reduce_scatter.
+bool copyInReduceInput(ShmEngine& e, ShmOp& op);
+bool reduceChunk(ShmEngine& e, ShmOp& op);
+bool copyOutReduced(ShmEngine& e, ShmOp& op);
+// shm_gather.cc: allgather and broadcast.
+bool copyInGatherInput(ShmEngine& e, ShmOp& op);
+bool copyOutGathered(ShmEngine& e, ShmOp& op);
+// Chunks a collective moves, for plan().
+std::uint64_t gatherChunks(const ShmEngine& e, ShmOp& op);
+std::uint64_t reduceChunks(const ShmEngine& e, ShmOp& op);
+
+}  // namespace boostcomm::shm

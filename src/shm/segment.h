@@ -1,0 +1,102 @@
+// The shared segment: memory every rank of a node maps, and its layout.
+//
+// SharedWindow wraps one MPI_Win_allocate_shared window: each rank
+// contributes `bytesPerRank` and can address every peer's part directly
+// (MPI_Win_shared_query). The engine's segment is one such window; each
+// registered buffer (zero-copy) is another.
+//
+// Layout of each rank's part of the engine segment:
+//   [RankControl: counters and descriptor ring, written only by this rank]
+//   [slot ring: kSlotChunks chunks of chunkBytes, the copy-in staging area]
+// Every counter sits on its own cache line, so a rank publishing one never
+// invalidates the line a peer is spinning on for another.
+//
+// Counters count chunks engine-wide (across collectives, never reset): the
+// chunks of the k-th collective follow those of the (k-1)-th, so a counter
+// value says both which collective and which chunk — sequence numbers
+// instead of flags that would have to be cleared between calls.
+#pragma once
+
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace boostcomm::shm {
+
+inline constexpr std::size_t kLineBytes = 64;
+// Descriptors of this many collectives may be pending per rank (ranks drift
+// apart by at most this many collectives before the slowest catches up).
+inline constexpr std::size_t kDescriptorRing = 16;
+
+struct alignas(kLineBytes) Counter {
+  std::atomic<std::uint64_t> value{0};
+};
+static_assert(sizeof(Counter) == kLineBytes);
+
+// Where one rank's data of one collective lives: a registered buffer (index,
+// byte offset) or, with index -1, its slot ring.
+struct alignas(kLineBytes) Descriptor {
+  std::atomic<std::uint64_t> sequence{0};  // collective number + 1, stored last (release)
+  std::int32_t inputBuffer = -1;
+  std::int32_t resultBuffer = -1;
+  std::uint64_t inputOffset = 0;
+  std::uint64_t resultOffset = 0;
+};
+
+struct RankControl {
+  Counter inputReady;  // chunks whose input this rank has made readable
+  Counter reduced;     // chunks whose slice this rank has reduced (allreduce)
+  Counter consumed;    // chunks this rank will read no more of anyone's data
+  Counter opsRead;     // collectives whose descriptors this rank has read
+  Descriptor descriptors[kDescriptorRing];
+};
+
+class SharedWindow {
+ public:
+  // Collective over comm. Every rank's part is 64-byte aligned and zero-filled
+  // when the constructor returns on every rank (it ends with a barrier).
+  SharedWindow(MPI_Comm comm, std::size_t bytesPerRank);
+  ~SharedWindow();  // collective (MPI_Win_free)
+  SharedWindow(const SharedWindow&) = delete;
+  SharedWindow& operator=(const SharedWindow&) = delete;
+
+  char* base(int rank) const { return bases_[static_cast<std::size_t>(rank)]; }
+  char* mine() const { return base(rank_); }
+  std::size_t bytesPerRank() const { return bytesPerRank_; }
+
+ private:
+  MPI_Win window_ = MPI_WIN_NULL;
+  std::vector<char*> bases_;
+  std::size_t bytesPerRank_ = 0;
+  int rank_ = 0;
+};
+
+// Addresses inside the engine segment.
+class SegmentLayout {
+ public:
+  SegmentLayout(std::size_t chunkBytes, std::size_t slotChunks);
+  std::size_t bytesPerRank() const { return slotOffset_ + chunkBytes_ * slotChunks_; }
+  std::size_t chunkBytes() const { return chunkBytes_; }
+  std::size_t slotChunks() const { return slotChunks_; }
+
+  RankControl& control(const SharedWindow& w, int rank) const {
+    return *reinterpret_cast<RankControl*>(w.base(rank));
+  }
+  // The staging chunk of engine-wide chunk number `chunk` in rank's slot ring.
+  char* slot(const SharedWindow& w, int rank, std::uint64_t chunk) const {
+    return w.base(rank) + slotOffset_ + (chunk % slotChunks_) * chunkBytes_;
+  }
+
+ private:
+  std::size_t chunkBytes_;
+  std::size_t slotChunks_;
+  std::size_t slotOffset_;
+};
+
+}  // namespace boostcomm::shm

@@ -1,0 +1,202 @@
+// Shared-memory allreduce and reduce_scatter: the chunk steps.
+//
+// allreduce: chunk c is elements [c*K, c*K + K) of the vector (K = chunk
+// elements). Rank r owns slice r of every chunk — the chunk cut into size()
+// line-aligned parts — reduces it from every rank's input (its slot copy, or
+// its registered send buffer in place) and writes it over its own input slice
+// in its slot (only rank r ever reads slice r of an input, so that is safe) or
+// into its registered recv buffer. Everyone then copies the slices out.
+//
+// reduce_scatter: chunk c is elements [c*K', c*K' + K') of every rank's
+// block (K' = chunk elements / size()), so one slot chunk holds one piece per
+// block. Rank r reduces piece r straight into its recv buffer: no copy-out.
+//
+// Inputs are combined in rank order 0, 1, ..., n-1, and each element by one
+// rank only, so every rank ends with the same bits. kAvg is divided once,
+// by the rank that reduced the slice, before anyone copies it.
+#include <algorithm>
+#include <cstring>
+
+#include "core/reduce.h"
+#include "shm/engine.h"
+
+namespace boostcomm::shm {
+namespace {
+
+struct Slice {
+  std::size_t offset = 0;  // elements from the chunk start
+  std::size_t count = 0;
+};
+
+std::size_t lineElements(std::size_t es) { return std::max<std::size_t>(1, kLineBytes / es); }
+
+// Slice `part` of a chunk of `total` elements in `parts` line-aligned pieces
+// whose sizes differ by at most one line.
+Slice slice(std::size_t total, int parts, int part, std::size_t es) {
+  const std::size_t unit = lineElements(es);
+  const std::size_t units = (total + unit - 1) / unit;
+  const std::size_t p = static_cast<std::size_t>(parts);
+  const std::size_t i = static_cast<std::size_t>(part);
+  const std::size_t first = i * (units / p) + std::min(i, units % p);
+  const std::size_t count = units / p + (i < units % p ? 1 : 0);
+  const std::size_t begin = std::min(total, first * unit);
+  return Slice{begin, std::min(total, (first + count) * unit) - begin};
+}
+
+std::size_t chunkLength(const ShmOp& op, std::size_t total, std::uint64_t chunk) {
+  const std::size_t begin = static_cast<std::size_t>(chunk) * op.chunkCount;
+  return std::min(op.chunkCount, total - begin);
+}
+
+// out = inputs[0] op inputs[1] op ... op inputs[n-1], in that order. out may
+// be exactly one of the inputs: more than two inputs are accumulated in small
+// blocks of scratch and written out once, so no input is overwritten before
+// it was read.
+void reduceInto(ShmEngine& e, char* out, std::size_t count, DataType dtype, ReduceOp op) {
+  const std::vector<const char*>& in = e.inputs();
+  const int n = e.size();
+  const std::size_t es = dataTypeSize(dtype);
+  if (count == 0) return;
+  if (n == 1) {
+    if (out != in[0]) std::memcpy(out, in[0], count * es);
+    return;
+  }
+  if (n == 2) {
+    core::reduce(out, in[0], in[1], count, dtype, op);
+    return;
+  }
+  const std::size_t block = std::max<std::size_t>(1, e.reduceScratchBytes() / es / 2);
+  char* acc = e.reduceScratch();
+  for (std::size_t done = 0; done < count; done += block) {
+    const std::size_t len = std::min(block, count - done);
+    const std::size_t at = done * es;
+    core::reduce(acc, in[0] + at, in[1] + at, len, dtype, op);
+    for (int r = 2; r < n; ++r) core::reduce(acc, acc, in[static_cast<std::size_t>(r)] + at, len, dtype, op);
+    std::memcpy(out + at, acc, len * es);
+  }
+}
+
+void finishAverage(const ShmEngine& e, const ShmOp& op, char* out, std::size_t count) {
+  if (op.call.op != ReduceOp::kAvg || count == 0) return;
+  core::divideBy(out, count, op.call.dtype, op.call.avgDivisor > 0 ? op.call.avgDivisor : e.size());
+}
+
+bool isReduceScatter(const ShmOp& op) { return op.call.collective == Collective::kReduceScatter; }
+
+// Rank r's input for chunk c: the chunk start (allreduce) or the start of
+// piece `block` (reduce_scatter).
+const char* inputOf(const ShmEngine& e, const ShmOp& op, int r, std::uint64_t c, int block) {
+  const std::size_t es = dataTypeSize(op.call.dtype);
+  const std::size_t b = static_cast<std::size_t>(block);
+  if (const char* base = e.peerInput(r)) {
+    const std::size_t blockStart = isReduceScatter(op) ? b * op.call.count : 0;
+    return base + (blockStart + static_cast<std::size_t>(c) * op.chunkCount) * es;
+  }
+  return e.slot(r, op.firstChunk + c) + (isReduceScatter(op) ? b * op.chunkCount * es : 0);
+}
+
+}  // namespace
+
+std::uint64_t reduceChunks(const ShmEngine& e, ShmOp& op) {
+  const std::size_t es = dataTypeSize(op.call.dtype);
+  const std::size_t unit = lineElements(es);
+  // reduce_scatter: one piece per block in each slot chunk.
+  const std::size_t perChunk = e.chunkBytes() / es / (isReduceScatter(op) ? static_cast<std::size_t>(e.size()) : 1);
+  op.chunkCount = std::max(unit, perChunk / unit * unit);
+  return (op.call.count + op.chunkCount - 1) / op.chunkCount;
+}
+
+bool copyInReduceInput(ShmEngine& e, ShmOp& op) {
+  if (op.inNext == op.chunks) return false;
+  if (op.zeroCopyIn) {
+    op.inNext = op.chunks;  // inputReady was published with the descriptor
+    return true;
+  }
+  // Stay at most two chunks ahead of the reduction: what is copied in is
+  // reduced while still in cache.
+  if (op.inNext >= op.reduceNext + 2) return false;
+  const std::uint64_t chunk = op.firstChunk + op.inNext;
+  if (!e.slotFree(chunk)) return false;
+  const std::size_t es = dataTypeSize(op.call.dtype);
+  const char* send = static_cast<const char*>(op.call.send);
+  char* slot = e.slot(e.rank(), chunk);
+  const std::size_t len = chunkLength(op, op.call.count, op.inNext);
+  const std::size_t start = static_cast<std::size_t>(op.inNext) * op.chunkCount;
+  if (isReduceScatter(op)) {
+    for (int b = 0; b < e.size(); ++b) {
+      const std::size_t bs = static_cast<std::size_t>(b);
+      std::memcpy(slot + bs * op.chunkCount * es, send + (bs * op.call.count + start) * es, len * es);
+    }
+  } else {
+    std::memcpy(slot, send + start * es, len * es);
+  }
+  ++op.inNext;
+  e.control(e.rank()).inputReady.value.store(chunk + 1, std::memory_order_release);
+  return true;
+}
+
+bool reduceChunk(ShmEngine& e, ShmOp& op) {
+  if (op.reduceNext == op.chunks || op.reduceNext >= op.inNext) return false;
+  const std::uint64_t c = op.reduceNext;
+  const std::uint64_t chunk = op.firstChunk + c;
+  if (!e.allReached(&RankControl::inputReady, chunk + 1)) return false;
+  const std::size_t es = dataTypeSize(op.call.dtype);
+  const int me = e.rank();
+  const std::size_t len = chunkLength(op, op.call.count, c);
+  const std::size_t start = static_cast<std::size_t>(c) * op.chunkCount;
+  char* out = nullptr;
+  std::size_t count = 0;
+  if (isReduceScatter(op)) {
+    for (int r = 0; r < e.size(); ++r) e.inputs()[static_cast<std::size_t>(r)] = inputOf(e, op, r, c, me);
+    out = static_cast<char*>(op.call.recv) + start * es;
+    count = len;
+  } else {
+    // The result goes to this rank's slot unless its recv is registered; with
+    // a registered send the slot held no input, so it must be free first.
+    if (op.zeroCopyIn && !op.zeroCopyOut && !e.slotFree(chunk)) return false;
+    const Slice s = slice(len, e.size(), me, es);
+    for (int r = 0; r < e.size(); ++r) {
+      e.inputs()[static_cast<std::size_t>(r)] = inputOf(e, op, r, c, 0) + s.offset * es;
+    }
+    out = op.zeroCopyOut ? static_cast<char*>(op.call.recv) + (start + s.offset) * es
+                         : e.slot(me, chunk) + s.offset * es;
+    count = s.count;
+  }
+  reduceInto(e, out, count, op.call.dtype, op.call.op);
+  finishAverage(e, op, out, count);
+  ++op.reduceNext;
+  if (isReduceScatter(op)) {
+    // Nothing to copy out: this rank is done with every input of the chunk.
+    ++op.outNext;
+    e.control(me).consumed.value.store(chunk + 1, std::memory_order_release);
+  } else {
+    e.control(me).reduced.value.store(chunk + 1, std::memory_order_release);
+  }
+  return true;
+}
+
+bool copyOutReduced(ShmEngine& e, ShmOp& op) {
+  if (isReduceScatter(op) || op.outNext >= op.reduceNext) return false;
+  const std::uint64_t c = op.outNext;
+  const std::uint64_t chunk = op.firstChunk + c;
+  if (!e.allReached(&RankControl::reduced, chunk + 1)) return false;
+  const std::size_t es = dataTypeSize(op.call.dtype);
+  const std::size_t len = chunkLength(op, op.call.count, c);
+  const std::size_t start = static_cast<std::size_t>(c) * op.chunkCount;
+  char* recv = static_cast<char*>(op.call.recv);
+  for (int i = 0; i < e.size(); ++i) {
+    // Start after this rank, so ranks do not all read the same peer at once.
+    const int r = (e.rank() + 1 + i) % e.size();
+    const Slice s = slice(len, e.size(), r, es);
+    if (s.count == 0) continue;
+    const char* src = e.peerResult(r) != nullptr ? e.peerResult(r) + (start + s.offset) * es
+                                                 : e.slot(r, chunk) + s.offset * es;
+    char* dst = recv + (start + s.offset) * es;
+    if (src != dst) std::memcpy(dst, src, s.count * es);
+  }
+  ++op.outNext;
+  e.control(e.rank()).consumed.value.store(chunk + 1, std::memory_order_release);
+  return true;
+}
+
+}  // namespace boostcomm::shm
