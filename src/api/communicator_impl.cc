@@ -65,6 +65,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   } else {
     layout_ = algorithms::layoutFromNodeIds(transport_->nodeIdOfEachRank());
   }
+  updateFastPath();
   // Every call gets its own tag window of kMaxStepTag tags, so messages of
   // concurrent calls can never match each other.
   tagWindow_ =
@@ -120,6 +121,7 @@ void CommunicatorImpl::configureStrategy(const CommStrategy& strategy) {
     algoOverride_ = forced;
   }
   cache_.clear();  // schedules depend on the inter-node algorithm
+  updateFastPath();
 }
 
 const AlgorithmInfo* CommunicatorImpl::strategyChoice(const CollectiveSpec& spec) const {
@@ -377,8 +379,57 @@ void CommunicatorImpl::driveUntilDone(std::uint64_t id, std::optional<std::chron
   }
 }
 
+void CommunicatorImpl::updateFastPath() {
+  fastNativeMaxBytes_ = 0;
+  if (!algoOverride_[static_cast<int>(Collective::kAllreduce)].empty() || checkConsistency_ ||
+      defaultTimeout_.count() > 0) {
+    return;
+  }
+  const auto& rules = table_.rules(Collective::kAllreduce);
+  // The first rule must start at 0 and be native; hierarchical choices start
+  // at hierMinBytes_ under strategy auto, and at 0 under topology_aware.
+  if (rules.empty() || rules.front().minBytes != 0 || rules.front().resolved == nullptr ||
+      rules.front().resolved->build != algorithms::buildNative) {
+    return;
+  }
+  std::size_t limit = rules.front().maxBytes;
+  const bool hierPossible = strategy_ != Strategy::kFlat && layout_.nodes() >= 2;
+  if (hierPossible) {
+    if (strategy_ == Strategy::kTopologyAware || hierMinBytes_ == 0) return;
+    limit = std::min(limit, hierMinBytes_ - 1);
+  }
+  fastNativeMaxBytes_ = std::min<std::size_t>(limit, static_cast<std::size_t>(INT_MAX));
+}
+
+bool CommunicatorImpl::tryFastAllreduce(const CallArgs& args, const CallOptions& options) {
+  const ConstView& send = args.send;
+  const View& recv = args.recv;
+  const unsigned dtype = static_cast<unsigned>(recv.dtype);
+  const unsigned op = static_cast<unsigned>(args.op);
+  if (args.collective != Collective::kAllreduce || dtype >= kNumDataTypes || op >= kNumReduceOps ||
+      args.op == ReduceOp::kAvg || send.dtype != recv.dtype || send.count != recv.count || recv.count == 0 ||
+      send.data == nullptr || recv.data == nullptr || !options.algorithm.empty() || options.timeout.has_value() ||
+      finalized_ || failure_ || !inFlight_.empty()) {
+    return false;
+  }
+  const std::size_t bytes = recv.count * dataTypeSize(recv.dtype);
+  if (bytes > fastNativeMaxBytes_) return false;
+  const auto s = reinterpret_cast<std::uintptr_t>(send.data);
+  const auto r = reinterpret_cast<std::uintptr_t>(recv.data);
+  if (s != r && s < r + bytes && r < s + bytes) return false;  // partial overlap: let validation report it
+  try {
+    transport_->nativeAllreduce(send.data, recv.data, recv.count, recv.dtype, args.op, nullptr);
+  } catch (...) {
+    fail(std::current_exception());
+    throw;
+  }
+  ++sequence_;
+  return true;
+}
+
 void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
   std::lock_guard lock(mutex_);
+  if (fastNativeMaxBytes_ > 0 && tryFastAllreduce(args, options)) return;
   const AlgorithmInfo& algo = prepare(args, options);
   const auto deadline = deadlineFor(options);
   if (algo.build == algorithms::buildNative && !deadline) {
