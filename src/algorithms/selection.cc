@@ -10,6 +10,7 @@ namespace boostcomm::algorithms {
 namespace {
 
 constexpr std::size_t kKiB = 1024;
+constexpr std::size_t kMiB = 1024 * kKiB;
 constexpr std::size_t kOpen = static_cast<std::size_t>(-1);
 
 std::vector<std::string_view> split(std::string_view text, char sep) {
@@ -50,16 +51,19 @@ std::size_t parseBytes(std::string_view text, std::string_view context) {
 }  // namespace
 
 SelectionTable SelectionTable::builtIn(bool sharedMemory) {
-  // Measured on 2 ranks over Open MPI 4.1.4 shared memory (docs/PERFORMANCE.md):
-  // below the crossover MPI's tuned collectives win on latency; above it the
-  // pipelined ring with persistent scratch wins on bandwidth.
+  // Measured on 2 ranks, Open MPI 4.1.4 over shared memory (docs/PERFORMANCE.md,
+  // 2026-11-29). Without a shared segment (several nodes, BOOSTCOMM_SHM=0):
+  // MPI's own allreduce is within 0.85-1.05x of ring/rhd up to 16 MiB, so it
+  // keeps them; from 32 MiB it mallocs a fresh temporary per call and pays
+  // first-touch page faults (0.12-1.1 s per call here) while ring's persistent
+  // scratch does not (6-15x faster).
   SelectionTable t;
-  t.rules_[static_cast<int>(Collective::kAllreduce)] = {{0, 256 * kKiB - 1, "native"}, {256 * kKiB, kOpen, "ring"}};
-  // One node with a shared segment: shm beats MPI's shared-memory allreduce
-  // from 16 KiB up (3.7x at 16 KiB, 0.72x at 1 KiB where MPI's latency wins;
-  // docs/PERF_SHM.md). Other collectives keep native until measured.
+  t.rules_[static_cast<int>(Collective::kAllreduce)] = {{0, 32 * kMiB - 1, "native"}, {32 * kMiB, kOpen, "ring"}};
+  // One node with a shared segment: shm beats MPI from 4 KiB up (1.35x at
+  // 4 KiB, 4.6x at 8 KiB, 1.5-1.8x at 0.5-16 MiB, 25x at 64 MiB); below, MPI's
+  // ~0.3 us latency wins (shm costs ~0.5 us of flag round trips).
   if (sharedMemory) {
-    t.rules_[static_cast<int>(Collective::kAllreduce)] = {{0, 16 * kKiB - 1, "native"}, {16 * kKiB, kOpen, "shm"}};
+    t.rules_[static_cast<int>(Collective::kAllreduce)] = {{0, 4 * kKiB - 1, "native"}, {4 * kKiB, kOpen, "shm"}};
   }
   t.rules_[static_cast<int>(Collective::kAllgather)] = {{0, kOpen, "native"}};
   t.rules_[static_cast<int>(Collective::kBroadcast)] = {{0, kOpen, "native"}};
