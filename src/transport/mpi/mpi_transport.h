@@ -8,14 +8,7 @@
 // from several threads could interleave those two parts: don't do that.
 #pragma once
 
-// C bindings only: the deprecated MPI C++ bindings would need libmpi_cxx.
-#ifndef OMPI_SKIP_MPICXX
-#define OMPI_SKIP_MPICXX 1
-#endif
-#ifndef MPICH_SKIP_MPICXX
-#define MPICH_SKIP_MPICXX 1
-#endif
-#include <mpi.h>
+#include "transport/mpi/mpi_c.h"
 
 #include <memory>
 #include <string>

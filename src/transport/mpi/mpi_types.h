@@ -9,14 +9,7 @@
 // so cleanup happens whether boostcomm or the application finalizes MPI.
 #pragma once
 
-// C bindings only: the deprecated MPI C++ bindings would need libmpi_cxx.
-#ifndef OMPI_SKIP_MPICXX
-#define OMPI_SKIP_MPICXX 1
-#endif
-#ifndef MPICH_SKIP_MPICXX
-#define MPICH_SKIP_MPICXX 1
-#endif
-#include <mpi.h>
+#include "transport/mpi/mpi_c.h"
 
 #include <cstddef>
 
