@@ -34,15 +34,12 @@ void buildNative(const CollectiveSpec& spec, executor::Schedule& schedule) {
   switch (spec.collective) {
     case Collective::kAllreduce:
     case Collective::kBroadcast: {
-      // Sequential chunks (each depends on the previous) of at most kMaxNativeCount.
+      // Chunks of at most kMaxNativeCount; Schedule::native chains them in order.
       std::size_t offset = 0;
-      bool first = true;
       do {
         call.elementOffset = offset;
         call.count = std::min(kMaxNativeCount, spec.count - offset);
-        const auto id = schedule.native(call);
-        if (!first) schedule.addDependency(id - 1);
-        first = false;
+        schedule.native(call);
         offset += call.count;
       } while (offset < spec.count);
       if (spec.collective == Collective::kAllreduce && spec.op == ReduceOp::kAvg) {

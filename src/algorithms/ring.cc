@@ -48,17 +48,20 @@ RingReduceScatterResult ringReduceScatter(const CollectiveSpec& spec, const Ring
   const RingPosition pos(spec, layout);
   const auto [n, r, k, es, right, left] = pos;
 
-  // Two scratch slots, each as large as the largest segment; chunk c of a
-  // segment sits at the same relative place in a slot.
+  // Two scratch slots (step parity). Inside a slot, chunk c always occupies
+  // the same fixed-stride region, whatever segment it belongs to: segments
+  // may differ in length, and their chunk boundaries with them, so regions
+  // placed by offset within the segment would overlap between chunk c of one
+  // step and chunk c+1 of another, which run concurrently (dependencies are
+  // per chunk index).
   std::size_t maxSegment = 0;
   for (const Range& s : layout.segments) maxSegment = std::max(maxSegment, s.count);
-  const std::size_t slotBytes = maxSegment * es;
+  const std::size_t chunkStride = (maxSegment + static_cast<std::size_t>(k) - 1) / static_cast<std::size_t>(k);
+  const std::size_t slotBytes = chunkStride * static_cast<std::size_t>(k) * es;
   const std::size_t scratchBase = schedule.reserveScratch(2 * slotBytes);
-  auto slot = [&](int s, int segment, int c) {
-    const Range ch = layout.chunk(segment, c);
-    const std::size_t rel = ch.offset - layout.segments[static_cast<std::size_t>(segment)].offset;
-    return executor::BufRef{executor::BufferId::kScratch,
-                            scratchBase + static_cast<std::size_t>(s % 2) * slotBytes + rel * es};
+  auto slot = [&](int s, int /*segment*/, int c) {
+    return executor::BufRef{executor::BufferId::kScratch, scratchBase + static_cast<std::size_t>(s % 2) * slotBytes +
+                                                              static_cast<std::size_t>(c) * chunkStride * es};
   };
   auto chunkRef = [&layout](const SegmentRef& ref, int segment, int c) { return layout.chunkRef(ref, segment, c); };
 

@@ -293,7 +293,10 @@ std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs
   // deadline use its non-blocking form. The choice depends only on how the
   // call was made, which every rank must match (as in MPI, blocking and
   // non-blocking collectives do not match each other).
-  const bool blockingNative = blocking && !deadlineFor(options).has_value();
+  // A blocking call inside a larger schedule (e.g. the inter-node phase of
+  // hier) would stall the schedule's other steps, so only native-only
+  // schedules use it; the schedule's shape is the same on every rank.
+  const bool blockingNative = blocking && !deadlineFor(options).has_value() && sched->nativeOnly();
   exec->start(*sched, binding, tagBase, blockingNative);
 
   InFlight f;

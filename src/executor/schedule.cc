@@ -103,7 +103,18 @@ Schedule::StepId Schedule::native(const NativeCall& call, std::initializer_list<
   s.native = call;
   s.src = BufRef{BufferId::kSend, 0};
   s.dst = BufRef{BufferId::kRecv, 0};
-  return add(s, deps);
+  const StepId id = add(s, deps);
+  // Backend collectives on one communicator must be issued in the same order
+  // on every rank. Steps of a schedule start in whatever order their inputs
+  // arrive, which differs between ranks, so each native step also waits for
+  // the previous one on the same communicator (every rank builds the same chain).
+  for (StepId prev = id; prev-- > 0;) {
+    if (steps_[prev].kind == StepKind::kNative && steps_[prev].comm == steps_[id].comm) {
+      addDependency(prev);
+      break;
+    }
+  }
+  return id;
 }
 
 Schedule::StepId Schedule::shm(const NativeCall& call, int avgDivisor, std::initializer_list<StepId> deps) {
@@ -114,6 +125,13 @@ Schedule::StepId Schedule::shm(const NativeCall& call, int avgDivisor, std::init
   s.src = BufRef{BufferId::kSend, 0};
   s.dst = BufRef{BufferId::kRecv, 0};
   return add(s, deps);
+}
+
+bool Schedule::nativeOnly() const {
+  for (const Step& s : steps_) {
+    if (s.kind != StepKind::kNative && s.kind != StepKind::kDivide) return false;
+  }
+  return true;
 }
 
 void Schedule::pushFrame(Frame frame) {

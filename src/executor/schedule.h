@@ -125,6 +125,9 @@ class Schedule {
   const std::string& algorithm() const { return algorithm_; }
   std::size_t elementSize() const;
   bool empty() const { return steps_.empty(); }
+  // Only backend collectives (and the avg divide): a blocking backend call
+  // can run it without stalling other steps.
+  bool nativeOnly() const;
 
   // Checks invariants (deps point backwards, tags in range); throws kInternal.
   void validate(int worldSize) const;
