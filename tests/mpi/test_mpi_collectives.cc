@@ -22,6 +22,7 @@
 #include "boostcomm/communicator.h"
 #include "boostcomm/error.h"
 #include "common/collective_case.h"
+#include "common/rank_printer.h"
 
 namespace boostcomm::testing {
 namespace {
@@ -216,21 +217,6 @@ TEST(MpiVariants, StillInStepAfterwards) {
   EXPECT_EQ(out[0], n * (n + 1) / 2);
 }
 
-// Prints only failures, prefixed with the rank (ranks other than 0).
-class RankFailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit RankFailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& result) override {
-    if (result.failed()) {
-      std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_, result.file_name() ? result.file_name() : "?",
-                   result.line_number(), result.summary());
-    }
-  }
-
- private:
-  int rank_;
-};
-
 }  // namespace
 }  // namespace boostcomm::testing
 
@@ -239,11 +225,7 @@ int main(int argc, char** argv) {
   using boostcomm::testing::gWorld;
   gWorld = boostcomm::Communicator::createMpiWorld();
   const int rank = gWorld->rank();
-  if (rank != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new boostcomm::testing::RankFailurePrinter(rank));
-  }
+  boostcomm::testing::printOnlyFailuresOnNonRootRanks(rank);
   const int local = RUN_ALL_TESTS();
   int failedRanks = 0;
   const int mine = local != 0 ? 1 : 0;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "boostcomm/error.h"
+#include "common/rank_printer.h"
 #include "common/test_data.h"
 #include "transport/mpi/mpi_transport.h"
 #include "transport/mpi/mpi_types.h"
@@ -300,21 +301,6 @@ TEST(MpiTransport, MessageAboveIntMax) {
   t.nativeBarrier(nullptr);
 }
 
-// Non-root ranks print only their failures, prefixed with the rank.
-class FailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit FailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& result) override {
-    if (result.failed()) {
-      std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_, result.file_name() ? result.file_name() : "?",
-                   result.line_number(), result.summary());
-    }
-  }
-
- private:
-  int rank_;
-};
-
 }  // namespace
 }  // namespace boostcomm::transport
 
@@ -324,11 +310,7 @@ int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new boostcomm::transport::FailurePrinter(rank));
-  }
+  boostcomm::testing::printOnlyFailuresOnNonRootRanks(rank);
   boostcomm::transport::g_world = boostcomm::transport::MpiTransport::createWorld();
   int failed = RUN_ALL_TESTS();
   boostcomm::transport::g_world.reset();  // frees the duplicated communicator before MPI_Finalize
