@@ -45,7 +45,8 @@ struct CommStrategy {
   Strategy strategy = Strategy::kAuto;
   // "auto", or an algorithm name used for every collective that has one.
   std::string collectiveAlgorithm = "auto";
-  // Intra-node phase of hierarchical algorithms: "auto" or "ring".
+  // Intra-node phase of hierarchical allreduce: "auto" (shm when the node's
+  // ranks share a segment, else ring), "shm" (same as auto), or "ring".
   std::string intraTransport = "auto";
   // Inter-node phase of hierarchical allreduce: "auto" (ring), "ring", "rhd" or "native".
   std::string interTransport = "auto";

@@ -1,6 +1,7 @@
 // Hierarchical allreduce, per pipeline piece of the vector:
 //   1. intra-node reduce-scatter (ring): local rank l ends with shard l of the
-//      piece summed over its node;
+//      piece summed over its node — or, when the node communicator has a
+//      shared-memory engine, a shm allreduce of the piece (memory speed);
 //   2. inter-node allreduce of shard l among the ranks with local rank l on
 //      every node (ring by default, BOOSTCOMM_HIER_INTER), all local ranks in
 //      parallel, each on its own shard: the slow links carry 2(N-1)/N of the
@@ -33,13 +34,24 @@ void buildAllreduceHier(const CollectiveSpec& spec, executor::Schedule& schedule
     const BufRef pieceOut{BufferId::kRecv, piece.offset * es};
     const BufRef shardOut{BufferId::kRecv, (piece.offset + shard.offset) * es};
 
-    CollectiveSpec rs = subSpec(spec, ctx, executor::kIntraComm, ctx.phaseTags);
-    rs.collective = Collective::kReduceScatter;
-    rs.op = spec.op == ReduceOp::kAvg ? ReduceOp::kSum : spec.op;
-    rs.counts = shards;
-    rs.count = shard.count;
-    const auto phase1 = inFrame(schedule, Frame{executor::kIntraComm, ctx.phaseTags * window++, pieceIn, shardOut, {}},
-                                [&] { buildReduceScatterRing(rs, schedule); });
+    std::vector<StepId> phase1;
+    if (spec.intraSharedMemory) {
+      // Shared memory inside the node: reduce the whole piece at memory speed
+      // (every local rank gets the node's sum; each then forwards its shard).
+      CollectiveSpec ar = subSpec(spec, ctx, executor::kIntraComm, ctx.phaseTags);
+      ar.count = piece.count;
+      ar.avgDivisor = 1;  // kAvg divides once, in phase 2
+      phase1 = inFrame(schedule, Frame{executor::kIntraComm, ctx.phaseTags * window++, pieceIn, pieceOut, {}},
+                       [&] { buildShm(ar, schedule); });
+    } else {
+      CollectiveSpec rs = subSpec(spec, ctx, executor::kIntraComm, ctx.phaseTags);
+      rs.collective = Collective::kReduceScatter;
+      rs.op = spec.op == ReduceOp::kAvg ? ReduceOp::kSum : spec.op;
+      rs.counts = shards;
+      rs.count = shard.count;
+      phase1 = inFrame(schedule, Frame{executor::kIntraComm, ctx.phaseTags * window++, pieceIn, shardOut, {}},
+                       [&] { buildReduceScatterRing(rs, schedule); });
+    }
 
     CollectiveSpec ar = subSpec(spec, ctx, executor::kInterComm, ctx.phaseTags);
     ar.count = shard.count;

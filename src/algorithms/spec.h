@@ -33,6 +33,8 @@ struct CollectiveSpec {
   // The transport has a shared-memory engine (all ranks on one node): the
   // "shm" algorithms can run.
   bool sharedMemory = false;
+  // The intra-node communicator of hierarchical algorithms has a shared-memory engine.
+  bool intraSharedMemory = false;
   // Inter-node phase of hierarchical allreduce ("ring", "rhd" or "native").
   const char* interAlgorithm = "ring";
   // Pipelining knobs, resolved from tunables by the caller.

@@ -9,7 +9,9 @@
 
 #include "core/check.h"
 #include "core/tunables.h"
+#include "shm/attach.h"
 #include "topology/layout.h"
+#include "transport/mpi/mpi_transport.h"
 #include "transport/shared_memory.h"
 
 namespace boostcomm::detail {
@@ -58,6 +60,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
              "BOOSTCOMM_STRATEGY='" << strategyName << "' is unknown (valid: flat, topology_aware, auto)");
   strategy.strategy = *parseStrategy(strategyName);
   strategy.interTransport = core::tunableValue(core::kTunableHierInter);
+  strategy.intraTransport = core::tunableValue(core::kTunableHierIntra);
   configureStrategy(strategy);
   // Node layout: declared (tests, emulation) or detected (collective call).
   if (auto declared = topology::layoutOverrideFromEnv(size_, rank_)) {
@@ -105,9 +108,10 @@ void CommunicatorImpl::configureStrategy(const CommStrategy& strategy) {
     for (const char* n : list) out += (out.empty() ? "" : ", ") + std::string(n);
     return out;
   };
-  BC_INVALID(strategy.intraTransport == "auto" || strategy.intraTransport == "ring", rank_,
-             "configureCommStrategy: intra transport '" << strategy.intraTransport
-                                                        << "' is unknown (valid: " << names({"auto", "ring"}) << ")");
+  BC_INVALID(strategy.intraTransport == "auto" || strategy.intraTransport == "shm" || strategy.intraTransport == "ring",
+             rank_,
+             "configureCommStrategy: intra transport '" << strategy.intraTransport << "' is unknown (valid: "
+                                                        << names({"auto", "shm", "ring"}) << ")");
   const std::string inter = strategy.interTransport == "auto" ? "ring" : strategy.interTransport;
   BC_INVALID(inter == "ring" || inter == "rhd" || inter == "native", rank_,
              "configureCommStrategy: inter transport '" << strategy.interTransport << "' is unknown (valid: "
@@ -117,6 +121,7 @@ void CommunicatorImpl::configureStrategy(const CommStrategy& strategy) {
   std::lock_guard lock(mutex_);
   strategy_ = strategy.strategy;
   interAlgorithm_ = inter;
+  intraAlgorithm_ = strategy.intraTransport;
   if (strategy.collectiveAlgorithm != "auto") {
     algoOverride_ = forced;
   }
@@ -140,6 +145,10 @@ void CommunicatorImpl::ensureSubCommunicators() {
   const int local = layout_.localRankOf[static_cast<std::size_t>(rank_)];
   intra_ = transport_->split(node, rank_);
   inter_ = transport_->split(local, node);
+  // The node's ranks share memory: give the intra-node level the shm engine
+  // (collective over the node; every member decides the same).
+  if (auto* mpi = dynamic_cast<transport::MpiTransport*>(intra_.get())) shm::attachSharedMemory(*mpi);
+  intraSharedMemory_ = intra_->sharedMemory() != nullptr;
   BC_INTERNAL(intra_ && inter_ && intra_->size() == layout_.ranksPerNode() && inter_->size() == layout_.nodes(),
               "sub-communicators do not match the node layout " << layout_.describe());
 }
@@ -221,7 +230,12 @@ const AlgorithmInfo& CommunicatorImpl::prepare(const CallArgs& args, const CallO
   spec.layout = &layout_;
   spec.interAlgorithm = interAlgorithm_.c_str();
   const AlgorithmInfo& algo = choose(spec, options);
-  if (algorithms::isHierarchical(algo)) ensureSubCommunicators();
+  if (algorithms::isHierarchical(algo)) {
+    ensureSubCommunicators();
+    spec.intraSharedMemory = intraSharedMemory_ && intraAlgorithm_ != "ring";
+  } else {
+    spec.intraSharedMemory = false;
+  }
   if (checkConsistency_) checkConsistency(spec);
   return algo;
 }

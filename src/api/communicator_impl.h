@@ -133,6 +133,8 @@ class CommunicatorImpl {
   Strategy strategy_ = Strategy::kAuto;
   std::size_t hierMinBytes_ = 0;
   std::string interAlgorithm_ = "ring";
+  std::string intraAlgorithm_ = "auto";
+  bool intraSharedMemory_ = false;  // the intra-node transport has a shm engine
 
   algorithms::NodeLayout layout_;
   std::unique_ptr<transport::Transport> intra_;

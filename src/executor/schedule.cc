@@ -103,18 +103,7 @@ Schedule::StepId Schedule::native(const NativeCall& call, std::initializer_list<
   s.native = call;
   s.src = BufRef{BufferId::kSend, 0};
   s.dst = BufRef{BufferId::kRecv, 0};
-  const StepId id = add(s, deps);
-  // Backend collectives on one communicator must be issued in the same order
-  // on every rank. Steps of a schedule start in whatever order their inputs
-  // arrive, which differs between ranks, so each native step also waits for
-  // the previous one on the same communicator (every rank builds the same chain).
-  for (StepId prev = id; prev-- > 0;) {
-    if (steps_[prev].kind == StepKind::kNative && steps_[prev].comm == steps_[id].comm) {
-      addDependency(prev);
-      break;
-    }
-  }
-  return id;
+  return chainAfterPrevious(add(s, deps));
 }
 
 Schedule::StepId Schedule::shm(const NativeCall& call, int avgDivisor, std::initializer_list<StepId> deps) {
@@ -124,7 +113,23 @@ Schedule::StepId Schedule::shm(const NativeCall& call, int avgDivisor, std::init
   s.divisor = avgDivisor;
   s.src = BufRef{BufferId::kSend, 0};
   s.dst = BufRef{BufferId::kRecv, 0};
-  return add(s, deps);
+  return chainAfterPrevious(add(s, deps));
+}
+
+Schedule::StepId Schedule::chainAfterPrevious(StepId id) {
+  // Backend and shared-memory collectives on one communicator must be issued
+  // in the same order on every rank (MPI's rule; the shm engine runs them in
+  // start order). Steps of a schedule start in whatever order their inputs
+  // arrive, which differs between ranks, so such a step also waits for the
+  // previous one of its kind on its communicator: every rank builds the same chain.
+  const Step& step = steps_[id];
+  for (StepId prev = id; prev-- > 0;) {
+    if (steps_[prev].kind == step.kind && steps_[prev].comm == step.comm) {
+      addDependency(prev);
+      break;
+    }
+  }
+  return id;
 }
 
 bool Schedule::nativeOnly() const {

@@ -136,6 +136,7 @@ class Schedule {
 
  private:
   StepId add(Step step, std::initializer_list<StepId> deps);
+  StepId chainAfterPrevious(StepId id);
 
   Collective collective_ = Collective::kAllreduce;
   DataType dtype_ = DataType::kFloat32;
