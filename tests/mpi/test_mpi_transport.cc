@@ -16,6 +16,7 @@
 #include "boostcomm/error.h"
 #include "common/rank_printer.h"
 #include "common/test_data.h"
+#include "common/transport_checks.h"
 #include "transport/mpi/mpi_transport.h"
 #include "transport/mpi/mpi_types.h"
 
@@ -26,6 +27,7 @@ using boostcomm::testing::checkReduction;
 using boostcomm::testing::fillBytes;
 using boostcomm::testing::fillReduceInput;
 using boostcomm::testing::Pattern;
+using boostcomm::testing::waitFor;
 
 std::unique_ptr<MpiTransport> g_world;
 
@@ -34,23 +36,10 @@ constexpr DataType kDataTypes[] = {DataType::kFloat32, DataType::kFloat64, DataT
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProd};
 
 // test() must not block, so this spins; MPI progresses inside MPI_Test.
-void waitFor(Transport& t, Request& req) {
-  while (!t.test(req)) {
-  }
-  EXPECT_EQ(req.slot[0], 0u);
-  EXPECT_EQ(req.slot[1], 0u);
-}
-
+// Non-blocking native calls on MPI must leave their request pending.
 template <typename Call>
 void runNative(Transport& t, bool nonBlocking, Call call) {
-  if (!nonBlocking) {
-    call(nullptr);
-    return;
-  }
-  Request req;
-  call(&req);
-  EXPECT_TRUE(req.active());
-  waitFor(t, req);
+  boostcomm::testing::runNative(t, nonBlocking, call, /*expectPending=*/true);
 }
 
 TEST(MpiTransport, WorldIsADuplicateOfCommWorld) {
@@ -126,22 +115,8 @@ TEST(MpiTransport, NativeCollectivesEveryDtypeAndOp) {
         const bool inPlace = (call % 3) == 0;
         SCOPED_TRACE(::testing::Message() << toString(dtype) << " " << toString(op) << " count=" << count
                                           << (nonBlocking ? " nb" : "") << (inPlace ? " in-place" : ""));
-        std::vector<unsigned char> send(count * elemBytes);
-        std::vector<unsigned char> recv(count * elemBytes);
-        fillReduceInput(send.data(), dtype, op, Pattern::kExact, seed, me, 0, count);
-        if (inPlace) recv = send;
-        const void* src = inPlace ? recv.data() : send.data();
-        runNative(t, nonBlocking, [&](Request* r) { t.nativeAllreduce(src, recv.data(), count, dtype, op, r); });
-        EXPECT_EQ(checkReduction(recv.data(), dtype, op, Pattern::kExact, seed, n, 0, count), "") << "allreduce";
-
-        std::vector<unsigned char> rsSend(n * count * elemBytes);
-        fillReduceInput(rsSend.data(), dtype, op, Pattern::kExact, seed, me, 0, n * count);
-        std::vector<unsigned char> rsRecv(count * elemBytes);
-        void* rsOut = inPlace ? rsSend.data() : rsRecv.data();
-        runNative(t, nonBlocking,
-                  [&](Request* r) { t.nativeReduceScatter(rsSend.data(), rsOut, count, dtype, op, r); });
-        EXPECT_EQ(checkReduction(rsOut, dtype, op, Pattern::kExact, seed, n, me * count, count), "")
-            << "reduce_scatter";
+        boostcomm::testing::checkNativeReductions(t, dtype, op, count, seed, nonBlocking, inPlace,
+                                                  /*expectPending=*/true);
       }
       std::vector<int> counts(n);
       std::vector<int> displs(n);

@@ -17,6 +17,7 @@
 
 #include "boostcomm/error.h"
 #include "common/test_data.h"
+#include "common/transport_checks.h"
 #include "core/tunables.h"
 #include "transport/inproc/inproc_transport.h"
 
@@ -27,6 +28,8 @@ using boostcomm::testing::checkReduction;
 using boostcomm::testing::fillBytes;
 using boostcomm::testing::fillReduceInput;
 using boostcomm::testing::Pattern;
+using boostcomm::testing::runNative;
+using boostcomm::testing::waitFor;
 using Transports = std::vector<std::unique_ptr<Transport>>;
 
 constexpr DataType kDataTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16,
@@ -54,28 +57,6 @@ void runRanks(Transports& ts, const std::function<void(Transport&)>& fn) {
 }
 
 // Spins on test() (which must not block) with a generous deadline.
-void waitFor(Transport& t, Request& req) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!t.test(req)) {
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "request never completed";
-    std::this_thread::yield();
-  }
-  EXPECT_EQ(req.slot[0], 0u);
-  EXPECT_EQ(req.slot[1], 0u);
-}
-
-// Runs a native call blocking or non-blocking, alternating per call.
-template <typename Call>
-void runNative(Transport& t, bool nonBlocking, Call call) {
-  if (!nonBlocking) {
-    call(nullptr);
-    return;
-  }
-  Request req;
-  call(&req);
-  waitFor(t, req);
-}
-
 TEST(InProcTransport, BasicProperties) {
   Transports ts = InProcFabric::create(3);
   ASSERT_EQ(ts.size(), 3u);
@@ -246,24 +227,8 @@ void checkNativeCollectives(Transport& t) {
         SCOPED_TRACE(::testing::Message() << "n=" << n << " rank=" << me << " " << toString(dtype) << " "
                                           << toString(op) << " count=" << count << (nonBlocking ? " nb" : "")
                                           << (inPlace ? " in-place" : ""));
-        // allreduce
-        std::vector<unsigned char> send(count * elemBytes);
-        std::vector<unsigned char> recv(count * elemBytes);
-        fillReduceInput(send.data(), dtype, op, Pattern::kExact, seed, me, 0, count);
-        if (inPlace) recv = send;
-        const void* src = inPlace ? recv.data() : send.data();
-        runNative(t, nonBlocking, [&](Request* r) { t.nativeAllreduce(src, recv.data(), count, dtype, op, r); });
-        EXPECT_EQ(checkReduction(recv.data(), dtype, op, Pattern::kExact, seed, n, 0, count), "") << "allreduce";
-
-        // reduce-scatter: block r of the reduced size()*count elements lands on rank r
-        std::vector<unsigned char> rsSend(n * count * elemBytes);
-        fillReduceInput(rsSend.data(), dtype, op, Pattern::kExact, seed, me, 0, n * count);
-        std::vector<unsigned char> rsRecv(count * elemBytes);
-        void* rsOut = inPlace ? rsSend.data() : rsRecv.data();
-        runNative(t, nonBlocking,
-                  [&](Request* r) { t.nativeReduceScatter(rsSend.data(), rsOut, count, dtype, op, r); });
-        EXPECT_EQ(checkReduction(rsOut, dtype, op, Pattern::kExact, seed, n, me * count, count), "")
-            << "reduce_scatter";
+        boostcomm::testing::checkNativeReductions(t, dtype, op, count, seed, nonBlocking, inPlace,
+                                                  /*expectPending=*/false);
       }
       // allgatherv: rank r contributes count + r elements, with a gap of one element between blocks
       std::vector<int> counts(n);
