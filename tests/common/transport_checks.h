@@ -25,7 +25,9 @@ void runNative(transport::Transport& t, bool nonBlocking, Call call, bool expect
   }
   transport::Request req;
   call(&req);
-  if (expectPending) EXPECT_TRUE(req.active());
+  if (expectPending) {
+    EXPECT_TRUE(req.active());
+  }
   waitFor(t, req);
 }
 
