@@ -1,5 +1,6 @@
 // `boostcomm`: the command-line tool. Subcommands: bench, tunables,
-// algorithms, topo, version. Exit codes: 0 success, 1 a bench result check failed,
+// algorithms, topo, version, and those of extra_commands.h (fusion, replay,
+// tune, simulate). Exit codes: 0 success, 1 a bench result check failed,
 // 2 bad usage or a boostcomm::Error, 3 any other failure; CLI11's own codes
 // for unparsable command lines.
 //
@@ -19,6 +20,7 @@
 #include "boostcomm/version.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "extra_commands.h"
 #include "core/reduce.h"
 
 namespace bt = boostcomm::tools;
@@ -142,6 +144,9 @@ int main(int argc, char** argv) {
   topoCmd->add_option("--output", topo.outputPath, "Also write the JSON topology file here");
   topoCmd->add_option("--load", topo.loadPath, "Show this topology file after checking that it matches the job");
 
+  const bt::ExtraCommand extras[] = {bt::addFusionCommand(app), bt::addReplayCommand(app),
+                                     bt::addTuneCommand(app), bt::addSimulateCommand(app)};
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -159,6 +164,19 @@ int main(int argc, char** argv) {
   } catch (const boostcomm::Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;
+  }
+  for (const bt::ExtraCommand& extra : extras) {
+    if (extra.app == nullptr || !*extra.app) continue;
+    if (extra.needsMpi) return withMpi(argc, argv, [&](boostcomm::Communicator& comm) { return extra.run(&comm); });
+    try {
+      return extra.run(nullptr);
+    } catch (const bt::UsageError& e) {
+      std::fprintf(stderr, "boostcomm: error: %s\n", e.what());
+      return 2;
+    } catch (const boostcomm::Error& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      return 2;
+    }
   }
   if (*algorithmsCmd) {
     return withMpi(argc, argv, [](boostcomm::Communicator& comm) { return bt::runAlgorithms(comm); });
