@@ -25,6 +25,14 @@ readonly kPackages=(
   googletest
   libbenchmark-dev
   python3
+  # Python module and PyTorch backend (python/): Debian's pybind11 matches torch's.
+  python3-dev
+  pybind11-dev
+  python3-pybind11
+  python3-numpy
+  python3-pytest
+  python3-torch
+  libtorch-dev
 )
 
 check_only=0
