@@ -2,9 +2,13 @@
 #pragma once
 
 #include "boostcomm/buffer.h"
+#include "boostcomm/collective_fusion.h"
 #include "boostcomm/communicator.h"
 #include "boostcomm/error.h"
+#include "boostcomm/gradient_group.h"
+#include "boostcomm/overlap.h"
 #include "boostcomm/topology.h"
+#include "boostcomm/tuning.h"
 #include "boostcomm/types.h"
 #include "boostcomm/version.h"
 #include "boostcomm/work.h"

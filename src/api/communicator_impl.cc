@@ -13,6 +13,7 @@
 #include "topology/layout.h"
 #include "transport/mpi/mpi_transport.h"
 #include "transport/shared_memory.h"
+#include "tuning/tuned_selection.h"
 
 namespace boostcomm::detail {
 
@@ -68,6 +69,9 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   } else {
     layout_ = algorithms::layoutFromNodeIds(transport_->nodeIdOfEachRank());
   }
+  // BOOSTCOMM_TUNING_CACHE is read at the first collective call: reading it
+  // is collective, and in-process groups construct their ranks on one thread.
+  tuningFromEnvPending_ = !core::tunableValue(core::kTunableTuningCache).empty();
   updateFastPath();
   // Every call gets its own tag window of kMaxStepTag tags, so messages of
   // concurrent calls can never match each other.
@@ -169,6 +173,15 @@ const AlgorithmInfo& CommunicatorImpl::choose(const CollectiveSpec& spec, const 
     BC_INVALID(why.empty(), rank_,
                toString(spec.collective) << ": algorithm '" << forced << "' cannot run this call: " << why);
     return *algo;
+  }
+  // Tuned choice (measured or modelled); it replaces the strategy's size
+  // rule, except that strategy flat still forbids hierarchical algorithms.
+  if (tuned_) {
+    const AlgorithmInfo* t = tuned_->pick(spec.collective, spec.payloadBytes());
+    if (t != nullptr && t->unsupportedReason(spec).empty() &&
+        !(strategy_ == Strategy::kFlat && algorithms::isHierarchical(*t))) {
+      return *t;
+    }
   }
   if (const AlgorithmInfo* hier = strategyChoice(spec)) return *hier;
   const AlgorithmInfo* algo = table_.pickAlgorithm(spec.collective, spec.payloadBytes());
@@ -415,6 +428,8 @@ void CommunicatorImpl::updateFastPath() {
     if (strategy_ == Strategy::kTopologyAware || hierMinBytes_ == 0) return;
     limit = std::min(limit, hierMinBytes_ - 1);
   }
+  // A tuned selection may pick another algorithm for small allreduces.
+  if (tuned_) limit = std::min(limit, tuned_->nativeOrUntunedUpToBytes(Collective::kAllreduce));
   fastNativeMaxBytes_ = std::min<std::size_t>(limit, static_cast<std::size_t>(INT_MAX));
 }
 
@@ -446,6 +461,7 @@ bool CommunicatorImpl::tryFastAllreduce(const CallArgs& args, const CallOptions&
 
 void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
   std::lock_guard lock(mutex_);
+  if (tuningFromEnvPending_) [[unlikely]] loadTuningFromEnv();
   if (fastNativeMaxBytes_ > 0 && tryFastAllreduce(args, options)) return;
   const AlgorithmInfo& algo = prepare(args, options);
   const auto deadline = deadlineFor(options);
@@ -462,6 +478,7 @@ void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
 
 Work CommunicatorImpl::submit(const CallArgs& args, const CallOptions& options) {
   std::lock_guard lock(mutex_);
+  if (tuningFromEnvPending_) [[unlikely]] loadTuningFromEnv();
   auto work = std::make_shared<WorkState>();
   work->comm = this;
   launch(prepare(args, options), args, options, /*blocking=*/false, work);
@@ -493,12 +510,8 @@ void CommunicatorImpl::wait(WorkState& work, std::optional<std::chrono::millisec
 std::vector<std::string> CommunicatorImpl::algorithms(Collective coll) const {
   // Those that can run here: a small payload on this world size (the limits
   // that depend on the payload, such as native's int counts, are checked per call).
-  CollectiveSpec probe;
+  CollectiveSpec probe = describeSelf();
   probe.collective = coll;
-  probe.rank = rank_;
-  probe.size = size_;
-  probe.sharedMemory = sharedMemory_;
-  probe.layout = &layout_;
   std::vector<std::string> names;
   for (const AlgorithmInfo& a : algorithms::allAlgorithms()) {
     if (a.collective == coll && a.unsupportedReason(probe).empty()) names.emplace_back(a.name);
@@ -509,18 +522,50 @@ std::vector<std::string> CommunicatorImpl::algorithms(Collective coll) const {
 std::string CommunicatorImpl::selectedAlgorithm(Collective coll, std::size_t bytes) const {
   const std::string& forced = algoOverride_[static_cast<int>(coll)];
   if (!forced.empty()) return forced;
-  CollectiveSpec probe;
+  CollectiveSpec probe = describeSelf();
   probe.collective = coll;
-  probe.rank = rank_;
-  probe.size = size_;
-  probe.sharedMemory = sharedMemory_;
   probe.count = bytes;  // as uint8 elements: payloadBytes() == bytes for allreduce/broadcast
   probe.dtype = DataType::kUInt8;
-  probe.layout = &layout_;
   if (coll == Collective::kAllgather || coll == Collective::kReduceScatter)
     probe.count = bytes / static_cast<std::size_t>(size_);
   if (const AlgorithmInfo* hier = strategyChoice(probe)) return hier->name;
   return table_.pick(coll, bytes);
+}
+
+void CommunicatorImpl::setTunedSelection(std::shared_ptr<const tuning::TunedSelection> tuned) {
+  std::lock_guard lock(mutex_);
+  installTuned(std::move(tuned));
+}
+
+void CommunicatorImpl::loadTuningFromEnv() {
+  checkUsable();
+  installTuned(tuning::tunedSelectionFromEnv(*transport_, describeSelf()));
+}
+
+void CommunicatorImpl::installTuned(std::shared_ptr<const tuning::TunedSelection> tuned) {
+  tuningFromEnvPending_ = false;  // an explicit selection replaces the env's
+  tuned_ = std::move(tuned);
+  const std::int64_t envChunk = std::max<std::int64_t>(1, core::tunableInt(core::kTunableRingChunkBytes));
+  chunkBytes_ = tuned_ && tuned_->chunkBytes() > 0 ? tuned_->chunkBytes() : static_cast<std::size_t>(envChunk);
+  cache_.clear();  // schedules depend on the chunk size
+  updateFastPath();
+}
+
+std::shared_ptr<const tuning::TunedSelection> CommunicatorImpl::tunedSelection() {
+  std::lock_guard lock(mutex_);
+  if (tuningFromEnvPending_) loadTuningFromEnv();
+  return tuned_;
+}
+
+CollectiveSpec CommunicatorImpl::describeSelf() const {
+  CollectiveSpec probe;
+  probe.rank = rank_;
+  probe.size = size_;
+  probe.sharedMemory = sharedMemory_;
+  probe.layout = &layout_;
+  probe.chunkBytes = chunkBytes_;
+  probe.maxChunks = maxChunks_;
+  return probe;
 }
 
 void* CommunicatorImpl::allocateBuffer(std::size_t bytes) {

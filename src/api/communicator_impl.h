@@ -28,6 +28,10 @@
 #include "executor/scratch_pool.h"
 #include "transport/transport.h"
 
+namespace boostcomm::tuning {
+class TunedSelection;
+}
+
 namespace boostcomm::detail {
 
 class WorkState;
@@ -57,6 +61,18 @@ class CommunicatorImpl {
   void finalize();
   bool finalized() const { return finalized_; }
   transport::Transport& transport() { return *transport_; }
+
+  // Tuned selection (src/tuning, docs/TUNING.md): measured winners and the
+  // cost model, consulted for collectiveAlgorithm "auto" after explicit
+  // algorithms and before the strategy's size rule and the table; it may also
+  // carry a tuned chunk size. Not collective, but every rank must install the
+  // same one (tuning::applyTuningCache does). Null removes it.
+  void setTunedSelection(std::shared_ptr<const tuning::TunedSelection> tuned);
+  // Collective while BOOSTCOMM_TUNING_CACHE is still unread (it reads it).
+  std::shared_ptr<const tuning::TunedSelection> tunedSelection();
+  // This communicator as a request without payload (rank, size, layout,
+  // shared memory, chunk): what tuning checks applicability against.
+  algorithms::CollectiveSpec describeSelf() const;
 
  private:
   struct CacheKey {
@@ -108,6 +124,10 @@ class CommunicatorImpl {
   std::optional<std::chrono::milliseconds> deadlineFor(const CallOptions& options) const;
   // Hierarchical choice by strategy, or null to use the table.
   const algorithms::AlgorithmInfo* strategyChoice(const algorithms::CollectiveSpec& spec) const;
+  // BOOSTCOMM_TUNING_CACHE at the first collective (collective); installTuned
+  // is setTunedSelection with mutex_ held.
+  void loadTuningFromEnv();
+  void installTuned(std::shared_ptr<const tuning::TunedSelection> tuned);
   // Splits the intra-node and inter-node communicators on first use (collective).
   void ensureSubCommunicators();
 
@@ -135,6 +155,8 @@ class CommunicatorImpl {
   std::string interAlgorithm_ = "ring";
   std::string intraAlgorithm_ = "auto";
   bool intraSharedMemory_ = false;  // the intra-node transport has a shm engine
+  std::shared_ptr<const tuning::TunedSelection> tuned_;  // null: untuned
+  bool tuningFromEnvPending_ = false;  // BOOSTCOMM_TUNING_CACHE not read yet
 
   algorithms::NodeLayout layout_;
   std::unique_ptr<transport::Transport> intra_;

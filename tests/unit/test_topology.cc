@@ -249,7 +249,9 @@ TEST(Detect, InProcessDeclaredLayout) {
     EXPECT_EQ(t.ranksPerNode, expected) << perNode << layout;
     EXPECT_EQ(t.intraNode.measured, expected[0] >= 2);
     EXPECT_EQ(t.interNode.measured, expected.size() >= 2);
-    if (t.intraNode.measured) EXPECT_GT(t.intraNode.bandwidthGBps, 0.0);
+    if (t.intraNode.measured) {
+      EXPECT_GT(t.intraNode.bandwidthGBps, 0.0);
+    }
     EXPECT_EQ(t.intraNode.hops, 1);
     EXPECT_EQ(t.interNode.hops, 2);
     EXPECT_GE(t.cores[0], 1);

@@ -1,0 +1,135 @@
+// OverlapEngine: gradient synchronisation that overlaps backward.
+//
+// Usage, per training step (every rank, same tensors, same calls):
+//   OverlapEngine engine(comm, {{"fc.weight", View(...)}, ...});   // declaration (forward) order
+//   engine.beginBackward();            // optional: marks the start of compute for the stats
+//   engine.markReady(i);               // as backward produces gradient i, any order
+//   engine.finishBackward();           // returns when every gradient holds the allreduced value
+//
+// Tensors are grouped into buckets (src/planner/bucketing.h) in reverse
+// declaration order, the order backward produces them (or, with
+// bucketsFromFirstStep, in the order rank 0 saw them arrive in the first
+// step, as PyTorch DDP does). A background thread per engine packs each ready
+// gradient into its bucket's staging buffer and launches the bucket's
+// allreduce once the bucket is full, while backward still runs.
+//
+// Ordering invariant: bucket k launches only after bucket k-1 launched, so
+// every rank issues the same collectives in the same order whatever order its
+// gradients become ready in.
+//
+// Threading: the engine's thread calls the Communicator while a step is in
+// progress (between the first markReady/beginBackward and the return of
+// finishBackward). The application must not issue other collectives on the
+// same Communicator during that window (they would interleave with the
+// engine's in a rank-dependent order); between steps it may.
+//
+// Errors: a failure on the engine's thread (a collective error, a timeout)
+// never escapes the thread: it fails the step, finishBackward() rethrows it,
+// and every later call rethrows it too (the communicator is unusable after a
+// timeout, as for any collective).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "boostcomm/buffer.h"
+#include "boostcomm/communicator.h"
+
+namespace boostcomm {
+
+enum class BufferStrategy {
+  kPingPong,  // two staging buffers per stage: bucket k+1 packs while bucket k is on the wire
+  kSingle,    // one per stage: packing of a bucket waits until its buffer's previous bucket unpacked
+};
+
+struct OverlapOptions {
+  bool enable = true;  // false: every bucket launches in finishBackward (fusion, no overlap)
+  int stages = 2;      // bucket collectives in flight at once (>= 1)
+  BufferStrategy bufferStrategy = BufferStrategy::kPingPong;
+  std::size_t bucketBytes = 25u << 20;     // byte limit of a bucket
+  std::size_t firstBucketBytes = 1u << 20;  // limit of the first bucket (0 = bucketBytes)
+  bool average = false;                     // ReduceOp::kAvg instead of kSum (floating dtypes)
+  bool bucketsFromFirstStep = false;        // rebuild buckets from rank 0's arrival order after step 1
+  // Staging buffers from Communicator::allocateBuffer (zero-copy for the shm algorithms).
+  bool registeredBuffers = true;
+  // Deadline of every wait (finishBackward, and each bucket collective on the
+  // engine's thread); empty: BOOSTCOMM_TIMEOUT_MS (0 = none).
+  std::optional<std::chrono::milliseconds> timeout;
+  CallOptions call;          // algorithm override for the bucket collectives
+  std::string timelinePath;  // Chrome-trace file (see BOOSTCOMM_TIMELINE); empty: none
+  bool logSteps = false;     // one stats line per step on rank 0 (stderr)
+  // Called on the engine's thread just before bucket `bucket` launches (tests
+  // inject failures with it; tracing tools may record). An exception from it
+  // fails the step like a collective error.
+  std::function<void(std::size_t bucket)> beforeLaunch;
+
+  // The defaults above, overridden by BOOSTCOMM_OVERLAP, BOOSTCOMM_OVERLAP_BUCKET_BYTES,
+  // BOOSTCOMM_OVERLAP_FIRST_BUCKET_BYTES, BOOSTCOMM_OVERLAP_STAGES, BOOSTCOMM_OVERLAP_BUFFERS,
+  // BOOSTCOMM_OVERLAP_LOG and BOOSTCOMM_TIMELINE.
+  static OverlapOptions fromEnvironment();
+};
+
+// One step, in seconds (definitions in docs/OVERLAP.md):
+//   compute   = first markReady (or beginBackward) -> last markReady
+//   comm      = union of the intervals during which at least one bucket
+//               collective was in flight (launch -> completion seen)
+//   exposed   = time the caller spent inside finishBackward
+//   hidden    = max(0, comm - exposed);  efficiency = hidden / comm (1 when comm is 0)
+struct OverlapStepStats {
+  double stepSeconds = 0;  // first markReady (or beginBackward) -> finishBackward returns
+  double computeSeconds = 0;
+  double commSeconds = 0;
+  double exposedSeconds = 0;
+  double hiddenSeconds = 0;
+  double efficiency = 0;
+  std::size_t buckets = 0;
+  std::size_t bytes = 0;  // bucket bytes sent per step
+};
+
+struct OverlapStats {
+  std::size_t steps = 0;
+  OverlapStepStats last;
+  OverlapStepStats mean;  // running mean over all steps (efficiency = mean hidden / mean comm)
+};
+
+struct GradientTensor {
+  std::string name;
+  View data;
+};
+
+class OverlapEngine {
+ public:
+  // Collective over comm: every rank passes the same tensor list (counts and
+  // dtypes; a difference is Error{kMismatch} on every rank).
+  OverlapEngine(Communicator& comm, std::vector<GradientTensor> tensors,
+                OverlapOptions options = OverlapOptions::fromEnvironment());
+  ~OverlapEngine();
+  OverlapEngine(const OverlapEngine&) = delete;
+  OverlapEngine& operator=(const OverlapEngine&) = delete;
+
+  void beginBackward();
+  // Gradient `tensor` (index in the declaration list) is final for this step.
+  void markReady(std::size_t tensor);
+  // Waits until every bucket is reduced and unpacked into the tensors.
+  // Throws Error{kInvalidArgument} if a tensor was not marked ready,
+  // Error{kTimeout} past the deadline, or the engine thread's error.
+  void finishBackward();
+
+  OverlapStats getOverlapStats() const;
+  std::size_t bucketCount() const;
+  // One line per bucket (see planner::describePlan).
+  std::string describeBuckets() const;
+
+  class Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace boostcomm

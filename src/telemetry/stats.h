@@ -1,0 +1,43 @@
+// Overlap statistics of one step and their running means (definitions in
+// include/boostcomm/overlap.h and docs/OVERLAP.md).
+//
+// "Communication time" is the union of the busy intervals (launch ->
+// completion seen) of the step's collectives rather than their sum: with
+// several buckets in flight the sum would count the same wall-clock time
+// twice and could exceed the step, making hidden > comm meaningless.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "boostcomm/overlap.h"
+
+namespace boostcomm::telemetry {
+
+struct IntervalUs {
+  double beginUs = 0;
+  double endUs = 0;
+};
+
+// Total length of the union of the intervals, in microseconds.
+double unionUs(std::vector<IntervalUs> intervals);
+
+struct StepTimes {
+  double stepStartUs = 0;   // beginBackward or first markReady
+  double lastReadyUs = 0;   // last markReady
+  double waitStartUs = 0;   // finishBackward entered
+  double waitEndUs = 0;     // finishBackward returns
+  std::vector<IntervalUs> comm;
+  std::size_t buckets = 0;
+  std::size_t bytes = 0;
+};
+
+OverlapStepStats computeStepStats(const StepTimes& times);
+
+// Adds a step to the running mean (mean efficiency = mean hidden / mean comm).
+void accumulate(OverlapStats& stats, const OverlapStepStats& step);
+
+// "overlap step 12: step 81.2 ms, compute 77.0 ms, comm 30.1 ms, exposed 4.2 ms, hidden 25.9 ms (86.0%), 7 buckets, 97.5 MiB"
+std::string formatStepLine(std::size_t step, const OverlapStepStats& stats);
+
+}  // namespace boostcomm::telemetry

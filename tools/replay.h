@@ -1,0 +1,71 @@
+// `boostcomm replay`: a training step replayed from a model's gradient
+// profile, with backward compute emulated per layer in proportion to its
+// FLOPs, in three modes (docs/PERF_REPLAY.md):
+//   baseline - backward, then one allreduce per gradient tensor (flat strategy)
+//   fused    - backward, then the OverlapEngine's buckets (fusion, no overlap)
+//   boosted  - OverlapEngine with overlap on, topology-aware strategy
+// Calibration (commShare > 0): the baseline's gradient-sync time is measured
+// first and the emulated compute set to syncTime * (1 - c) / c, so the
+// baseline spends the fraction c of its step communicating.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "boostcomm/communicator.h"
+#include "boostcomm/overlap.h"
+
+namespace boostcomm::tools {
+
+enum class ComputeEmulation {
+  kSleep,  // the host thread sleeps until each layer's deadline: an accelerator computes, the CPU is free
+  kSpin,   // the host thread busy-waits: CPU training, compute competes with communication for cores
+};
+
+struct ReplayOptions {
+  std::string model = "resnet50";
+  double commShare = 0.28;        // 0: no calibration, use computeSeconds
+  double computeSeconds = 0;      // backward compute per step without calibration
+  int steps = 5;                  // timed steps per mode
+  int warmup = 1;                 // untimed steps per mode
+  int calibrationSteps = 3;
+  std::vector<std::string> modes = {"baseline", "fused", "boosted"};
+  std::string outputPath;
+  std::string timelinePath;
+  ComputeEmulation compute = ComputeEmulation::kSleep;
+  int batchPerRank = 32;          // for throughput (samples/s)
+  OverlapOptions overlap;         // bucket size, stages, buffers for fused / boosted
+};
+
+struct ModeResult {
+  std::string mode;
+  double stepSeconds = 0;       // median over steps of the slowest rank's step
+  double computeSeconds = 0;    // emulated backward, median
+  double syncSeconds = 0;       // communication busy time (see docs/PERF_REPLAY.md)
+  double exposedSeconds = 0;    // waited for communication after backward
+  double overlapEfficiency = 0;
+  double throughput = 0;        // samples/s over all ranks
+  double speedup = 0;           // baseline step / this step
+  double commShare = 0;         // exposed / step
+  double busBandwidthGBs = 0;   // gradient bytes moved per sync second, nccl-tests bus convention
+  std::size_t collectivesPerStep = 0;
+  std::string algorithm;        // what the largest collective ran on
+  std::vector<double> stepSamples;
+};
+
+struct ReplayReport {
+  std::string model;
+  std::size_t tensors = 0;
+  std::size_t gradientBytes = 0;
+  int ranks = 0;
+  double commShareTarget = 0;
+  double calibratedSyncSeconds = 0;  // baseline sync measured during calibration
+  double computeSeconds = 0;         // emulated backward per step
+  std::vector<ModeResult> modes;
+};
+
+// Collective: every rank calls it with the same options.
+ReplayReport runReplay(Communicator& comm, const ReplayOptions& options);
+
+}  // namespace boostcomm::tools
