@@ -1,9 +1,11 @@
 # boostcomm: the two commands are
-#   make demo   install missing Debian packages, build, run a short 2-rank bench
+#   make demo   install missing Debian packages, build, replay ResNet-50 training on 2 ranks
+#               (baseline / fused / boosted before-after table)
 #   make test   install missing Debian packages, build, run every test (ctest)
 # `make help` lists the rest. Variables below can be overridden:
 #   make test BUILD_TYPE=Debug CTEST_ARGS='-R mpi'
-#   make demo NP=4 DEMO_ARGS='bench -c allgather -b 1K -e 64M'
+#   make demo NP=4 DEMO_ARGS='replay --model bert-large --comm-share 0.38 --steps 3'
+#   make bench BENCH_ARGS='bench -c allgather -b 1K -e 64M'
 #   make install PREFIX=$HOME/.local
 
 SHELL := /bin/bash
@@ -29,8 +31,10 @@ CTEST_TIMEOUT ?= 300
 SKIP_DEPS  ?= 0
 
 BOOSTCOMM_CLI := $(BUILD_DIR)/tools/boostcomm
-DEMO_JSON     := $(BUILD_DIR)/demo_bench.json
-DEMO_ARGS     ?= bench -b 8 -e 16M -f 4 -c allreduce -d float32 -o sum -n 20 -w 5 --output $(DEMO_JSON)
+DEMO_JSON     := $(BUILD_DIR)/demo_replay.json
+DEMO_ARGS     ?= replay --model resnet50 --comm-share 0.28 --steps 5 --output $(DEMO_JSON)
+BENCH_JSON    := $(BUILD_DIR)/demo_bench.json
+BENCH_ARGS    ?= bench -b 8 -e 16M -f 4 -c allreduce -d float32 -o sum -n 20 -w 5 --output $(BENCH_JSON)
 
 # Root, oversubscription, no binding, and the CMA fallback for containers
 # (see the script). Exported here too so plain `mpirun` in recipes and the
@@ -39,17 +43,18 @@ MPI_ENV := source scripts/mpirun_local.sh
 export OMPI_ALLOW_RUN_AS_ROOT ?= 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM ?= 1
 
-.PHONY: help deps configure build test demo install install-check clean
+.PHONY: help deps configure build test demo bench install install-check clean
 
 help:
-	@echo "make demo           deps + build + 2-rank 'boostcomm bench' run (JSON in $(DEMO_JSON))"
+	@echo "make demo           deps + build + 2-rank 'boostcomm replay' of ResNet-50 (JSON in $(DEMO_JSON))"
+	@echo "make bench          deps + build + 2-rank 'boostcomm bench' allreduce sweep (JSON in $(BENCH_JSON))"
 	@echo "make test           deps + build + ctest (unit, MPI and large-count tests)"
 	@echo "make build          deps + configure + compile into $(BUILD_DIR)/ (the default goal)"
 	@echo "make install        install to PREFIX=$(PREFIX)"
 	@echo "make install-check  install to a temporary prefix and build examples/consumer against it"
 	@echo "make deps           only install missing Debian packages (scripts/install_deps.sh)"
 	@echo "make clean          remove $(BUILD_DIR)/"
-	@echo "variables: BUILD_DIR BUILD_TYPE JOBS CTEST_JOBS NP PREFIX CMAKE_ARGS CTEST_ARGS CTEST_TIMEOUT DEMO_ARGS SKIP_DEPS"
+	@echo "variables: BUILD_DIR BUILD_TYPE JOBS CTEST_JOBS NP PREFIX CMAKE_ARGS CTEST_ARGS CTEST_TIMEOUT DEMO_ARGS BENCH_ARGS SKIP_DEPS"
 
 deps:
 ifeq ($(SKIP_DEPS),1)
@@ -73,6 +78,10 @@ test: build
 demo: build
 	$(MPI_ENV); mpirun -np $(NP) --oversubscribe --bind-to none $(BOOSTCOMM_CLI) $(DEMO_ARGS)
 	@echo "demo: results written to $(DEMO_JSON)"
+
+bench: build
+	$(MPI_ENV); mpirun -np $(NP) --oversubscribe --bind-to none $(BOOSTCOMM_CLI) $(BENCH_ARGS)
+	@echo "bench: results written to $(BENCH_JSON)"
 
 install: build
 	cmake --install $(BUILD_DIR) --prefix $(PREFIX)

@@ -70,31 +70,6 @@ AlignedBuffer allocateRegistered(Communicator& comm, std::size_t bytes) {
   return AlignedBuffer(p, FreeDeleter{&comm});
 }
 
-// One size of the sweep after rounding to whole elements (and to a multiple
-// of the rank count for allgather/reduce_scatter).
-struct SizePlan {
-  std::size_t bytes = 0;
-  std::size_t count = 0;
-  std::size_t countPerRank = 0;
-};
-
-std::vector<SizePlan> planSizes(const BenchOptions& o, int ranks) {
-  const std::size_t elt = dataTypeSize(o.dtype);
-  const bool perRank = o.collective == Collective::kAllgather || o.collective == Collective::kReduceScatter;
-  const std::size_t unit = perRank ? elt * static_cast<std::size_t>(ranks) : elt;
-  std::vector<SizePlan> plans;
-  for (std::size_t s = o.minBytes; s <= o.maxBytes;) {
-    SizePlan p;
-    p.count = s / unit * (perRank ? static_cast<std::size_t>(ranks) : 1);
-    p.countPerRank = perRank ? p.count / static_cast<std::size_t>(ranks) : p.count;
-    p.bytes = p.count * elt;
-    if (plans.empty() || plans.back().bytes != p.bytes) plans.push_back(p);
-    if (s > std::numeric_limits<std::size_t>::max() / o.stepFactor) break;
-    s = s == 0 ? 1 : s * o.stepFactor;  // -b 0 measures the empty call, then 1, f, f^2 ...
-  }
-  return plans;
-}
-
 std::vector<std::string> resolveAlgos(const BenchOptions& o, const Communicator& comm) {
   const std::vector<std::string> available = comm.algorithms(o.collective);
   std::vector<std::string> algos;
@@ -305,6 +280,23 @@ std::string mpiLibraryVersion() {
 }
 
 }  // namespace
+
+std::vector<SizePlan> planSizes(const BenchOptions& o, int ranks) {
+  const std::size_t elt = dataTypeSize(o.dtype);
+  const bool perRank = o.collective == Collective::kAllgather || o.collective == Collective::kReduceScatter;
+  const std::size_t unit = perRank ? elt * static_cast<std::size_t>(ranks) : elt;
+  std::vector<SizePlan> plans;
+  for (std::size_t s = o.minBytes; s <= o.maxBytes;) {
+    SizePlan p;
+    p.count = s / unit * (perRank ? static_cast<std::size_t>(ranks) : 1);
+    p.countPerRank = perRank ? p.count / static_cast<std::size_t>(ranks) : p.count;
+    p.bytes = p.count * elt;
+    if (plans.empty() || plans.back().bytes != p.bytes) plans.push_back(p);
+    if (s > std::numeric_limits<std::size_t>::max() / o.stepFactor) break;
+    s = s == 0 ? 1 : s * o.stepFactor;  // -b 0 measures the empty call, then 1, f, f^2 ...
+  }
+  return plans;
+}
 
 bool isReducing(Collective coll) { return coll == Collective::kAllreduce || coll == Collective::kReduceScatter; }
 

@@ -70,6 +70,16 @@ struct BenchRecord {
 // (0 all checks passed, 1 some check failed). Throws UsageError / Error.
 int runBench(const BenchOptions& options, Communicator& comm);
 
+// One size of a sweep after rounding to whole elements (and to a multiple
+// of the rank count for allgather/reduce_scatter); sizes that round alike
+// appear once. Shared by bench and simulate.
+struct SizePlan {
+  std::size_t bytes = 0;
+  std::size_t count = 0;
+  std::size_t countPerRank = 0;
+};
+std::vector<SizePlan> planSizes(const BenchOptions& o, int ranks);
+
 // --- helpers shared by bench.cc and bench_report.cc ---
 
 // busbw / algbw for the collective (nccl-tests convention).

@@ -71,25 +71,6 @@ transport::sim::ClusterSpec clusterOf(const SimulateCli& a) {
   return c;
 }
 
-// bench's rounding: whole elements, and whole elements per rank for
-// allgather / reduce_scatter (sizes that round alike are simulated once).
-std::vector<BenchRecord> planSizes(const BenchOptions& o, int ranks) {
-  const std::size_t elt = dataTypeSize(o.dtype);
-  const bool perRank = o.collective == Collective::kAllgather || o.collective == Collective::kReduceScatter;
-  const std::size_t unit = perRank ? elt * static_cast<std::size_t>(ranks) : elt;
-  std::vector<BenchRecord> plans;
-  for (std::size_t s = o.minBytes; s <= o.maxBytes;) {
-    BenchRecord p;
-    p.count = s / unit * (perRank ? static_cast<std::size_t>(ranks) : 1);
-    p.countPerRank = perRank ? p.count / static_cast<std::size_t>(ranks) : p.count;
-    p.bytes = p.count * elt;
-    if (plans.empty() || plans.back().bytes != p.bytes) plans.push_back(p);
-    if (s > std::numeric_limits<std::size_t>::max() / o.stepFactor) break;
-    s = s == 0 ? 1 : s * o.stepFactor;
-  }
-  return plans;
-}
-
 SimulateRecord recordOf(const BenchRecord& size, const std::string& algorithm, const simulate::Prediction& p,
                         const SimulateSweep& sweep) {
   SimulateRecord r;
@@ -148,7 +129,11 @@ int runSweep(const SimulateSweep& sweep) {
 
   printSimulateHeader(sweep, algos);
   std::vector<SimulateRecord> all;
-  for (const BenchRecord& size : planSizes(o, sweep.cluster.ranks())) {
+  for (const SizePlan& plan : planSizes(o, sweep.cluster.ranks())) {
+    BenchRecord size;
+    size.bytes = plan.bytes;
+    size.count = plan.count;
+    size.countPerRank = plan.countPerRank;
     request.count = o.collective == Collective::kAllreduce || o.collective == Collective::kBroadcast ? size.count
                                                                                                       : size.countPerRank;
     const bool tuned = std::find(algos.begin(), algos.end(), kAlgoTuned) != algos.end();
