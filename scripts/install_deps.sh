@@ -31,6 +31,7 @@ readonly kPackages=(
   python3-pybind11
   python3-numpy
   python3-pytest
+  python3-mpi4py
   python3-torch
   libtorch-dev
 )

@@ -1,0 +1,479 @@
+"""boostcomm: communication acceleration for data-parallel training.
+
+    import boostcomm as abc
+    comm = abc.comm_init(rank, world_size, device_id=local_rank, device="cpu")
+    abc.all_reduce(grad)                          # in place, numpy or CPU torch
+    abc.GradientGroup(grads).all_reduce()         # many tensors, few collectives
+    with abc.collective_fusion() as cf:           # mixed requests, one plan
+        cf.register_allreduce(g, g)
+        cf.register_allgather(shard, full)
+
+Launch with mpirun (every rank runs the same script):
+    mpirun -np 2 --oversubscribe --bind-to none /usr/bin/python3 train.py
+
+Arrays are used in place (no copy): numpy arrays and contiguous CPU torch
+tensors of float32, float64, float16, bfloat16, int32, int64 or uint8.
+Every rank calls the same collectives in the same order (MPI semantics).
+The PyTorch c10d backend and DDP comm hook live in `boostcomm.torch`.
+Reference: docs/PYTHON.md.
+"""
+
+import contextlib
+
+from . import _boostcomm as _C
+from . import _state
+
+__version__ = _C.__version__
+Error = _C.Error
+InvalidArgumentError = _C.InvalidArgumentError
+MismatchError = _C.MismatchError
+TimeoutError = _C.TimeoutError  # noqa: A001 - also a builtin TimeoutError subclass
+FinalizedError = _C.FinalizedError
+Work = _C.Work
+
+__all__ = [
+    "comm_init", "comm_finalize", "get_communicator", "available_devices",
+    "all_reduce", "all_gather", "broadcast", "reduce_scatter", "barrier",
+    "GradientGroup", "collective_fusion", "CollectiveFusion", "OverlapEngine",
+    "detect_topology", "configure_comm_strategy", "reduce_scatter_autotune",
+    "configure_overlap", "get_overlap_stats",
+    "Error", "InvalidArgumentError", "MismatchError", "TimeoutError", "FinalizedError",
+]
+
+
+def available_devices():
+    """Devices this build can run collectives on."""
+    return ["cpu"]
+
+
+def _missing(piece, issue):
+    """The library this module was built against lacks a piece."""
+    return NotImplementedError(
+        f"boostcomm: {piece} is not available in this build (the C++ library did not "
+        f"implement it when the Python module was built; see {issue}); rebuild once it lands")
+
+
+def _agree(local_error):
+    """Collective: raise on every rank when any rank's arguments are bad.
+
+    A rank with a bad argument must not leave the others waiting inside the
+    collective constructor, so all ranks agree first.
+    """
+    failed = _C.ranks_that_failed(local_error is None)
+    if local_error is not None:
+        raise local_error
+    if failed:
+        raise MismatchError(f"[boostcomm rank {_C.launcher_rank()}] rank(s) {failed} passed invalid "
+                            "arguments to this collective call (see their error)")
+
+
+# ---------------------------------------------------------------- setup
+
+def comm_init(rank=None, world_size=None, device_id=0, device="cpu"):
+    """Join the job's communicator (collective over all ranks).
+
+    rank / world_size must be what the launcher (mpirun, srun) assigned; None
+    takes them from it. device: one of available_devices(); device_id: the
+    local device index (recorded; CPU collectives ignore it). Initialises MPI
+    unless the application (or mpi4py) already did. Returns the Communicator;
+    calling it again with the same arguments returns the same one.
+    """
+    _C.ensure_mpi()
+    true_rank, true_size = _C.launcher_rank(), _C.launcher_size()
+    error = None
+    prefix = f"[boostcomm rank {true_rank}] comm_init: "
+    if device not in available_devices():
+        error = InvalidArgumentError(prefix + f"device '{device}' is not supported by this build; "
+                                     f"available: {', '.join(available_devices())}")
+    elif not isinstance(device_id, int) or device_id < 0:
+        error = InvalidArgumentError(prefix + f"device_id must be a non-negative int, got {device_id!r}")
+    elif world_size is not None and world_size != true_size:
+        error = InvalidArgumentError(prefix + f"world_size={world_size}, but the launcher started "
+                                     f"{true_size} processes (e.g. mpirun -np {true_size})")
+    elif rank is not None and rank != true_rank:
+        error = InvalidArgumentError(prefix + f"rank={rank}, but the launcher started this process as "
+                                     f"rank {true_rank} of {true_size}")
+    _agree(error)
+    if _state.default_comm is None or _state.default_comm.finalized:
+        _state.default_comm = _state.register_communicator(_C.Communicator.world())
+        _state.default_comm_device = (device, device_id)
+    return Communicator(_state.default_comm)
+
+
+def comm_finalize():
+    """Release the default communicator (collective). MPI stays up until exit."""
+    comm, _state.default_comm = _state.default_comm, None
+    if comm is not None and not comm.finalized:
+        comm.finalize()
+
+
+def get_communicator():
+    return Communicator(_default())
+
+
+def _default():
+    comm = _state.default_comm
+    if comm is None or comm.finalized:
+        raise RuntimeError("boostcomm: call boostcomm.comm_init(rank, world_size, device_id) first")
+    return comm
+
+
+class Communicator:
+    """The communicator of comm_init (thin wrapper; module functions use it)."""
+
+    def __init__(self, native):
+        self._native = native
+
+    rank = property(lambda self: self._native.rank)
+    size = property(lambda self: self._native.size)
+    node_layout = property(lambda self: self._native.node_layout)
+
+    def algorithms(self, collective):
+        return self._native.algorithms(collective)
+
+    def selected_algorithm(self, collective, nbytes):
+        return self._native.selected_algorithm(collective, nbytes)
+
+    def __repr__(self):
+        return f"<boostcomm.Communicator rank {self.rank} of {self.size}, layout {self.node_layout}>"
+
+
+# ---------------------------------------------------------------- arrays
+
+def _is_torch(x):
+    return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
+
+
+def _numel(x):
+    return x.numel() if _is_torch(x) else x.size
+
+
+def _empty_like(x, shape):
+    """A new array of x's kind (numpy / torch) and dtype."""
+    if _is_torch(x):
+        import torch
+        return torch.empty(shape, dtype=x.dtype, device=x.device)
+    import numpy
+    return numpy.empty(shape, dtype=x.dtype)
+
+
+def _copy(dst, src):
+    if _is_torch(dst):
+        dst.copy_(src)
+    else:
+        import numpy
+        numpy.copyto(dst, src)
+
+
+# ---------------------------------------------------------------- collectives
+
+def all_reduce(tensor, op="sum", output=None, algorithm=None, async_op=False):
+    """output = op over all ranks' tensor (in place when output is None).
+
+    op: sum, avg, min, max, prod. algorithm: e.g. "ring" (None: the selection
+    table). Returns output, or a Work to wait() on when async_op."""
+    out = tensor if output is None else output
+    work = _default().all_reduce(tensor, out, op, algorithm, async_op)
+    return work if async_op else out
+
+
+def all_gather(tensor, output=None, algorithm=None, async_op=False):
+    """output (world_size x tensor's shape when None) = every rank's tensor, in rank order."""
+    comm = _default()
+    out = _empty_like(tensor, (comm.size,) + tuple(tensor.shape)) if output is None else output
+    work = comm.all_gather(tensor, out, algorithm, async_op)
+    return work if async_op else out
+
+
+def broadcast(tensor, root=0, algorithm=None, async_op=False):
+    """tensor on every rank = tensor on root."""
+    work = _default().broadcast(tensor, root, algorithm, async_op)
+    return work if async_op else tensor
+
+
+def reduce_scatter(tensor, output=None, op="sum", algorithm=None, async_op=False):
+    """Rank i receives block i of op over all ranks' tensor (numel / world_size elements)."""
+    comm = _default()
+    if output is None:
+        n = _numel(tensor)
+        if n % comm.size:
+            raise InvalidArgumentError(f"[boostcomm rank {comm.rank}] reduce_scatter: input has {n} elements, "
+                                       f"not a multiple of world_size {comm.size}")
+        output = _empty_like(tensor, (n // comm.size,))
+    work = comm.reduce_scatter(tensor, output, op, algorithm, async_op)
+    return work if async_op else output
+
+
+def barrier(async_op=False):
+    return _default().barrier(async_op)
+
+
+# ---------------------------------------------------------------- fusion
+
+class GradientGroup:
+    """Many gradient tensors synchronised by few collectives (fusion buckets).
+
+    Construction is collective (every rank, same tensor list). all_reduce()
+    replaces every tensor with the sum (average=True: the mean) over ranks.
+    """
+
+    def __init__(self, tensors, bucket_bytes=0, first_bucket_bytes=0, average=False, algorithm=None):
+        if not hasattr(_C, "GradientGroup"):
+            raise _missing("GradientGroup", "include/boostcomm/gradient_group.h")
+        self.tensors = list(tensors)
+        self._native = _C.GradientGroup(_default(), self.tensors, bucket_bytes, first_bucket_bytes, average,
+                                        algorithm)
+
+    def all_reduce(self):
+        self._native.all_reduce()
+        return self.tensors
+
+    def stats(self):
+        return self._native.stats()
+
+    def describe(self):
+        return self._native.describe()
+
+
+class CollectiveFusion:
+    """A batch of mixed collectives, planned and run together (see collective_fusion)."""
+
+    def __init__(self, fuse=True, max_group_bytes=0, algorithm=None):
+        if not hasattr(_C, "CollectiveFusion"):
+            raise _missing("CollectiveFusion", "include/boostcomm/collective_fusion.h")
+        self._native = _C.CollectiveFusion(_default(), fuse, max_group_bytes, algorithm)
+        self._root_copies = []  # (dst, src) copied on the root before execute
+        self._pending = False
+
+    def register_allreduce(self, tensor, buffer=None, op="sum"):
+        """buffer (tensor itself when None) = op over all ranks' tensor. Returns the request id."""
+        self._pending = True
+        return self._native.allreduce(tensor, tensor if buffer is None else buffer, op)
+
+    def register_allgather(self, input, output):  # noqa: A002 - the reference design's names
+        self._pending = True
+        return self._native.allgather(input, output)
+
+    def register_broadcast(self, tensor, buffer=None, root=0):
+        """buffer on every rank = tensor on root (tensor itself when buffer is None).
+
+        With a separate buffer, the root's tensor is copied into it when the
+        batch executes, so tensor must not be another request's output."""
+        self._pending = True
+        if buffer is not None and buffer is not tensor:
+            if _default().rank == root:
+                self._root_copies.append((buffer, tensor))
+            return self._native.broadcast(buffer, root)
+        return self._native.broadcast(tensor, root)
+
+    def register_reduce_scatter(self, input, output, op="sum"):  # noqa: A002
+        self._pending = True
+        return self._native.reduce_scatter(input, output, op)
+
+    def depends_on(self, later, earlier):
+        """Request `later` starts only after request `earlier` completed."""
+        self._native.depends_on(later, earlier)
+
+    def execute(self):
+        """Run every registered request (collective). The batch may run again."""
+        for dst, src in self._root_copies:
+            _copy(dst, src)
+        self._native.execute()
+        self._pending = False
+
+    def describe_plan(self):
+        return self._native.describe_plan()
+
+    def stats(self):
+        return self._native.stats()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None and self._pending:
+            self.execute()
+        return False
+
+
+def collective_fusion(fuse=True, max_group_bytes=0, algorithm=None):
+    """Context manager: requests registered inside run fused when the block ends.
+
+        with boostcomm.collective_fusion() as cf:
+            cf.register_allgather(shard, full)
+            cf.register_allreduce(grad, grad)
+    """
+    return CollectiveFusion(fuse, max_group_bytes, algorithm)
+
+
+# ---------------------------------------------------------------- topology, strategy, tuning
+
+class TopologyInfo:
+    """detect_topology() result. Bandwidths in GB/s (1e9 bytes/s), latencies in us."""
+
+    def __init__(self, native, layout):
+        self.raw = native
+        self.layout = layout
+        self.nodes = native.nodes
+        self.world_size = native.world_size
+        self.ranks_per_node = list(native.ranks_per_node)
+        self.hostnames = list(native.hostnames)
+        intra, inter = native.intra_node, native.inter_node
+        self.intra_node_bw = intra.bandwidth_gbps if intra.measured else None
+        self.inter_node_bw = inter.bandwidth_gbps if inter.measured else None
+        self.intra_node_latency_us = intra.latency_us if intra.measured else None
+        self.inter_node_latency_us = inter.latency_us if inter.measured else None
+        # Switch hops on the longest path between two ranks (1 inside a node).
+        self.hops = inter.hops if native.nodes > 1 else max(intra.hops, 1)
+
+    def to_json(self):
+        return self.raw.to_json()
+
+    def __repr__(self):
+        return (f"<TopologyInfo layout {self.layout}, {self.nodes} node(s), intra {self.intra_node_bw} GB/s, "
+                f"inter {self.inter_node_bw} GB/s, hops {self.hops}>")
+
+
+def detect_topology(probe=True):
+    """Nodes, ranks per node and measured link speeds (collective; probes take ~1 s)."""
+    comm = _default()
+    return TopologyInfo(_C.detect_topology(comm, probe), comm.node_layout)
+
+
+def configure_comm_strategy(strategy="auto", intra_node_protocol="auto", inter_node_protocol="auto",
+                            collective_algorithm="auto"):
+    """How collectives use the machine layout (collective).
+
+    strategy: flat | topology_aware | auto. intra_node_protocol: auto | shm |
+    ring. inter_node_protocol: auto | ring | rhd | native.
+    collective_algorithm: auto or an algorithm name. Applies to the default
+    communicator and to boostcomm process groups created afterwards."""
+    args = (strategy, intra_node_protocol, inter_node_protocol, collective_algorithm)
+    _default().configure_comm_strategy(*args)
+    _state.strategy = args
+
+
+class AutotuneResult:
+    def __init__(self, output, info):
+        self.output = output
+        self.selected_algorithm = info["selected_algorithm"]
+        self.default_algorithm = info["default_algorithm"]
+        self.speedup = info["speedup"]
+        self.from_cache = info["from_cache"]
+        self.candidates_us = dict(info["candidates_us"])
+
+    def __repr__(self):
+        return f"<AutotuneResult {self.selected_algorithm}, {self.speedup:.2f}x over {self.default_algorithm}>"
+
+
+def reduce_scatter_autotune(input_tensor, reduce_op="sum", auto_strategy=True, output=None):
+    """Reduce-scatter with the fastest algorithm for this size, measured on first use (collective)."""
+    if not hasattr(_C, "reduce_scatter_autotune"):
+        raise _missing("reduce_scatter_autotune", "include/boostcomm/tuning.h")
+    comm = _default()
+    if output is None:
+        n = _numel(input_tensor)
+        if n % comm.size:
+            raise InvalidArgumentError(f"[boostcomm rank {comm.rank}] reduce_scatter_autotune: input has {n} "
+                                       f"elements, not a multiple of world_size {comm.size}")
+        output = _empty_like(input_tensor, (n // comm.size,))
+    info = _C.reduce_scatter_autotune(comm, input_tensor, output, reduce_op, auto_strategy)
+    return AutotuneResult(output, info)
+
+
+# ---------------------------------------------------------------- overlap
+
+_BUFFER_STRATEGIES = ("ping_pong", "double", "single")
+
+
+def configure_overlap(enable=True, overlap_stages=2, buffer_strategy="ping_pong"):
+    """Overlap of gradient communication with backward.
+
+    enable: False makes the boostcomm c10d backend synchronous (each
+    collective completes before the call returns) and OverlapEngine launch
+    every bucket at finish_backward. overlap_stages: collectives in flight at
+    once (>= 1). buffer_strategy: ping_pong (= double) or single staging
+    buffers (OverlapEngine). Applies to live and future process groups and
+    to OverlapEngines created afterwards."""
+    if not isinstance(overlap_stages, int) or overlap_stages < 1:
+        raise InvalidArgumentError(f"configure_overlap: overlap_stages must be an int >= 1, got {overlap_stages!r}")
+    if buffer_strategy not in _BUFFER_STRATEGIES:
+        raise InvalidArgumentError(f"configure_overlap: buffer_strategy '{buffer_strategy}' unknown; valid: "
+                                   f"{', '.join(_BUFFER_STRATEGIES)}")
+    _state.overlap = {"enable": bool(enable), "stages": overlap_stages, "buffer_strategy": buffer_strategy}
+    for pg in _state.process_groups():
+        pg._configure_overlap(bool(enable), overlap_stages)
+
+
+class OverlapStats:
+    """efficiency: % of communication time hidden behind compute; times in seconds."""
+
+    def __init__(self, comm_time, hidden_comm_time, source, steps_or_ops):
+        self.comm_time = comm_time
+        self.hidden_comm_time = hidden_comm_time
+        self.exposed_comm_time = max(0.0, comm_time - hidden_comm_time)
+        self.efficiency = 100.0 * hidden_comm_time / comm_time if comm_time > 0 else 100.0
+        self.source = source
+        self.count = steps_or_ops
+
+    def __repr__(self):
+        return (f"<OverlapStats {self.efficiency:.1f}% hidden: {self.hidden_comm_time * 1e3:.2f} ms of "
+                f"{self.comm_time * 1e3:.2f} ms ({self.source})>")
+
+
+def get_overlap_stats(reset=False):
+    """How much communication ran while compute went on.
+
+    From the boostcomm process groups (DDP) when they ran collectives: comm
+    time = time with a collective in flight, hidden = CPU time the training
+    thread spent computing meanwhile. Else from the last OverlapEngine
+    (its step statistics, docs/OVERLAP.md). reset: start counting afresh."""
+    comm = hidden = 0.0
+    ops = 0
+    for pg in _state.process_groups():
+        c = pg._overlap_counters(reset)
+        comm += c["comm_seconds"]
+        hidden += c["hidden_seconds"]
+        ops += c["ops"]
+    if ops:
+        return OverlapStats(comm, hidden, "process_group", ops)
+    engine = _state.last_engine() if _state.last_engine is not None else None
+    if engine is not None:
+        s = engine.stats()
+        steps, mean = s["steps"], s["mean"]
+        return OverlapStats(mean["comm_seconds"] * steps, mean["hidden_seconds"] * steps, "overlap_engine", steps)
+    return OverlapStats(0.0, 0.0, "none", 0)
+
+
+class OverlapEngine:
+    """Gradient allreduce overlapped with backward, without DDP.
+
+        engine = boostcomm.OverlapEngine(named_params)    # [(name, tensor)], forward order
+        engine.mark_ready(i)   # as backward produces gradient i
+        engine.finish_backward()
+    Settings from configure_overlap()."""
+
+    def __init__(self, named_tensors, bucket_bytes=0, first_bucket_bytes=0, average=False, timeout=None):
+        if not hasattr(_C, "OverlapEngine"):
+            raise _missing("OverlapEngine", "include/boostcomm/overlap.h")
+        names = [n for n, _ in named_tensors]
+        self.tensors = [t for _, t in named_tensors]
+        o = _state.overlap
+        self._native = _C.OverlapEngine(_default(), names, self.tensors, o["enable"], o["stages"],
+                                        o["buffer_strategy"], bucket_bytes, first_bucket_bytes, average, timeout)
+        _state.last_engine = _state._ref(self)
+
+    def begin_backward(self):
+        self._native.begin_backward()
+
+    def mark_ready(self, index):
+        self._native.mark_ready(index)
+
+    def finish_backward(self):
+        self._native.finish_backward()
+
+    def stats(self):
+        return self._native.stats()
+
+    def describe_buckets(self):
+        return self._native.describe_buckets()

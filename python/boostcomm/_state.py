@@ -1,0 +1,74 @@
+"""Process-wide state of the boostcomm package: the default communicator,
+the live boostcomm process groups, the settings they inherit, and the
+shutdown order at interpreter exit.
+
+Shutdown order matters: every communicator frees its MPI communicator and
+shared-memory windows (collective calls), and MPI_Finalize must come after
+all of them; c10d keeps process groups alive until interpreter teardown,
+after Python's atexit handlers, so their threads are stopped here first, and
+communicators are finalised here (or by an explicit comm_finalize), never by
+a garbage-collected destructor. MPI is finalised only if this package initialised it
+(an application that ran MPI_Init itself, or imported mpi4py first, keeps
+ownership of MPI).
+"""
+
+import atexit
+import threading
+import weakref
+
+from . import _boostcomm as _C
+
+_lock = threading.Lock()
+default_comm = None          # the comm_init communicator
+strategy = None              # last configure_comm_strategy arguments (tuple)
+overlap = {"enable": True, "stages": 2, "buffer_strategy": "ping_pong"}
+_process_groups = []         # weak references to ProcessGroupBoostcomm objects
+_communicators = []          # every communicator we made, in creation order (strong references)
+last_engine = None           # weak reference to the last OverlapEngine
+
+
+def _ref(obj):
+    try:
+        return weakref.ref(obj)
+    except TypeError:  # a type without weak references: keep it alive
+        return lambda: obj
+
+
+def register_process_group(pg):
+    with _lock:
+        _process_groups.append(_ref(pg))
+
+
+def register_communicator(comm):
+    """Keep `comm` alive until exit: finalising a communicator is collective
+    (shared-memory windows are freed with MPI_Win_free), so it must not happen
+    in a destructor the garbage collector times differently on each rank."""
+    with _lock:
+        _communicators.append(comm)
+    return comm
+
+
+def process_groups():
+    with _lock:
+        return [pg for pg in (r() for r in _process_groups) if pg is not None]
+
+
+@atexit.register
+def _shutdown():
+    global default_comm
+    for pg in process_groups():
+        try:
+            pg._shutdown()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+    for comm in list(_communicators):  # creation order: the same on every rank
+        try:
+            if not comm.finalized:
+                comm.finalize()
+        except Exception:  # noqa: BLE001
+            pass
+    default_comm = None
+    try:
+        _C.finalize_mpi_if_ours()
+    except Exception:  # noqa: BLE001
+        pass

@@ -1,0 +1,135 @@
+"""PyTorch integration: the "boostcomm" c10d backend and a DDP comm hook.
+
+    import boostcomm.torch                     # registers the backend
+    boostcomm.torch.init_process_group("boostcomm")   # env:// filled in from mpirun
+    model = torch.nn.parallel.DistributedDataParallel(model)   # unchanged
+
+or, keeping another process group for DDP's own traffic:
+
+    ddp.register_comm_hook(None, boostcomm.torch.hook)
+
+The backend's collectives run on a background thread per process group
+(one boostcomm Communicator over the MPI world), so DDP's bucket allreduces
+proceed while backward computes; every Work has a future (DDP needs it).
+Supported: allreduce (SUM, AVG, PRODUCT, MIN, MAX), allreduce_coalesced,
+broadcast, allgather, _allgather_base, reduce_scatter, _reduce_scatter_base,
+barrier, on contiguous CPU tensors. The group must span the whole MPI world.
+"""
+
+import datetime
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+
+from . import _boostcomm as _C
+from . import _state
+from ._boostcomm_torch import ProcessGroupBoostcomm
+
+__all__ = ["ProcessGroupBoostcomm", "init_process_group", "new_process_group", "hook", "HookState"]
+
+BACKEND = "boostcomm"
+
+
+def new_process_group(rank=None, world_size=None, timeout=datetime.timedelta(minutes=30)):
+    """A boostcomm ProcessGroup over the MPI world, outside torch.distributed's registry
+    (collective over all MPI ranks)."""
+    _C.ensure_mpi()
+    size = _C.launcher_size()
+    rank = _C.launcher_rank() if rank is None else rank
+    world_size = size if world_size is None else world_size
+    if world_size != size:
+        raise ValueError(f"boostcomm backend: the process group has {world_size} ranks but the MPI world has "
+                         f"{size}; boostcomm process groups span the whole world (use gloo for subgroups)")
+    comm = _state.register_communicator(_C.Communicator.world())
+    if _state.strategy is not None:
+        comm.configure_comm_strategy(*_state.strategy)
+    pg = ProcessGroupBoostcomm(comm, rank, world_size, timeout)
+    pg._configure_overlap(_state.overlap["enable"], _state.overlap["stages"])
+    _state.register_process_group(pg)
+    return pg
+
+
+def _create(store, rank, world_size, timeout):
+    # c10d's creator signature (1.13): the store is not needed, MPI does the rendezvous.
+    return new_process_group(rank, world_size, timeout)
+
+
+if BACKEND.upper() not in dist.Backend._plugins:
+    dist.Backend.register_backend(BACKEND, _create)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+_master_set_here = False  # MASTER_ADDR/PORT came from us, not from the user
+
+
+def init_process_group(backend=BACKEND, **kwargs):
+    """dist.init_process_group with env:// settings taken from the MPI launcher.
+
+    Sets RANK, WORLD_SIZE, LOCAL_RANK (when missing) and MASTER_ADDR /
+    MASTER_PORT (rank 0's host and a free port there) so a script started by
+    mpirun needs no torchrun. Works for any backend (gloo too)."""
+    _C.ensure_mpi()
+    rank, size = _C.launcher_rank(), _C.launcher_size()
+    os.environ.setdefault("RANK", str(rank))
+    os.environ.setdefault("WORLD_SIZE", str(size))
+    os.environ.setdefault("LOCAL_RANK", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"))
+    global _master_set_here
+    if _master_set_here or "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
+        # A fresh port per call: a second init after destroy_process_group
+        # must not reach the first one's (closed) store.
+        mine = f"{socket.gethostname()}:{_free_port()}" if rank == 0 else ""
+        addr, port = _C.broadcast_text(mine).rsplit(":", 1)
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = addr, port
+        _master_set_here = True
+    dist.init_process_group(backend, **kwargs)
+
+
+class HookState:
+    """State of the DDP comm hook: the boostcomm process group it allreduces on."""
+
+    def __init__(self, process_group=None):
+        self.process_group = process_group
+
+
+_hook_default_state = HookState()
+
+
+def hook(state, bucket):
+    """DDP comm hook: average the bucket's gradients with boostcomm.
+
+    Usable with any DDP process group (gloo, boostcomm):
+        ddp.register_comm_hook(None, boostcomm.torch.hook)
+    state: None or a HookState (its process group is created on first use,
+    collectively, if missing). Returns a torch.futures.Future completed with
+    the averaged tensor, asynchronously (backward goes on meanwhile)."""
+    if state is None:
+        state = _hook_default_state
+    if state.process_group is None:
+        state.process_group = new_process_group()
+    opts = dist.AllreduceOptions()
+    opts.reduceOp = dist.ReduceOp.AVG
+    tensor = bucket.buffer()
+    work_future = state.process_group.allreduce([tensor], opts).get_future()
+    # Completed on the process group's thread when the allreduce finishes.
+    result = torch.futures.Future()
+
+    def done(f):
+        try:
+            result.set_result(f.value()[0])
+        except Exception as error:  # noqa: BLE001 - delivered to whoever waits
+            result.set_exception(error)
+
+    work_future.add_done_callback(done)
+    return result
+
+
+def is_boostcomm_group(group=None):
+    """Whether `group` (default: the default group) runs on the boostcomm backend."""
+    return dist.get_backend(group) == BACKEND

@@ -1,0 +1,267 @@
+// Communicator, Work, topology and strategy bindings.
+//
+// Every collective takes Python objects, turns them into views (views.h,
+// no copy) with the GIL held, then releases the GIL for the call itself so
+// other Python threads (and the c10d backend's callbacks) keep running.
+#include <pybind11/chrono.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bindings.h"
+#include "boostcomm/communicator.h"
+#include "boostcomm/topology.h"
+#include "boostcomm/version.h"
+#include "core/check.h"
+#include "runtime.h"
+#include "views.h"
+
+namespace py = pybind11;
+
+namespace boostcomm::python {
+
+ReduceOp reduceOpFromName(const std::string& name, int rank) {
+  const auto op = parseReduceOp(name);
+  BC_INVALID(op.has_value(), rank, "op: unknown reduce op '" << name << "'; valid: sum, avg, min, max, prod");
+  return *op;
+}
+
+namespace {
+
+using CommPtr = std::shared_ptr<Communicator>;
+
+// An asynchronous collective: the boostcomm Work plus the Python objects
+// whose memory it reads and writes, kept alive until it completes.
+struct PyWork {
+  Work work;
+  std::vector<py::object> keepAlive;
+
+  bool test() {
+    const bool done = work.test();
+    if (done) keepAlive.clear();
+    return done;
+  }
+  void wait(std::optional<double> timeoutSeconds) {
+    std::optional<std::chrono::milliseconds> timeout;
+    if (timeoutSeconds) timeout = std::chrono::milliseconds(static_cast<long long>(*timeoutSeconds * 1e3));
+    {
+      py::gil_scoped_release release;
+      work.wait(timeout);
+    }
+    keepAlive.clear();
+  }
+};
+
+CallOptions callOptions(const std::optional<std::string>& algorithm) {
+  CallOptions options;
+  if (algorithm) options.algorithm = *algorithm;
+  return options;
+}
+
+// Runs `blocking` without the GIL, or starts `async` and wraps its Work.
+template <typename Blocking, typename Async>
+py::object dispatch(bool asyncOp, std::vector<py::object> keepAlive, Blocking blocking, Async async) {
+  if (!asyncOp) {
+    py::gil_scoped_release release;
+    blocking();
+    return py::none();
+  }
+  Work work;
+  {
+    py::gil_scoped_release release;
+    work = async();
+  }
+  return py::cast(PyWork{std::move(work), std::move(keepAlive)});
+}
+
+// send and recv as views; recv aliases send when both are the same object.
+struct SendRecv {
+  ArrayRef send;
+  ArrayRef recv;
+};
+SendRecv sendRecv(Communicator& comm, py::handle send, py::handle recv) {
+  SendRecv io;
+  const bool inPlace = send.is(recv);
+  io.send = toArray(send, inPlace ? "tensor" : "input", comm.rank(), inPlace);
+  io.recv = inPlace ? io.send : toArray(recv, "output", comm.rank(), true);
+  return io;
+}
+
+void bindCommunicator(py::module_& m) {
+  py::class_<PyWork>(m, "Work", "Handle of an asynchronous collective (async_op=True).")
+      .def("test", &PyWork::test, "Progress; True when complete (raises the operation's error).")
+      .def("wait", &PyWork::wait, py::arg("timeout") = py::none(),
+           "Block until complete; timeout in seconds (raises boostcomm.TimeoutError).")
+      .def_property_readonly("algorithm", [](const PyWork& w) { return std::string(w.work.algorithm()); });
+
+  py::class_<Communicator, CommPtr>(m, "Communicator")
+      .def_static(
+          "world",
+          [] {
+            ensureMpi();
+            py::gil_scoped_release release;  // collective: MPI_Comm_dup, shared-memory attach
+            return Communicator::createMpiWorld();
+          },
+          "A communicator over MPI_COMM_WORLD (collective).")
+      .def_property_readonly("rank", &Communicator::rank)
+      .def_property_readonly("size", &Communicator::size)
+      .def(
+          "all_reduce",
+          [](Communicator& c, py::handle send, py::handle recv, const std::string& op,
+             std::optional<std::string> algorithm, bool asyncOp) {
+            SendRecv io = sendRecv(c, send, recv);
+            const ReduceOp rop = reduceOpFromName(op, c.rank());
+            const CallOptions o = callOptions(algorithm);
+            return dispatch(
+                asyncOp, {io.send.owner, io.recv.owner}, [&] { c.allreduce(io.send.view, io.recv.view, rop, o); },
+                [&] { return c.allreduceAsync(io.send.view, io.recv.view, rop, o); });
+          },
+          py::arg("input"), py::arg("output"), py::arg("op") = "sum", py::arg("algorithm") = py::none(),
+          py::arg("async_op") = false)
+      .def(
+          "all_gather",
+          [](Communicator& c, py::handle send, py::handle recv, std::optional<std::string> algorithm, bool asyncOp) {
+            SendRecv io = sendRecv(c, send, recv);
+            const CallOptions o = callOptions(algorithm);
+            return dispatch(
+                asyncOp, {io.send.owner, io.recv.owner}, [&] { c.allgather(io.send.view, io.recv.view, o); },
+                [&] { return c.allgatherAsync(io.send.view, io.recv.view, o); });
+          },
+          py::arg("input"), py::arg("output"), py::arg("algorithm") = py::none(), py::arg("async_op") = false)
+      .def(
+          "broadcast",
+          [](Communicator& c, py::handle buffer, int root, std::optional<std::string> algorithm, bool asyncOp) {
+            ArrayRef b = toArray(buffer, "tensor", c.rank(), true);
+            const CallOptions o = callOptions(algorithm);
+            return dispatch(
+                asyncOp, {b.owner}, [&] { c.broadcast(b.view, root, o); },
+                [&] { return c.broadcastAsync(b.view, root, o); });
+          },
+          py::arg("tensor"), py::arg("root") = 0, py::arg("algorithm") = py::none(), py::arg("async_op") = false)
+      .def(
+          "reduce_scatter",
+          [](Communicator& c, py::handle send, py::handle recv, const std::string& op,
+             std::optional<std::string> algorithm, bool asyncOp) {
+            SendRecv io = sendRecv(c, send, recv);
+            const ReduceOp rop = reduceOpFromName(op, c.rank());
+            const CallOptions o = callOptions(algorithm);
+            return dispatch(
+                asyncOp, {io.send.owner, io.recv.owner},
+                [&] { c.reduceScatter(io.send.view, io.recv.view, rop, o); },
+                [&] { return c.reduceScatterAsync(io.send.view, io.recv.view, rop, o); });
+          },
+          py::arg("input"), py::arg("output"), py::arg("op") = "sum", py::arg("algorithm") = py::none(),
+          py::arg("async_op") = false)
+      .def(
+          "barrier",
+          [](Communicator& c, bool asyncOp) {
+            return dispatch(
+                asyncOp, {}, [&] { c.barrier(); }, [&] { return c.barrierAsync(); });
+          },
+          py::arg("async_op") = false)
+      .def(
+          "configure_comm_strategy",
+          [](Communicator& c, const std::string& strategy, const std::string& intra, const std::string& inter,
+             const std::string& algorithm) {
+            const auto parsed = parseStrategy(strategy);
+            BC_INVALID(parsed.has_value(), c.rank(),
+                       "strategy: unknown strategy '" << strategy << "'; valid: flat, topology_aware, auto");
+            CommStrategy s;
+            s.strategy = *parsed;
+            s.intraTransport = intra;
+            s.interTransport = inter;
+            s.collectiveAlgorithm = algorithm;
+            py::gil_scoped_release release;
+            c.configureCommStrategy(s);
+          },
+          py::arg("strategy"), py::arg("intra_node_protocol"), py::arg("inter_node_protocol"),
+          py::arg("collective_algorithm"))
+      .def_property_readonly("node_layout", &Communicator::nodeLayout)
+      .def(
+          "algorithms",
+          [](const Communicator& c, const std::string& coll) {
+            const auto parsed = parseCollective(coll);
+            BC_INVALID(parsed.has_value(), c.rank(),
+                       "collective: unknown '" << coll
+                                               << "'; valid: allreduce, allgather, broadcast, reduce_scatter, barrier");
+            return c.algorithms(*parsed);
+          },
+          py::arg("collective"))
+      .def(
+          "selected_algorithm",
+          [](const Communicator& c, const std::string& coll, std::size_t bytes) {
+            const auto parsed = parseCollective(coll);
+            BC_INVALID(parsed.has_value(), c.rank(), "collective: unknown '" << coll << "'");
+            return c.selectedAlgorithm(*parsed, bytes);
+          },
+          py::arg("collective"), py::arg("bytes"))
+      .def("finalize",
+           [](Communicator& c) {
+             py::gil_scoped_release release;
+             c.finalize();
+           })
+      .def_property_readonly("finalized", &Communicator::finalized);
+}
+
+void bindTopology(py::module_& m) {
+  py::class_<LinkModel>(m, "LinkModel")
+      .def_readonly("latency_us", &LinkModel::latencyUs)
+      .def_readonly("bandwidth_gbps", &LinkModel::bandwidthGBps)
+      .def_readonly("hops", &LinkModel::hops)
+      .def_readonly("measured", &LinkModel::measured);
+  py::class_<Topology>(m, "Topology")
+      .def_readonly("world_size", &Topology::worldSize)
+      .def_readonly("nodes", &Topology::nodes)
+      .def_readonly("ranks_per_node", &Topology::ranksPerNode)
+      .def_readonly("node_of_rank", &Topology::nodeOfRank)
+      .def_readonly("local_rank_of_rank", &Topology::localRankOfRank)
+      .def_readonly("hostnames", &Topology::hostnames)
+      .def_readonly("sockets", &Topology::sockets)
+      .def_readonly("numa_nodes", &Topology::numaNodes)
+      .def_readonly("cores", &Topology::cores)
+      .def_readonly("intra_node", &Topology::intraNode)
+      .def_readonly("inter_node", &Topology::interNode)
+      .def_readonly("layout_source", &Topology::layoutSource)
+      .def("to_json", [](const Topology& t) { return topologyToJson(t); });
+  m.def(
+      "detect_topology",
+      [](Communicator& c, bool probe) {
+        DetectOptions options;
+        options.probe = probe;
+        py::gil_scoped_release release;
+        return detectTopology(c, options);
+      },
+      py::arg("comm"), py::arg("probe") = true);
+}
+
+}  // namespace
+
+void bindCore(py::module_& m) {
+  m.attr("__version__") = versionString();
+  m.def("ensure_mpi", &ensureMpi, "Initialise MPI unless already initialised; returns the thread level.");
+  m.def("launcher_rank", &launcherRank);
+  m.def("launcher_size", &launcherSize);
+  m.def("finalize_mpi_if_ours", &finalizeMpiIfOurs);
+  m.def("mpi_initialized_here", &mpiInitializedHere);
+  m.def(
+      "ranks_that_failed",
+      [](bool ok) {
+        py::gil_scoped_release release;
+        return ranksThatFailed(ok);
+      },
+      py::arg("ok"), "Collective over MPI_COMM_WORLD: the ranks that passed ok=False.");
+  m.def(
+      "broadcast_text",
+      [](const std::string& text) {
+        py::gil_scoped_release release;
+        return broadcastText(text);
+      },
+      py::arg("text"), "Collective over MPI_COMM_WORLD: rank 0's text on every rank.");
+  m.def("supported_dtypes", &supportedDataTypes);
+  bindCommunicator(m);
+  bindTopology(m);
+}
+
+}  // namespace boostcomm::python

@@ -1,0 +1,50 @@
+// boostcomm._boostcomm_torch: the c10d backend. boostcomm/torch.py registers
+// it with torch.distributed under the name "boostcomm".
+//
+// The class is bound as a subclass of torch's own ProcessGroup Python type,
+// which only works when this module and torch share pybind11's internals
+// (same pybind11, compiler and C++ ABI: Debian's pybind11 for Debian's torch).
+#include <pybind11/chrono.h>
+#include <pybind11/pybind11.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "torch/process_group.h"
+
+namespace py = pybind11;
+using boostcomm::python::ProcessGroupBoostcomm;
+
+PYBIND11_MODULE(_boostcomm_torch, m) {
+  m.doc() = "boostcomm c10d backend (use `import boostcomm.torch`)";
+  // torch registers ProcessGroup's Python type when torch.distributed loads.
+  py::module_::import("torch.distributed");
+
+  py::class_<ProcessGroupBoostcomm, BC_C10D_BASE, c10::intrusive_ptr<ProcessGroupBoostcomm>>(m,
+                                                                                            "ProcessGroupBoostcomm")
+      .def(py::init([](std::shared_ptr<boostcomm::Communicator> comm, int rank, int size,
+                       std::chrono::milliseconds timeout) {
+             py::gil_scoped_release release;
+             return c10::make_intrusive<ProcessGroupBoostcomm>(std::move(comm), rank, size, timeout);
+           }),
+           py::arg("comm"), py::arg("rank"), py::arg("size"), py::arg("timeout"))
+      .def(
+          "_configure_overlap",
+          [](ProcessGroupBoostcomm& pg, bool enable, int stages) { pg.worker().configure(enable, stages); },
+          py::arg("enable"), py::arg("stages"))
+      .def("_overlap_enabled", [](ProcessGroupBoostcomm& pg) { return pg.worker().async(); })
+      .def(
+          "_overlap_counters",
+          [](ProcessGroupBoostcomm& pg, bool reset) {
+            const auto c = pg.worker().counters(reset);
+            py::dict d;
+            d["comm_seconds"] = c.commSeconds;
+            d["hidden_seconds"] = c.hiddenSeconds;
+            d["ops"] = c.ops;
+            d["busy_periods"] = c.busyPeriods;
+            return d;
+          },
+          py::arg("reset") = false)
+      .def("_shutdown", [](ProcessGroupBoostcomm& pg) {
+        py::gil_scoped_release release;
+        pg.worker().shutdown();
+      });
+}

@@ -1,0 +1,203 @@
+#include "torch/process_group.h"
+
+#include <c10/util/Exception.h>
+
+#include "torch/tensor_view.h"
+
+namespace boostcomm::python {
+
+// ---- WorkBoostcomm ----
+
+WorkBoostcomm::WorkBoostcomm(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
+    : c10d::Work(rank, type),
+      outputs_(std::move(outputs)),
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+
+bool WorkBoostcomm::isCompleted() { return future_->completed(); }
+bool WorkBoostcomm::isSuccess() const { return future_->completed() && !future_->hasError(); }
+std::exception_ptr WorkBoostcomm::exception() const {
+  return future_->completed() && future_->hasError() ? future_->exception_ptr() : nullptr;
+}
+std::vector<at::Tensor> WorkBoostcomm::result() { return outputs_; }
+c10::intrusive_ptr<c10::ivalue::Future> WorkBoostcomm::getFuture() { return future_; }
+
+bool WorkBoostcomm::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  if (timeout == kNoTimeout) {
+    cv_.wait(lock, [&] { return completed_; });
+  } else if (!cv_.wait_for(lock, timeout, [&] { return completed_; })) {
+    TORCH_CHECK(false, "boostcomm: ", c10d::opTypeToString(opType_), " did not complete within ", timeout.count(),
+                " ms (another rank may not have called it, or called it with different arguments)");
+  }
+  if (exception_) std::rethrow_exception(exception_);
+  return true;
+}
+
+void WorkBoostcomm::complete(std::exception_ptr error) {
+  finish(error);  // c10d::Work's own state first: wait() callers wake up
+  if (error) {
+    future_->setError(error);
+  } else {
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+}
+
+// ---- ProcessGroupBoostcomm ----
+
+ProcessGroupBoostcomm::ProcessGroupBoostcomm(std::shared_ptr<Communicator> comm, int rank, int size,
+                                             std::chrono::milliseconds timeout)
+    : BC_C10D_BASE(rank, size), timeout_(timeout) {
+  TORCH_CHECK(comm != nullptr, "boostcomm: null communicator");
+  TORCH_CHECK(comm->rank() == rank && comm->size() == size, "boostcomm: process group rank ", rank, " of ", size,
+              " does not match the communicator (rank ", comm->rank(), " of ", comm->size(),
+              "); the boostcomm backend supports the whole MPI world only");
+  worker_ = std::make_unique<CommWorker>(std::move(comm));
+#if TORCH_VERSION_MAJOR < 2
+  init();
+#endif
+}
+
+ProcessGroupBoostcomm::~ProcessGroupBoostcomm() = default;
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
+                                                              std::function<Work(Communicator&)> start,
+                                                              std::function<void()> after) {
+  auto work = c10::make_intrusive<WorkBoostcomm>(rank_, type, std::move(outputs));
+  CommOp op;
+  op.start = std::move(start);
+  op.finish = [work, after = std::move(after)](std::exception_ptr error) {
+    if (!error && after) {
+      try {
+        after();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    work->complete(error);
+  };
+  worker_->submit(std::move(op));
+  return work;
+}
+
+const at::Tensor& ProcessGroupBoostcomm::single(std::vector<at::Tensor>& tensors, const char* op) {
+  TORCH_CHECK(tensors.size() == 1, "boostcomm: ", op, " takes one tensor per process (CPU), got ", tensors.size());
+  return tensors[0];
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::broadcast(std::vector<at::Tensor>& tensors,
+                                                                const c10d::BroadcastOptions& opts) {
+  const at::Tensor& t = single(tensors, "broadcast");
+  TORCH_CHECK(opts.rootTensor == 0, "boostcomm: broadcast rootTensor must be 0");
+  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "boostcomm: broadcast root ", opts.rootRank,
+              " out of range for ", size_, " ranks");
+  const View v = viewOf(t, "broadcast tensor");
+  const int root = static_cast<int>(opts.rootRank);
+  return enqueue(c10d::OpType::BROADCAST, tensors, [v, root](Communicator& c) { return c.broadcastAsync(v, root); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allreduce(std::vector<at::Tensor>& tensors,
+                                                                const c10d::AllreduceOptions& opts) {
+  const View v = viewOf(single(tensors, "allreduce"), "allreduce tensor");
+  const ReduceOp op = reduceOpOf(opts.reduceOp);
+  return enqueue(c10d::OpType::ALLREDUCE, tensors, [v, op](Communicator& c) { return c.allreduceAsync(v, v, op); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  TORCH_CHECK(!tensors.empty(), "boostcomm: allreduce_coalesced needs at least one tensor");
+  for (const at::Tensor& t : tensors) {
+    viewOf(t, "allreduce_coalesced tensor");
+    TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(),
+                "boostcomm: allreduce_coalesced tensors must share one dtype");
+  }
+  // One collective over a packed copy (the caller's tensors are not adjacent).
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& t : tensors) flat.push_back(t.reshape({-1}));
+  at::Tensor packed = at::cat(flat);
+  const View v = viewOf(packed, "allreduce_coalesced buffer");
+  const ReduceOp op = reduceOpOf(opts.reduceOp);
+  return enqueue(
+      c10d::OpType::ALLREDUCE_COALESCED, tensors, [v, op, packed](Communicator& c) { return c.allreduceAsync(v, v, op); },
+      [packed, tensors] {
+        std::int64_t offset = 0;
+        for (const at::Tensor& t : tensors) {
+          const std::int64_t n = t.numel();
+          t.view({-1}).copy_(packed.narrow(0, offset, n));
+          offset += n;
+        }
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                                std::vector<at::Tensor>& inputs,
+                                                                const c10d::AllgatherOptions& opts) {
+  const at::Tensor& in = single(inputs, "allgather");
+  TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
+              "boostcomm: allgather needs one output list of ", size_, " tensors");
+  for (const at::Tensor& o : outputs[0]) {
+    TORCH_CHECK(o.numel() == in.numel() && o.scalar_type() == in.scalar_type(),
+                "boostcomm: allgather outputs must match the input's size and dtype");
+    viewOf(o, "allgather output");
+  }
+  // The output tensors are separate allocations: gather into one buffer, then copy out.
+  at::Tensor gathered = at::empty({static_cast<std::int64_t>(size_) * in.numel()}, in.options());
+  const View send = viewOf(in, "allgather input");
+  const View recv = viewOf(gathered, "allgather buffer");
+  std::vector<at::Tensor> outs = outputs[0];
+  return enqueue(
+      c10d::OpType::ALLGATHER, outs, [send, recv, in, gathered](Communicator& c) { return c.allgatherAsync(send, recv); },
+      [gathered, outs] {
+        const std::int64_t n = outs.empty() ? 0 : outs[0].numel();
+        for (std::size_t i = 0; i < outs.size(); ++i) {
+          outs[i].view({-1}).copy_(gathered.narrow(0, static_cast<std::int64_t>(i) * n, n));
+        }
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                                      const c10d::AllgatherOptions& opts) {
+  TORCH_CHECK(output.numel() == input.numel() * size_ && output.scalar_type() == input.scalar_type(),
+              "boostcomm: _allgather_base output must hold world_size x input elements of the input's dtype");
+  const View send = viewOf(input, "allgather input");
+  const View recv = viewOf(output, "allgather output");
+  return enqueue(c10d::OpType::_ALLGATHER_BASE, {output},
+                 [send, recv, input](Communicator& c) { return c.allgatherAsync(send, recv); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                                     std::vector<std::vector<at::Tensor>>& inputs,
+                                                                     const c10d::ReduceScatterOptions& opts) {
+  const at::Tensor& out = single(outputs, "reduce_scatter");
+  TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
+              "boostcomm: reduce_scatter needs one input list of ", size_, " tensors");
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& t : inputs[0]) {
+    TORCH_CHECK(t.numel() == out.numel() && t.scalar_type() == out.scalar_type(),
+                "boostcomm: reduce_scatter inputs must match the output's size and dtype");
+    viewOf(t, "reduce_scatter input");
+    flat.push_back(t.reshape({-1}));
+  }
+  at::Tensor packed = at::cat(flat);
+  const View send = viewOf(packed, "reduce_scatter buffer");
+  const View recv = viewOf(out, "reduce_scatter output");
+  const ReduceOp op = reduceOpOf(opts.reduceOp);
+  return enqueue(c10d::OpType::REDUCE_SCATTER, outputs,
+                 [send, recv, op, packed](Communicator& c) { return c.reduceScatterAsync(send, recv, op); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                           const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK(input.numel() == output.numel() * size_ && output.scalar_type() == input.scalar_type(),
+              "boostcomm: _reduce_scatter_base input must hold world_size x output elements of the output's dtype");
+  const View send = viewOf(input, "reduce_scatter input");
+  const View recv = viewOf(output, "reduce_scatter output");
+  const ReduceOp op = reduceOpOf(opts.reduceOp);
+  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, {output},
+                 [send, recv, op, input](Communicator& c) { return c.reduceScatterAsync(send, recv, op); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::barrier(const c10d::BarrierOptions& opts) {
+  return enqueue(c10d::OpType::BARRIER, {}, [](Communicator& c) { return c.barrierAsync(); });
+}
+
+}  // namespace boostcomm::python

@@ -1,0 +1,93 @@
+// ProcessGroupBoostcomm: the c10d backend "boostcomm" (CPU tensors).
+//
+// Every collective becomes one CommOp on the group's CommWorker (worker.h)
+// and returns at once with a WorkBoostcomm whose c10::ivalue::Future the
+// worker completes; DDP chains its bucket callbacks on that future, and
+// fails at the first backward without it.
+//
+// PyTorch 1.x: c10d::ProcessGroup is the class backends subclass. 2.x
+// splits it into ProcessGroup (dispatch) and c10d::Backend (what backends
+// implement, same virtuals); BC_C10D_BASE selects the one to derive from.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/version.h>
+
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#define BC_C10D_BASE ::c10d::Backend
+#else
+#define BC_C10D_BASE ::c10d::ProcessGroup
+#endif
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "torch/worker.h"
+
+namespace boostcomm::python {
+
+class WorkBoostcomm : public c10d::Work {
+ public:
+  WorkBoostcomm(int rank, c10d::OpType type, std::vector<at::Tensor> outputs);
+
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  std::vector<at::Tensor> result() override;
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+
+  // Worker thread: the collective finished (error null) or failed.
+  void complete(std::exception_ptr error);
+
+ private:
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+class ProcessGroupBoostcomm : public BC_C10D_BASE {
+ public:
+  // comm must be a communicator of exactly these rank and size (the world).
+  ProcessGroupBoostcomm(std::shared_ptr<Communicator> comm, int rank, int size, std::chrono::milliseconds timeout);
+  ~ProcessGroupBoostcomm() override;
+
+  const std::string getBackendName() const override { return "boostcomm"; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts = c10d::BroadcastOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors,
+      const c10d::AllreduceCoalescedOptions& opts = c10d::AllreduceCoalescedOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(
+      std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
+
+  CommWorker& worker() { return *worker_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+ private:
+  // Queues `start` (and `after`, run on success before the future completes).
+  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
+                                         std::function<Work(Communicator&)> start,
+                                         std::function<void()> after = nullptr);
+  const at::Tensor& single(std::vector<at::Tensor>& tensors, const char* op);
+
+  std::unique_ptr<CommWorker> worker_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace boostcomm::python

@@ -1,0 +1,42 @@
+#include "torch/tensor_view.h"
+
+#include <c10/util/Exception.h>
+
+namespace boostcomm::python {
+
+DataType dataTypeOf(at::ScalarType type, const char* what) {
+  switch (type) {
+    case at::kFloat: return DataType::kFloat32;
+    case at::kDouble: return DataType::kFloat64;
+    case at::kHalf: return DataType::kFloat16;
+    case at::kBFloat16: return DataType::kBFloat16;
+    case at::kInt: return DataType::kInt32;
+    case at::kLong: return DataType::kInt64;
+    case at::kByte: return DataType::kUInt8;
+    default:
+      TORCH_CHECK(false, "boostcomm: ", what, " has dtype ", type,
+                  "; supported: float32, float64, float16, bfloat16, int32, int64, uint8");
+  }
+}
+
+View viewOf(const at::Tensor& tensor, const char* what) {
+  TORCH_CHECK(tensor.device().is_cpu(), "boostcomm: ", what, " is on device ", tensor.device(),
+              "; this build of boostcomm supports: cpu");
+  TORCH_CHECK(tensor.is_contiguous(), "boostcomm: ", what, " is not contiguous; call .contiguous() first");
+  return View(tensor.data_ptr(), static_cast<std::size_t>(tensor.numel()), dataTypeOf(tensor.scalar_type(), what));
+}
+
+ReduceOp reduceOpOf(const c10d::ReduceOp& op) {
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM: return ReduceOp::kSum;
+    case c10d::ReduceOp::AVG: return ReduceOp::kAvg;
+    case c10d::ReduceOp::PRODUCT: return ReduceOp::kProd;
+    case c10d::ReduceOp::MIN: return ReduceOp::kMin;
+    case c10d::ReduceOp::MAX: return ReduceOp::kMax;
+    default:
+      TORCH_CHECK(false, "boostcomm: reduce op ", static_cast<int>(op.op_),
+                  " is not supported; supported: SUM, AVG, PRODUCT, MIN, MAX");
+  }
+}
+
+}  // namespace boostcomm::python

@@ -1,0 +1,19 @@
+// at::Tensor -> boostcomm view (no copy) and c10d ReduceOp -> ReduceOp.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+#include "boostcomm/buffer.h"
+#include "boostcomm/types.h"
+
+namespace boostcomm::python {
+
+// The tensor's memory as a view. Errors (TORCH_CHECK, so Python sees a
+// RuntimeError naming the argument): not on the CPU, not contiguous, or a
+// dtype outside float32/float64/float16/bfloat16/int32/int64/uint8.
+View viewOf(const at::Tensor& tensor, const char* what);
+DataType dataTypeOf(at::ScalarType type, const char* what);
+ReduceOp reduceOpOf(const c10d::ReduceOp& op);
+
+}  // namespace boostcomm::python

@@ -1,0 +1,171 @@
+"""The "boostcomm" c10d backend beside gloo in one job: torch.distributed
+collectives on a boostcomm group, DDP on boostcomm ends with the same
+parameters as DDP on gloo (and identical on every rank), the DDP comm hook,
+and overlap statistics under DDP."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import boostcomm
+import boostcomm.torch as bct
+
+STEPS = 5
+
+
+@pytest.fixture(scope="module")
+def groups():
+    torch.set_num_threads(1)
+    if not dist.is_initialized():
+        bct.init_process_group("gloo")
+    bc = dist.new_group(backend="boostcomm")
+    yield dist.group.WORLD, bc
+    dist.destroy_process_group()  # lets a later file make boostcomm the default group
+
+
+def test_backend_registered(groups):
+    _, bc = groups
+    assert dist.get_backend(bc) == "boostcomm"
+    assert bc.rank() == dist.get_rank() and bc.size() == dist.get_world_size()
+
+
+def test_collectives_on_boostcomm_group(groups):
+    _, bc = groups
+    rank, size = dist.get_rank(), dist.get_world_size()
+    t = torch.arange(10, dtype=torch.float32) + rank
+    dist.all_reduce(t, group=bc)
+    assert torch.equal(t, sum(torch.arange(10, dtype=torch.float32) + r for r in range(size)))
+    t = torch.full((3,), float(rank + 1), dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=bc)
+    assert torch.all(t == size)
+    b = torch.full((7,), float(rank))
+    dist.broadcast(b, src=size - 1, group=bc)
+    assert torch.all(b == size - 1)
+    outs = [torch.empty(4, dtype=torch.int64) for _ in range(size)]
+    dist.all_gather(outs, torch.full((4,), rank, dtype=torch.int64), group=bc)
+    for r in range(size):
+        assert torch.all(outs[r] == r)
+    out = torch.empty(5)
+    dist.reduce_scatter(out, [torch.full((5,), float(rank * 10 + i)) for i in range(size)], group=bc)
+    assert torch.all(out == sum(r * 10 + rank for r in range(size)))
+    flat = torch.empty(size * 3, dtype=torch.bfloat16)
+    dist.all_gather_into_tensor(flat, torch.full((3,), float(rank), dtype=torch.bfloat16), group=bc)
+    assert torch.equal(flat.float(), torch.arange(size).repeat_interleave(3).float())
+    dist.barrier(group=bc)
+    work = dist.all_reduce(torch.ones(100), group=bc, async_op=True)
+    assert work.wait()
+    fut = dist.all_reduce(torch.ones(4), group=bc, async_op=True).get_future()
+    assert torch.all(fut.wait()[0] == size)
+
+
+def test_backend_errors(groups):
+    _, bc = groups
+    with pytest.raises(RuntimeError, match="not contiguous"):
+        dist.all_reduce(torch.ones(4, 4).t(), group=bc)
+    with pytest.raises(RuntimeError, match="supported: float32"):
+        dist.all_reduce(torch.ones(4, dtype=torch.int8), group=bc)
+    with pytest.raises(RuntimeError, match="BAND|not supported"):
+        dist.all_reduce(torch.ones(4, dtype=torch.int32), op=dist.ReduceOp.BAND, group=bc)
+    # Still usable.
+    t = torch.ones(3)
+    dist.all_reduce(t, group=bc)
+    assert torch.all(t == dist.get_world_size())
+
+
+def make_model(seed):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64), torch.nn.ReLU(),
+                               torch.nn.Linear(64, 4))
+
+
+def train(model, steps, rank, hook=None, **ddp_kwargs):
+    ddp = DDP(model, bucket_cap_mb=0.01, **ddp_kwargs)  # several buckets, so several collectives per step
+    if hook is not None:
+        ddp.register_comm_hook(None, hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    gen = torch.Generator().manual_seed(100 + rank)  # different data on every rank
+    for _ in range(steps):
+        x = torch.randn(16, 32, generator=gen)
+        y = torch.randint(0, 4, (16,), generator=gen)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(ddp(x), y).backward()
+        opt.step()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def assert_same_on_every_rank(params, group):
+    flat = torch.cat([p.reshape(-1) for p in params])
+    gathered = [torch.empty_like(flat) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, flat, group=group)
+    for other in gathered:
+        assert torch.equal(other, flat)  # bitwise: every rank applied the same averaged gradients
+
+
+def test_ddp_boostcomm_matches_gloo(groups):
+    world, bc = groups
+    rank = dist.get_rank()
+    base = make_model(0)
+    with_gloo = train(copy.deepcopy(base), STEPS, rank, process_group=world)
+    with_bc = train(copy.deepcopy(base), STEPS, rank, process_group=bc)
+    initial = list(base.parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(with_bc, initial))  # training moved the weights
+    for a, b in zip(with_bc, with_gloo):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert_same_on_every_rank(with_bc, world)
+
+
+def test_ddp_comm_hook_any_group(groups):
+    world, _ = groups
+    rank = dist.get_rank()
+    base = make_model(1)
+    with_gloo = train(copy.deepcopy(base), STEPS, rank, process_group=world)
+    with_hook = train(copy.deepcopy(base), STEPS, rank, hook=bct.hook, process_group=world)
+    for a, b in zip(with_hook, with_gloo):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert_same_on_every_rank(with_hook, world)
+
+
+def test_hook_returns_future_with_tensor(groups):
+    class Bucket:  # the part of dist.GradBucket the hook uses
+        def __init__(self, t):
+            self._t = t
+
+        def buffer(self):
+            return self._t
+
+    t = torch.full((6,), float(dist.get_rank()))
+    fut = bct.hook(None, Bucket(t))
+    assert isinstance(fut, torch.futures.Future)
+    result = fut.wait()
+    assert isinstance(result, torch.Tensor)
+    assert torch.allclose(result, torch.full((6,), (dist.get_world_size() - 1) / 2))
+
+
+def test_overlap_stats_under_ddp(groups):
+    _, bc = groups
+    boostcomm.get_overlap_stats(reset=True)
+    train(make_model(2), 3, dist.get_rank(), process_group=bc)
+    stats = boostcomm.get_overlap_stats()
+    assert stats.source == "process_group" and stats.count > 0
+    assert stats.comm_time > 0 and 0.0 <= stats.hidden_comm_time <= stats.comm_time
+    assert 0.0 <= stats.efficiency <= 100.0
+
+
+def test_overlap_disabled_is_synchronous_and_correct(groups):
+    world, bc = groups
+    boostcomm.configure_overlap(enable=False, overlap_stages=1)
+    try:
+        work = dist.all_reduce(torch.ones(10), group=bc, async_op=True)
+        assert work.is_completed()  # completed before the call returned
+        rank = dist.get_rank()
+        base = make_model(3)
+        sync = train(copy.deepcopy(base), 2, rank, process_group=bc)
+        ref = train(copy.deepcopy(base), 2, rank, process_group=world)
+        for a, b in zip(sync, ref):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    finally:
+        boostcomm.configure_overlap(enable=True, overlap_stages=2)
