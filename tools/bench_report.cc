@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench.h"
+#include "bench_json.h"
 #include "cli_util.h"
 
 namespace boostcomm::tools {
@@ -24,15 +25,37 @@ double mpiTimeUs(const std::vector<BenchRecord>& records, std::size_t bytes) {
   return 0;
 }
 
-std::string opName(const BenchMeta& meta) {
-  return isReducing(meta.options.collective) ? std::string(toString(meta.options.op)) : "none";
-}
+std::string opName(const BenchMeta& meta) { return opName(meta.options); }
 
 std::string algoLabel(const BenchRecord& r) {
   return r.algorithm == kAlgoSelected ? "selected:" + r.ranAlgorithm : r.algorithm;
 }
 
 }  // namespace
+
+std::string opName(const BenchOptions& options) {
+  return isReducing(options.collective) ? std::string(toString(options.op)) : "none";
+}
+
+nlohmann::ordered_json recordJson(const BenchRecord& r, const BenchOptions& o, int ranks) {
+  return {
+      {"collective", std::string(toString(o.collective))},
+      {"algorithm", r.algorithm},
+      {"ran_algorithm", r.ranAlgorithm},
+      {"dtype", std::string(toString(o.dtype))},
+      {"op", opName(o)},
+      {"ranks", ranks},
+      {"bytes", r.bytes},
+      {"count", r.count},
+      {"count_per_rank", r.countPerRank},
+      {"time_us", r.timeUs},
+      {"time_us_min", r.timeUsMin},
+      {"time_us_max", r.timeUsMax},
+      {"algbw_GBps", r.algbwGBps},
+      {"busbw_GBps", r.busbwGBps},
+      {"check", r.check},
+  };
+}
 
 void printBenchHeader(const BenchMeta& meta, const std::vector<std::string>& algos) {
   const BenchOptions& o = meta.options;
@@ -146,25 +169,10 @@ void writeBenchJson(const BenchMeta& meta, const std::vector<BenchRecord>& recor
   Json results = Json::array();
   for (const BenchRecord& r : records) {
     const double mpiUs = mpiTimeUs(records, r.bytes);
-    results.push_back({
-        {"collective", std::string(toString(o.collective))},
-        {"algorithm", r.algorithm},
-        {"ran_algorithm", r.ranAlgorithm},
-        {"dtype", std::string(toString(o.dtype))},
-        {"op", opName(meta)},
-        {"ranks", meta.ranks},
-        {"bytes", r.bytes},
-        {"count", r.count},
-        {"count_per_rank", r.countPerRank},
-        {"time_us", r.timeUs},
-        {"time_us_min", r.timeUsMin},
-        {"time_us_max", r.timeUsMax},
-        {"algbw_GBps", r.algbwGBps},
-        {"busbw_GBps", r.busbwGBps},
-        {"busbw_memcpy_frac", meta.memcpyGBps > 0 ? Json(r.busbwGBps / meta.memcpyGBps) : Json(nullptr)},
-        {"speedup_vs_mpi", mpiUs > 0 && r.timeUs > 0 ? Json(mpiUs / r.timeUs) : Json(nullptr)},
-        {"check", r.check},
-    });
+    Json record = recordJson(r, o, meta.ranks);
+    record["busbw_memcpy_frac"] = meta.memcpyGBps > 0 ? Json(r.busbwGBps / meta.memcpyGBps) : Json(nullptr);
+    record["speedup_vs_mpi"] = mpiUs > 0 && r.timeUs > 0 ? Json(mpiUs / r.timeUs) : Json(nullptr);
+    results.push_back(std::move(record));
   }
   doc["results"] = std::move(results);
   std::ofstream out(path);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "boostcomm/version.h"
+#include "bench_json.h"
 #include "cli_util.h"
 #include "simulate.h"
 
@@ -30,7 +31,6 @@ std::string isoNow() {
   return text;
 }
 
-std::string opName(const BenchOptions& o) { return isReducing(o.collective) ? std::string(toString(o.op)) : "none"; }
 
 std::string label(const SimulateRecord& r) {
   return r.bench.algorithm == r.bench.ranAlgorithm ? r.bench.algorithm : r.bench.algorithm + ":" + r.bench.ranAlgorithm;
@@ -113,27 +113,12 @@ void writeSimulateJson(const SimulateSweep& sweep, const std::vector<SimulateRec
   for (const SimulateRecord& s : records) {
     const BenchRecord& r = s.bench;
     const double nativeUs = nativeTimeUs(records, r.bytes);
-    results.push_back({
-        {"collective", std::string(toString(o.collective))},
-        {"algorithm", r.algorithm},
-        {"ran_algorithm", r.ranAlgorithm},
-        {"dtype", std::string(toString(o.dtype))},
-        {"op", opName(o)},
-        {"ranks", c.ranks()},
-        {"bytes", r.bytes},
-        {"count", r.count},
-        {"count_per_rank", r.countPerRank},
-        {"time_us", r.timeUs},
-        {"time_us_min", r.timeUsMin},
-        {"time_us_max", r.timeUsMax},
-        {"algbw_GBps", r.algbwGBps},
-        {"busbw_GBps", r.busbwGBps},
-        {"speedup_vs_native", nativeUs > 0 && r.timeUs > 0 ? Json(nativeUs / r.timeUs) : Json(nullptr)},
-        {"inter_node_bytes", s.interBytes},
-        {"intra_node_bytes", s.intraBytes},
-        {"predicted", true},
-        {"check", r.check},
-    });
+    Json record = recordJson(r, o, c.ranks());
+    record["speedup_vs_native"] = nativeUs > 0 && r.timeUs > 0 ? Json(nativeUs / r.timeUs) : Json(nullptr);
+    record["inter_node_bytes"] = s.interBytes;
+    record["intra_node_bytes"] = s.intraBytes;
+    record["predicted"] = true;
+    results.push_back(std::move(record));
   }
   doc["results"] = std::move(results);
   std::ofstream out(o.outputPath);

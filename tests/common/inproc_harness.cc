@@ -8,6 +8,8 @@
 #include <sstream>
 #include <thread>
 
+#include <gtest/gtest.h>
+
 #include "api/inproc_group.h"
 #include "boostcomm/error.h"
 
@@ -119,6 +121,22 @@ std::string formatFailures(const std::vector<std::string>& failures) {
   out << failures.size() << " failure(s):";
   for (const auto& line : failures) out << "\n  " << line;
   return out.str();
+}
+
+std::vector<Error> errorsOnEveryRank(int worldSize, const std::function<void(Communicator&)>& fn) {
+  std::mutex mutex;
+  std::vector<Error> errors;
+  detail::runInProcess(worldSize, [&](Communicator& comm) {
+    try {
+      fn(comm);
+      ADD_FAILURE() << "rank " << comm.rank() << ": no error";
+    } catch (const Error& e) {
+      std::lock_guard lock(mutex);
+      errors.push_back(e);
+    }
+  });
+  EXPECT_EQ(errors.size(), static_cast<std::size_t>(worldSize));
+  return errors;
 }
 
 }  // namespace boostcomm::testing

@@ -2,8 +2,12 @@
 // collects failures with the full combination in every message.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
+
+#include "boostcomm/communicator.h"
+#include "boostcomm/error.h"
 
 #include "common/collective_case.h"
 
@@ -18,6 +22,11 @@ std::vector<std::string> runCasesInProcess(int worldSize, const std::vector<Case
 
 // comm.algorithms(coll) of rank 0 of a fresh in-process group.
 std::vector<std::string> inProcessAlgorithms(int worldSize, Collective coll);
+
+// Runs fn on every rank of a fresh in-process group, expecting every rank to
+// throw boostcomm::Error (a rank that returns is a gtest failure naming it)
+// and that all worldSize ranks did. Returns the errors, in arrival order.
+std::vector<Error> errorsOnEveryRank(int worldSize, const std::function<void(Communicator&)>& fn);
 
 // Joins failures for a gtest message: "N failures:\n  ...".
 std::string formatFailures(const std::vector<std::string>& failures);

@@ -15,6 +15,7 @@
 
 #include "api/inproc_group.h"
 #include "boostcomm/boostcomm.h"
+#include "common/inproc_harness.h"
 #include "common/test_data.h"
 
 namespace {
@@ -194,22 +195,6 @@ TEST(CollectiveFusion, DependentRequestSeesTheResult) {
       for (float v : hr) ASSERT_EQ(v, static_cast<float>(world));
     });
   }
-}
-
-std::vector<Error> errorsOnEveryRank(int world, const std::function<void(Communicator&)>& fn) {
-  std::mutex mutex;
-  std::vector<Error> errors;
-  detail::runInProcess(world, [&](Communicator& comm) {
-    try {
-      fn(comm);
-      ADD_FAILURE() << "rank " << comm.rank() << ": no error";
-    } catch (const Error& e) {
-      std::lock_guard lock(mutex);
-      errors.push_back(e);
-    }
-  });
-  EXPECT_EQ(errors.size(), static_cast<std::size_t>(world));
-  return errors;
 }
 
 TEST(CollectiveFusion, BadInputFailsOnEveryRankBeforeDataMoves) {

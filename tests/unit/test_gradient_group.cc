@@ -14,6 +14,7 @@
 
 #include "api/inproc_group.h"
 #include "boostcomm/boostcomm.h"
+#include "common/inproc_harness.h"
 #include "common/test_data.h"
 
 namespace {
@@ -161,26 +162,9 @@ TEST(GradientGroup, NoTensorsAndOnlyEmptyTensors) {
   });
 }
 
-// Runs fn on every rank, expecting every rank to throw; returns the errors.
-std::vector<Error> expectErrorOnEveryRank(int world, const std::function<void(Communicator&)>& fn) {
-  std::mutex mutex;
-  std::vector<Error> errors;
-  detail::runInProcess(world, [&](Communicator& comm) {
-    try {
-      fn(comm);
-      ADD_FAILURE() << "rank " << comm.rank() << ": no error";
-    } catch (const Error& e) {
-      std::lock_guard lock(mutex);
-      errors.push_back(e);
-    }
-  });
-  EXPECT_EQ(errors.size(), static_cast<std::size_t>(world));
-  return errors;
-}
-
 TEST(GradientGroup, MismatchedTensorListsFailOnEveryRank) {
   for (int world : {2, 3, 5}) {
-    const auto errors = expectErrorOnEveryRank(world, [world](Communicator& comm) {
+    const auto errors = errorsOnEveryRank(world, [world](Communicator& comm) {
       std::vector<float> a(16), b(8);
       std::vector<View> views = {View(std::span(a))};
       // The last rank passes one extra tensor.
@@ -193,13 +177,13 @@ TEST(GradientGroup, MismatchedTensorListsFailOnEveryRank) {
     }
   }
   // Same counts, different dtype on rank 1.
-  const auto errors = expectErrorOnEveryRank(3, [](Communicator& comm) {
+  const auto errors = errorsOnEveryRank(3, [](Communicator& comm) {
     std::vector<float> a(16);
     GradientGroup group(comm, {View(a.data(), 16, comm.rank() == 1 ? DataType::kInt32 : DataType::kFloat32)});
   });
   for (const Error& e : errors) EXPECT_EQ(e.category(), ErrorCategory::kMismatch) << e.what();
   // Different options (bucket limit) on rank 0.
-  const auto optionErrors = expectErrorOnEveryRank(2, [](Communicator& comm) {
+  const auto optionErrors = errorsOnEveryRank(2, [](Communicator& comm) {
     std::vector<float> a(16);
     GradientGroupOptions options;
     options.bucketBytes = comm.rank() == 0 ? 1024 : 2048;
@@ -210,7 +194,7 @@ TEST(GradientGroup, MismatchedTensorListsFailOnEveryRank) {
 
 TEST(GradientGroup, InvalidInputFailsOnEveryRank) {
   // Average of an integer tensor: every rank has the bad input.
-  auto errors = expectErrorOnEveryRank(2, [](Communicator& comm) {
+  auto errors = errorsOnEveryRank(2, [](Communicator& comm) {
     std::vector<std::int32_t> a(16);
     GradientGroupOptions options;
     options.average = true;
@@ -221,7 +205,7 @@ TEST(GradientGroup, InvalidInputFailsOnEveryRank) {
     EXPECT_NE(e.detail().find("tensor 0 is int32"), std::string::npos) << e.what();
   }
   // A null pointer on rank 2 only: rank 2 names the tensor, the others name rank 2.
-  errors = expectErrorOnEveryRank(3, [](Communicator& comm) {
+  errors = errorsOnEveryRank(3, [](Communicator& comm) {
     std::vector<float> a(16);
     GradientGroup group(comm, {View(comm.rank() == 2 ? nullptr : a.data(), 16, DataType::kFloat32)});
   });
