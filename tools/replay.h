@@ -36,6 +36,9 @@ struct ReplayOptions {
   ComputeEmulation compute = ComputeEmulation::kSleep;
   int batchPerRank = 32;          // for throughput (samples/s)
   OverlapOptions overlap;         // bucket size, stages, buffers for fused / boosted
+  // fused / boosted keep the gradients inside the buckets (OverlapOptions::bucketView):
+  // no pack / unpack copies, as DDP users run with gradient_as_bucket_view=True.
+  bool bucketView = true;
 };
 
 struct ModeResult {

@@ -23,6 +23,7 @@ struct ReplayCli {
   std::string bucketText = "25M";
   std::string firstBucketText = "1M";
   std::string buffersText = "pingpong";
+  std::string bucketViewText = "on";
   bool json = false;
 };
 
@@ -71,6 +72,7 @@ nlohmann::json toJson(const ReplayReport& report, const ReplayOptions& o) {
           {"first_bucket_bytes", o.overlap.firstBucketBytes},
           {"stages", o.overlap.stages},
           {"buffers", o.overlap.bufferStrategy == BufferStrategy::kPingPong ? "pingpong" : "single"},
+          {"bucket_view", o.bucketView},
           {"modes", modes}};
 }
 
@@ -78,6 +80,8 @@ void printTable(const ReplayReport& r, const ReplayOptions& o) {
   std::printf("# replay %s: %zu tensors, %s of gradients, %d ranks, compute %.1f ms/step (%s)\n", r.model.c_str(),
               r.tensors, formatBytes(r.gradientBytes).c_str(), r.ranks, r.computeSeconds * 1e3,
               o.compute == ComputeEmulation::kSleep ? "sleep: accelerator-like" : "spin: CPU-bound");
+  std::printf("# fused/boosted buckets: %s\n",
+              o.bucketView ? "bucket view (gradients live in the buckets, no copies)" : "copy (pack/unpack staging)");
   if (r.commShareTarget > 0) {
     std::printf("# calibrated: baseline sync %.1f ms -> comm share %.2f; hiding alone is bounded by 1/(1-c) = %.2fx\n",
                 r.calibratedSyncSeconds * 1e3, r.commShareTarget, 1.0 / (1.0 - r.commShareTarget));
@@ -134,6 +138,11 @@ ExtraCommand addReplayCommand(CLI::App& app) {
   cmd->add_option("--stages", o.overlap.stages, "Bucket collectives in flight")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--buffers", cli->buffersText, "pingpong or single")->check(CLI::IsMember({"pingpong", "single"}))
       ->capture_default_str();
+  cmd->add_option("--bucket-view", cli->bucketViewText,
+                  "on: fused/boosted gradients live in the buckets (no pack/unpack copies, as DDP's "
+                  "gradient_as_bucket_view); off: copied into staging buffers")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   cmd->add_flag("--json", cli->json, "Print the JSON (rank 0) instead of the table");
 
   ExtraCommand extra;
@@ -148,6 +157,7 @@ ExtraCommand addReplayCommand(CLI::App& app) {
     o.overlap.firstBucketBytes = *first;
     o.overlap.bufferStrategy = cli->buffersText == "single" ? BufferStrategy::kSingle : BufferStrategy::kPingPong;
     o.compute = cli->computeText == "spin" ? ComputeEmulation::kSpin : ComputeEmulation::kSleep;
+    o.bucketView = cli->bucketViewText == "on";
     const ReplayReport report = runReplay(*comm, o);
     if (comm->rank() != 0) return 0;
     const nlohmann::json j = toJson(report, o);

@@ -197,6 +197,10 @@ class Replayer {
       o.average = true;
       o.timelinePath.clear();
       o.logSteps = false;
+      // Bucket view: the emulated backward's gradients live in the engine's
+      // buckets (the model's own buffers only give shapes), as DDP with
+      // gradient_as_bucket_view=True; the baseline keeps its per-tensor buffers.
+      o.bucketView = options_.bucketView;
       engines[m] = std::make_unique<OverlapEngine>(comm_, model_.tensors, o);
       if (timeline_) engine::attachTimeline(*engines[m], timeline_);
     }

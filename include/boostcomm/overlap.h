@@ -11,7 +11,9 @@
 // bucketsFromFirstStep, in the order rank 0 saw them arrive in the first
 // step, as PyTorch DDP does). A background thread per engine packs each ready
 // gradient into its bucket's staging buffer and launches the bucket's
-// allreduce once the bucket is full, while backward still runs.
+// allreduce once the bucket is full, while backward still runs. With
+// OverlapOptions::bucketView the gradients live in the buckets (write them
+// through tensorView(i)) and nothing is copied.
 //
 // Ordering invariant: bucket k launches only after bucket k-1 launched, so
 // every rank issues the same collectives in the same order whatever order its
@@ -57,6 +59,17 @@ struct OverlapOptions {
   bool bucketsFromFirstStep = false;        // rebuild buckets from rank 0's arrival order after step 1
   // Staging buffers from Communicator::allocateBuffer (zero-copy for the shm algorithms).
   bool registeredBuffers = true;
+  // Bucket-view mode (as PyTorch DDP's gradient_as_bucket_view): the
+  // gradients live inside the buckets. The engine allocates every bucket once,
+  // in one registered arena (Communicator::allocateBuffer), and the caller
+  // writes gradient i into tensorView(i) instead of its own buffer; the Views
+  // passed at construction only give count and dtype (their contents, when
+  // not null, are copied into the slots once, at construction). No pack, no
+  // unpack: a full bucket is reduced in place, and after finishBackward the
+  // result is in tensorView(i). registeredBuffers and bufferStrategy do not
+  // apply. bucketsFromFirstStep is rejected (Error{kInvalidArgument}): moving
+  // the tensors would invalidate every tensorView the caller holds.
+  bool bucketView = false;
   // Deadline of every wait (finishBackward, and each bucket collective on the
   // engine's thread); empty: BOOSTCOMM_TIMEOUT_MS (0 = none).
   std::optional<std::chrono::milliseconds> timeout;
@@ -119,6 +132,12 @@ class OverlapEngine {
   // Throws Error{kInvalidArgument} if a tensor was not marked ready,
   // Error{kTimeout} past the deadline, or the engine thread's error.
   void finishBackward();
+
+  // Where the caller's gradient `tensor` lives: its slot in the bucket arena
+  // in bucket-view mode (write the gradient there before markReady; read the
+  // reduced result there after finishBackward), otherwise the View passed at
+  // construction. Valid for the engine's lifetime.
+  View tensorView(std::size_t tensor) const;
 
   OverlapStats getOverlapStats() const;
   std::size_t bucketCount() const;

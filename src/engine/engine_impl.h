@@ -7,6 +7,8 @@
 // single tensor reduced where it lies. Staged bucket s (in bucket order) uses
 // staging buffer s % buffers, where buffers = stages (single) or 2 * stages
 // (pingpong); it may pack once the previous user of that buffer unpacked.
+// In bucket-view mode every bucket is *in place* on its own range of one
+// registered arena (bucketOffsetBytes_), and the tensors live there.
 //
 // Invariants:
 // - buckets launch strictly in order (nextLaunch_), at most `stages` in flight;
@@ -44,6 +46,7 @@ class OverlapEngine::Impl {
   OverlapStats stats() const;
   std::size_t bucketCount() const;
   std::string describeBuckets() const;
+  View tensorView(std::size_t tensor) const;
   void attachTimeline(std::shared_ptr<telemetry::Timeline> timeline);
   telemetry::Timeline* timeline() const { return timeline_.get(); }
 
@@ -76,6 +79,8 @@ class OverlapEngine::Impl {
   void allocateStaging(std::size_t bytesPerBuffer);
   void releaseStaging();
   void* bufferData(int buffer) const;
+  void allocateBucketArena();
+  View bucketView(std::size_t bucket) const;  // the memory bucket `bucket` is reduced on
 
   // Engine thread (engine_thread.cc).
   void threadMain();
@@ -108,6 +113,11 @@ class OverlapEngine::Impl {
   void* staging_ = nullptr;        // bufferCount_ * bufferBytes_
   bool stagingRegistered_ = false;
   std::vector<unsigned char> heapStaging_;
+  // Bucket-view mode: one registered arena holding every bucket (one
+  // allocateBuffer, not one per bucket: each registration costs a shared
+  // window and a collective), bucket b at bucketOffsetBytes_[b].
+  unsigned char* arena_ = nullptr;
+  std::vector<std::size_t> bucketOffsetBytes_;
 
   mutable std::mutex mutex_;
   std::condition_variable workCv_;  // wakes the engine thread

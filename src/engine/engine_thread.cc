@@ -1,7 +1,8 @@
 // The engine thread: takes ready gradients, packs them into their bucket's
 // staging buffer, launches bucket collectives in bucket order, completes them
-// in the same order and unpacks. Nothing here blocks on the network: the
-// thread polls its in-flight collectives (Work::test progresses every
+// in the same order and unpacks (bucket-view mode: every bucket is in place
+// on the arena, so there is nothing to pack or unpack). Nothing here blocks
+// on the network: the thread polls its in-flight collectives (Work::test progresses every
 // collective of the communicator) between packs, and sleeps on a condition
 // variable when there is nothing to poll.
 //
@@ -162,8 +163,9 @@ void OverlapEngine::Impl::launch(std::size_t b) {
   if (options_.beforeLaunch) options_.beforeLaunch(b);
   const planner::Bucket& bucket = plan_.buckets[b];
   EngineBucket& eb = buckets_[b];
-  View view = layout_[b].buffer >= 0 ? View(bufferData(layout_[b].buffer), bucket.count, bucket.dtype)
-                                     : tensors_[bucket.slots.front().tensor].data;
+  View view = options_.bucketView         ? bucketView(b)
+              : layout_[b].buffer >= 0 ? View(bufferData(layout_[b].buffer), bucket.count, bucket.dtype)
+                                       : tensors_[bucket.slots.front().tensor].data;
   eb.launchUs = telemetry::nowUs();
   const auto timeout = effectiveTimeout();
   eb.deadlineUs = timeout ? eb.launchUs + 1e3 * static_cast<double>(timeout->count()) : 0;

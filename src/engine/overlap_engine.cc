@@ -30,9 +30,15 @@ OverlapEngine::Impl::Impl(Communicator& comm, std::vector<GradientTensor> tensor
     : comm_(comm), tensors_(std::move(tensors)), options_(std::move(options)), rank_(comm.rank()) {
   BC_INVALID(options_.stages >= 1, rank_, "OverlapEngine: stages is " << options_.stages << " (must be >= 1)");
   BC_INVALID(options_.bucketBytes > 0, rank_, "OverlapEngine: bucketBytes is 0");
+  // Re-bucketing after step 1 would move every gradient to a new slot behind
+  // the back of a caller that holds tensorView()s (DDP re-points its
+  // parameters' .grad; a C++ View cannot be re-pointed).
+  BC_INVALID(!(options_.bucketView && options_.bucketsFromFirstStep), rank_,
+             "OverlapEngine: bucketView and bucketsFromFirstStep cannot be combined (the tensors would move after "
+             "step 1, invalidating tensorView)");
   for (std::size_t i = 0; i < tensors_.size(); ++i) {
     const GradientTensor& t = tensors_[i];
-    BC_INVALID(t.data.data != nullptr || t.data.count == 0, rank_,
+    BC_INVALID(options_.bucketView || t.data.data != nullptr || t.data.count == 0, rank_,
                "OverlapEngine: tensor " << i << " '" << t.name << "' has a null data pointer");
     BC_INVALID(!options_.average || isFloatingPoint(t.data.dtype), rank_,
                "OverlapEngine: average needs floating-point gradients; tensor " << i << " '" << t.name << "' is "
@@ -44,7 +50,10 @@ OverlapEngine::Impl::Impl(Communicator& comm, std::vector<GradientTensor> tensor
   // data moves (a mismatch would otherwise hang or mix unrelated buffers).
   std::vector<planner::TensorInfo> infos;
   for (const GradientTensor& t : tensors_) infos.push_back({t.data.count, t.data.dtype});
-  const auto mine = static_cast<std::int64_t>(planner::tensorListSignature(infos));
+  // The mode is part of the fingerprint: a copy-mode rank would launch
+  // different collectives on different memory (registered or not).
+  const auto mine = static_cast<std::int64_t>(planner::tensorListSignature(infos) ^
+                                              (options_.bucketView ? 0x9e3779b97f4a7c15ull : 0ull));
   std::vector<std::int64_t> all(static_cast<std::size_t>(comm_.size()));
   comm_.allgather(ConstView(&mine, 1, DataType::kInt64), View(all.data(), all.size(), DataType::kInt64));
   for (int r = 0; r < comm_.size(); ++r) {
@@ -58,6 +67,7 @@ OverlapEngine::Impl::Impl(Communicator& comm, std::vector<GradientTensor> tensor
   std::vector<std::size_t> order(tensors_.size());
   std::iota(order.rbegin(), order.rend(), std::size_t{0});
   adoptOrder(order);
+  if (options_.bucketView) allocateBucketArena();
   readyFlag_.assign(tensors_.size(), 0);
 
   if (!options_.timelinePath.empty()) {
@@ -81,6 +91,10 @@ OverlapEngine::Impl::~Impl() {
   buckets_.clear();  // drop Work handles before the buffers they use
   try {
     releaseStaging();
+    // Collective like the allocation: every rank destroys its engine at the
+    // same point of the program.
+    if (arena_ != nullptr) comm_.freeBuffer(arena_);
+    arena_ = nullptr;
   } catch (...) {
     // A failed communicator may refuse; the memory goes with it at finalize.
   }
@@ -114,6 +128,7 @@ void OverlapEngine::Impl::adoptOrder(const std::vector<std::size_t>& order) {
   plan_.placeOf = std::move(placeOf);
 
   layout_.assign(plan_.buckets.size(), {});
+  if (options_.bucketView) return;  // every bucket in place on the arena: no staging
   const int maxBuffers = options_.stages * (options_.bufferStrategy == BufferStrategy::kPingPong ? 2 : 1);
   std::vector<std::size_t> stagedBuckets;
   std::size_t largest = 0;
@@ -158,6 +173,41 @@ void OverlapEngine::Impl::releaseStaging() {
   heapStaging_.shrink_to_fit();
   staging_ = nullptr;
   bufferBytes_ = 0;
+}
+
+void OverlapEngine::Impl::allocateBucketArena() {
+  // Buckets start on 64-byte boundaries (cache lines; the reduction
+  // kernels' vector loads), as the staging buffers do.
+  std::size_t total = 0;
+  bucketOffsetBytes_.clear();
+  for (const planner::Bucket& b : plan_.buckets) {
+    bucketOffsetBytes_.push_back(total);
+    total += (b.bytes() + 63) / 64 * 64;
+  }
+  // Collective: every rank has the same plan (fingerprints checked above).
+  if (total > 0) arena_ = static_cast<unsigned char*>(comm_.allocateBuffer(total));
+  // The gradients' starting values, when the caller gave any (as DDP copies
+  // .grad into the bucket when it first makes it a view).
+  for (std::size_t t = 0; t < tensors_.size(); ++t) {
+    const View& v = tensors_[t].data;
+    if (v.data != nullptr && v.count > 0) std::memcpy(tensorView(t).data, v.data, v.count * dataTypeSize(v.dtype));
+  }
+}
+
+View OverlapEngine::Impl::bucketView(std::size_t bucket) const {
+  const planner::Bucket& b = plan_.buckets[bucket];
+  return View(arena_ == nullptr ? nullptr : arena_ + bucketOffsetBytes_[bucket], b.count, b.dtype);
+}
+
+View OverlapEngine::Impl::tensorView(std::size_t tensor) const {
+  BC_INVALID(tensor < tensors_.size(), rank_,
+             "tensorView: tensor " << tensor << " is out of range (" << tensors_.size() << " tensors declared)");
+  if (!options_.bucketView) return tensors_[tensor].data;
+  const planner::TensorPlace place = plan_.placeOf[tensor];
+  const planner::BucketSlot& slot = plan_.buckets[place.bucket].slots[place.slot];
+  const View bucket = bucketView(place.bucket);
+  auto* base = static_cast<unsigned char*>(bucket.data);
+  return View(base == nullptr ? nullptr : base + slot.offset * dataTypeSize(bucket.dtype), slot.count, bucket.dtype);
 }
 
 void* OverlapEngine::Impl::bufferData(int buffer) const {
@@ -290,6 +340,7 @@ OverlapEngine::~OverlapEngine() = default;
 void OverlapEngine::beginBackward() { impl_->beginBackward(); }
 void OverlapEngine::markReady(std::size_t tensor) { impl_->markReady(tensor); }
 void OverlapEngine::finishBackward() { impl_->finishBackward(); }
+View OverlapEngine::tensorView(std::size_t tensor) const { return impl_->tensorView(tensor); }
 OverlapStats OverlapEngine::getOverlapStats() const { return impl_->stats(); }
 std::size_t OverlapEngine::bucketCount() const { return impl_->bucketCount(); }
 std::string OverlapEngine::describeBuckets() const { return impl_->describeBuckets(); }

@@ -54,6 +54,7 @@ void run(Communicator& comm) {
     bool enable;
     bool registered;
     bool fromFirstStep;
+    bool bucketView = false;
   };
   const Case cases[] = {
       {"pingpong/2 stages", 2, BufferStrategy::kPingPong, true, true, false},
@@ -61,6 +62,8 @@ void run(Communicator& comm) {
       {"pingpong/3 stages heap", 3, BufferStrategy::kPingPong, true, false, false},
       {"no overlap", 2, BufferStrategy::kPingPong, false, true, false},
       {"buckets from first step", 2, BufferStrategy::kPingPong, true, true, true},
+      {"bucket view/2 stages", 2, BufferStrategy::kPingPong, true, true, false, true},
+      {"bucket view no overlap", 1, BufferStrategy::kPingPong, false, true, false, true},
   };
   for (const Case& c : cases) {
     for (bool sameOrder : {true, false}) {
@@ -73,6 +76,7 @@ void run(Communicator& comm) {
       o.enable = c.enable;
       o.registeredBuffers = c.registered;
       o.bucketsFromFirstStep = c.fromFirstStep;
+      o.bucketView = c.bucketView;
       o.timeout = std::chrono::milliseconds(60000);
       const StepsResult r = runEngineSteps(comm, g, o, 3, sameOrder);
       check(comm, std::string(c.name) + (sameOrder ? ", same order" : ", per-rank order"), g, r);
@@ -84,6 +88,8 @@ void run(Communicator& comm) {
   o.bucketBytes = 256 << 10;
   o.average = true;
   check(comm, "average", g, runEngineSteps(comm, g, o, 2, false));
+  o.bucketView = true;
+  check(comm, "average, bucket view", g, runEngineSteps(comm, g, o, 2, false));
 }
 
 }  // namespace

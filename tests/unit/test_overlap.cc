@@ -1,7 +1,7 @@
 // OverlapEngine on in-process groups (world sizes 1-3): results against the
 // float64 reference and bitwise identical on every rank, for every buffer
 // strategy / stage count / ready order; bucket rebuild from the first step;
-// misuse errors; failure propagation (an injected error, a rank that never
+// bucket-view mode (gradients in the engine's arena); misuse errors; failure propagation (an injected error, a rank that never
 // joins); stats consistency.
 #include <gtest/gtest.h>
 
@@ -102,7 +102,106 @@ TEST_P(OverlapSweep, OneBigBucketAndOneTensorPerBucket) {
   expectCorrect(GetParam(), tiny, false, {DataType::kFloat32});
 }
 
+TEST_P(OverlapSweep, BucketViewMatchesReference) {
+  // Gradients written into tensorView(i) (the bucket arena), reduced in place.
+  for (const int stages : {1, 2, 3}) {
+    for (const bool enable : {true, false}) {
+      SCOPED_TRACE("bucket view, stages " + std::to_string(stages) + (enable ? " overlap" : " no-overlap"));
+      OverlapOptions o = smallBuckets();
+      o.bucketView = true;
+      o.stages = stages;
+      o.enable = enable;
+      expectCorrect(GetParam(), o, /*sameOrder=*/false, {DataType::kFloat32, DataType::kFloat64});
+    }
+  }
+  OverlapOptions avg = smallBuckets();
+  avg.bucketView = true;
+  avg.average = true;
+  expectCorrect(GetParam(), avg, false, {DataType::kFloat32, DataType::kFloat64, DataType::kBFloat16});
+  OverlapOptions ints = smallBuckets();
+  ints.bucketView = true;
+  expectCorrect(GetParam(), ints, false, {DataType::kInt32, DataType::kInt64, DataType::kFloat32});
+  OverlapOptions big = smallBuckets();
+  big.bucketView = true;
+  big.bucketBytes = 64 << 20;  // one bucket
+  big.firstBucketBytes = 0;
+  expectCorrect(GetParam(), big, false, {DataType::kFloat32});
+  OverlapOptions tiny = smallBuckets();
+  tiny.bucketView = true;
+  tiny.bucketBytes = 1;  // one tensor per bucket, each its own arena range
+  tiny.firstBucketBytes = 0;
+  expectCorrect(GetParam(), tiny, false, {DataType::kFloat32});
+}
+
 INSTANTIATE_TEST_SUITE_P(WorldSizes, OverlapSweep, ::testing::Values(1, 2, 3));
+
+TEST(OverlapBucketView, SlotsTakeTheInitialValuesAndCallerBuffersStayUntouched) {
+  detail::runInProcess(2, [](Communicator& comm) {
+    GradientSet g = makeGradients({3, 5, 0, 2}, {DataType::kInt32});
+    for (std::size_t i = 0; i < g.tensors.size(); ++i) {
+      auto* p = static_cast<std::int32_t*>(g.tensors[i].data.data);
+      for (std::size_t k = 0; k < g.tensors[i].data.count; ++k) p[k] = static_cast<std::int32_t>(10 * i + k);
+    }
+    const GradientSet before = g;  // storage copied; its views still name g's storage
+    OverlapOptions o = smallBuckets();
+    o.bucketView = true;
+    OverlapEngine engine(comm, g.tensors, o);
+    for (std::size_t i = 0; i < g.tensors.size(); ++i) {
+      const View v = engine.tensorView(i);
+      ASSERT_EQ(v.count, g.tensors[i].data.count);
+      ASSERT_EQ(v.dtype, DataType::kInt32);
+      for (std::size_t k = 0; k < v.count; ++k) EXPECT_EQ(static_cast<std::int32_t*>(v.data)[k], 10 * static_cast<int>(i) + static_cast<int>(k));
+    }
+    engine.beginBackward();
+    for (std::size_t i = 0; i < g.tensors.size(); ++i) engine.markReady(i);
+    engine.finishBackward();
+    for (std::size_t i = 0; i < g.tensors.size(); ++i) {
+      const View v = engine.tensorView(i);
+      for (std::size_t k = 0; k < v.count; ++k) EXPECT_EQ(static_cast<std::int32_t*>(v.data)[k], 2 * (10 * static_cast<int>(i) + static_cast<int>(k)));
+      EXPECT_EQ(g.storage[i], before.storage[i]) << "the caller's buffer " << i << " was written in bucket-view mode";
+    }
+    EXPECT_THROW(engine.tensorView(4), Error);
+  });
+}
+
+TEST(OverlapBucketView, CopyModeTensorViewIsTheCallersBuffer) {
+  detail::runInProcess(1, [](Communicator& comm) {
+    GradientSet g = makeGradients({3, 5}, {DataType::kFloat32});
+    OverlapEngine engine(comm, g.tensors, smallBuckets());
+    EXPECT_EQ(engine.tensorView(1).data, g.tensors[1].data.data);
+  });
+}
+
+TEST(OverlapBucketView, RejectsBucketsFromFirstStep) {
+  detail::runInProcess(2, [](Communicator& comm) {
+    GradientSet g = makeGradients({4, 8}, {DataType::kFloat32});
+    OverlapOptions o = smallBuckets();
+    o.bucketView = true;
+    o.bucketsFromFirstStep = true;
+    try {
+      OverlapEngine engine(comm, g.tensors, o);
+      ADD_FAILURE() << "bucketView + bucketsFromFirstStep was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("bucketsFromFirstStep"), std::string::npos) << e.what();
+    }
+  });
+}
+
+TEST(OverlapBucketView, RanksDisagreeingOnTheModeFailEverywhere) {
+  std::atomic<int> mismatches{0};
+  detail::runInProcess(2, [&](Communicator& comm) {
+    GradientSet g = makeGradients({4, 8}, {DataType::kFloat32});
+    OverlapOptions o = smallBuckets();
+    o.bucketView = comm.rank() == 0;
+    try {
+      OverlapEngine engine(comm, g.tensors, o);
+    } catch (const Error& e) {
+      if (e.category() == ErrorCategory::kMismatch) ++mismatches;
+    }
+  });
+  EXPECT_EQ(mismatches.load(), 2);
+}
 
 TEST(OverlapErrors, MisuseNamesTheTensor) {
   detail::runInProcess(1, [](Communicator& comm) {

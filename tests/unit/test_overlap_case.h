@@ -38,11 +38,17 @@ inline GradientSet makeGradients(const std::vector<std::size_t>& counts, const s
 
 inline std::uint64_t stepSeed(int step, std::size_t tensor) { return 1000003ull * static_cast<unsigned>(step) + tensor; }
 
-inline void fillStep(GradientSet& g, int rank, int step, ReduceOp op) {
-  for (std::size_t i = 0; i < g.tensors.size(); ++i) {
-    const View& v = g.tensors[i].data;
-    fillReduceInput(v.data, v.dtype, op, Pattern::kExact, stepSeed(step, i), rank, 0, v.count);
-  }
+inline void fillTensor(GradientSet& g, std::size_t i, int rank, int step, ReduceOp op) {
+  const View& v = g.tensors[i].data;
+  fillReduceInput(v.data, v.dtype, op, Pattern::kExact, stepSeed(step, i), rank, 0, v.count);
+}
+
+// The gradients as the engine sees them: in bucket-view mode the slots of its
+// arena (no storage of their own), otherwise g itself.
+inline GradientSet engineGradients(const OverlapEngine& engine, const GradientSet& g) {
+  GradientSet views;
+  for (std::size_t i = 0; i < g.tensors.size(); ++i) views.tensors.push_back({g.tensors[i].name, engine.tensorView(i)});
+  return views;
 }
 
 // "" or the first failing tensors, named.
@@ -87,14 +93,24 @@ inline StepsResult runEngineSteps(Communicator& comm, GradientSet& g, const Over
   StepsResult out;
   const ReduceOp op = options.average ? ReduceOp::kAvg : ReduceOp::kSum;
   OverlapEngine engine(comm, g.tensors, options);
+  GradientSet views = engineGradients(engine, g);
+  for (std::size_t i = 0; options.bucketView && i < g.tensors.size(); ++i) {
+    // The gradients must really live in the buckets, not in the caller's buffers.
+    if (views.tensors[i].data.count > 0 && views.tensors[i].data.data == g.tensors[i].data.data)
+      out.failures += "tensor " + std::to_string(i) + ": tensorView is the caller's buffer in bucket-view mode\n";
+  }
   for (int step = 0; step < steps; ++step) {
-    fillStep(g, comm.rank(), step, op);
     const std::uint64_t seed = 77 + static_cast<std::uint64_t>(step) * 131 + (sameOrder ? 0 : 7919u * static_cast<unsigned>(comm.rank()));
     engine.beginBackward();
-    for (std::size_t t : readyOrder(g.tensors.size(), seed)) engine.markReady(t);
+    // As backward: each gradient is written just before it is marked ready
+    // (earlier buckets may already be on the wire).
+    for (std::size_t t : readyOrder(g.tensors.size(), seed)) {
+      fillTensor(views, t, comm.rank(), step, op);
+      engine.markReady(t);
+    }
     engine.finishBackward();
-    out.failures += checkStep(g, comm.size(), step, op);
-    out.hashes.push_back(hashGradients(g));
+    out.failures += checkStep(views, comm.size(), step, op);
+    out.hashes.push_back(hashGradients(views));
   }
   out.stats = engine.getOverlapStats();
   out.buckets = engine.bucketCount();
