@@ -30,7 +30,7 @@ struct TuneArgs {
   int factor = 4;
   std::string dtype = "float32";
   int samples = 0;
-  int warmup = 2;
+  int warmup = TuneOptions{}.warmup;
   int marginPercent = -1;
   std::string cache;
   bool flat = false;

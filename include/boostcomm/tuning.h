@@ -132,7 +132,11 @@ std::shared_ptr<const TuningCache> tuningCacheOf(Communicator& comm);
 std::size_t tunedBucketBytes(Communicator& comm);
 
 struct TuneOptions {
-  int warmup = 2;          // untimed calls per candidate
+  // Untimed calls per candidate. The shm algorithms need ~10 calls at a new
+  // size to reach their steady state (256 KiB on 2 ranks: 580-815 us per call
+  // after 2-5 warm-up calls, 32-42 us after 10-20); fewer made the tuner
+  // reject shm where it is the fastest.
+  int warmup = 20;
   int samples = 0;         // timed calls per candidate; 0: BOOSTCOMM_TUNE_SAMPLES
   double margin = -1.0;    // noise margin; < 0: BOOSTCOMM_TUNE_MARGIN
   bool hierarchical = true;  // include topology-aware (hier) candidates
