@@ -132,10 +132,10 @@ std::shared_ptr<const TuningCache> tuningCacheOf(Communicator& comm);
 std::size_t tunedBucketBytes(Communicator& comm);
 
 struct TuneOptions {
-  // Untimed calls per candidate. The shm algorithms need ~10 calls at a new
-  // size to reach their steady state (256 KiB on 2 ranks: 580-815 us per call
-  // after 2-5 warm-up calls, 32-42 us after 10-20); fewer made the tuner
-  // reject shm where it is the fastest.
+  // Untimed calls per candidate. With 2-5, shm's batch-sizing call at 256 KiB
+  // (2 ranks) was still slow, its batches came out tiny and its samples
+  // measured 580-815 us per call (32-42 us after 10-20 warm-up calls), so the
+  // tuner rejected shm where it is the fastest (docs/TUNING.md).
   int warmup = 20;
   int samples = 0;         // timed calls per candidate; 0: BOOSTCOMM_TUNE_SAMPLES
   double margin = -1.0;    // noise margin; < 0: BOOSTCOMM_TUNE_MARGIN
