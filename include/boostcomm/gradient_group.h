@@ -40,7 +40,9 @@
 namespace boostcomm {
 
 struct GradientGroupOptions {
-  // Byte limit of one bucket; 0 takes BOOSTCOMM_FUSION_BUCKET_BYTES.
+  // Byte limit of one bucket. 0: BOOSTCOMM_FUSION_BUCKET_BYTES when it is
+  // set, else the size `boostcomm tune` stored in the communicator's tuning
+  // cache (tunedBucketBytes), else 25 MiB (docs/FUSION.md).
   std::size_t bucketBytes = 0;
   // Limit of the first bucket (0 = bucketBytes): a small first bucket starts
   // the wire early when gradients arrive over time.
@@ -62,6 +64,7 @@ struct GradientGroupStats {
   std::size_t bucketBytes = 0;           // sum of bucket bytes (payload + alignment gaps)
   std::uint64_t steps = 0;               // completed allreduce steps
   std::uint64_t collectivesLaunched = 0;  // over all steps
+  std::size_t bucketLimitBytes = 0;       // the byte limit in force (options.bucketBytes resolved)
 };
 
 namespace detail {

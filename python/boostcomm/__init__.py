@@ -451,17 +451,45 @@ class OverlapEngine:
         engine = boostcomm.OverlapEngine(named_params)    # [(name, tensor)], forward order
         engine.mark_ready(i)   # as backward produces gradient i
         engine.finish_backward()
-    Settings from configure_overlap()."""
+    Settings from configure_overlap().
 
-    def __init__(self, named_tensors, bucket_bytes=0, first_bucket_bytes=0, average=False, timeout=None):
+    bucket_view=True (as DDP's gradient_as_bucket_view): the engine owns the
+    gradients' memory, in its buckets. The tensors passed in give name, shape,
+    dtype and initial contents only (copied once); write gradient i into
+    tensor_view(i) before mark_ready(i), and read the result there after
+    finish_backward(). No pack or unpack copies."""
+
+    def __init__(self, named_tensors, bucket_bytes=0, first_bucket_bytes=0, average=False, timeout=None,
+                 bucket_view=False):
         if not hasattr(_C, "OverlapEngine"):
             raise _missing("OverlapEngine", "include/boostcomm/overlap.h")
         names = [n for n, _ in named_tensors]
         self.tensors = [t for _, t in named_tensors]
         o = _state.overlap
         self._native = _C.OverlapEngine(_default(), names, self.tensors, o["enable"], o["stages"],
-                                        o["buffer_strategy"], bucket_bytes, first_bucket_bytes, average, timeout)
+                                        o["buffer_strategy"], bucket_bytes, first_bucket_bytes, average, timeout,
+                                        bool(bucket_view))
         _state.last_engine = _state._ref(self)
+
+    def tensor_view(self, index):
+        """Where gradient `index` lives, without a copy: its slot in the engine's
+        bucket memory with bucket_view=True, else the tensor passed in. A torch
+        tensor when a torch tensor was passed, else a numpy array, of the passed
+        tensor's shape. The view keeps the engine alive: its buckets are freed
+        (a collective call) only when the engine and every view are gone, so
+        drop them at the same point on every rank."""
+        view = self._native.tensor_view(index)
+        passed = self.tensors[index]
+        if not _is_torch(passed):
+            return view
+        import torch
+        # from_numpy shares the memory and keeps the array (and so the engine)
+        # alive. bfloat16 arrives as uint16 bits, which torch cannot import:
+        # reinterpret them as int16, then as bfloat16, in place.
+        if passed.dtype == torch.bfloat16:
+            view = view.view("int16")
+        out = torch.from_numpy(view)
+        return out.view(passed.dtype) if out.dtype != passed.dtype else out
 
     def begin_backward(self):
         self._native.begin_backward()

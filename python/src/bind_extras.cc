@@ -4,6 +4,7 @@
 // CMakeLists.txt sets BC_PY_HAVE_* from the library's targets); otherwise
 // boostcomm/__init__.py raises NotImplementedError naming the missing piece
 // (see `features`).
+#include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
 #include <memory>
@@ -85,6 +86,7 @@ void bindGradientGroup(py::module_& m) {
         d["bucket_bytes"] = s.bucketBytes;
         d["steps"] = s.steps;
         d["collectives_launched"] = s.collectivesLaunched;
+        d["bucket_limit_bytes"] = s.bucketLimitBytes;
         return d;
       });
 }
@@ -177,7 +179,20 @@ void bindFusion(py::module_& m) {
 struct PyOverlapEngine {
   std::unique_ptr<OverlapEngine> engine;
   std::vector<py::object> owners;
+  std::vector<std::vector<std::int64_t>> shapes;  // of the tensors passed in (tensor_view's shape)
 };
+
+// tensor_view(i) as a numpy array over the engine's memory (the slot in
+// bucket-view mode, else the caller's array), with the engine's Python object
+// as its base: the array keeps the engine, and so the memory, alive. numpy
+// has no bfloat16, so a bfloat16 gradient shows as its raw uint16 bits (the
+// Python layer gives torch callers a bfloat16 tensor over the same memory).
+py::array tensorViewArray(py::object self, std::size_t index) {
+  auto& e = self.cast<PyOverlapEngine&>();
+  const View v = e.engine->tensorView(index);  // checks the index
+  const py::dtype dtype(v.dtype == DataType::kBFloat16 ? std::string("uint16") : std::string(toString(v.dtype)));
+  return py::array(dtype, e.shapes[index], {}, v.data, self);
+}
 
 py::dict stepStats(const OverlapStepStats& s) {
   py::dict d;
@@ -196,7 +211,7 @@ void bindOverlap(py::module_& m) {
   py::class_<PyOverlapEngine>(m, "OverlapEngine")
       .def(py::init([](Communicator& comm, py::sequence names, py::sequence tensors, bool enable, int stages,
                        const std::string& bufferStrategy, std::size_t bucketBytes, std::size_t firstBucketBytes,
-                       bool average, std::optional<double> timeoutSeconds) {
+                       bool average, std::optional<double> timeoutSeconds, bool bucketView) {
              BC_INVALID(py::len(names) == py::len(tensors), comm.rank(),
                         "names: " << py::len(names) << " names for " << py::len(tensors) << " tensors");
              BC_INVALID(stages >= 1, comm.rank(), "overlap_stages: must be >= 1, got " << stages);
@@ -215,12 +230,14 @@ void bindOverlap(py::module_& m) {
              if (firstBucketBytes) options.firstBucketBytes = firstBucketBytes;
              options.average = average;
              options.timeout = toTimeout(timeoutSeconds);
+             options.bucketView = bucketView;
              auto out = std::make_unique<PyOverlapEngine>();
              std::vector<GradientTensor> list;
              for (std::size_t i = 0; i < py::len(tensors); ++i) {
                ArrayRef ref = toArray(tensors[i], "tensors[i]", comm.rank(), true);
                list.push_back(GradientTensor{py::str(names[i]), ref.view});
                out->owners.push_back(ref.owner);
+               out->shapes.push_back(ref.shape);
              }
              py::gil_scoped_release release;  // collective
              out->engine = std::make_unique<OverlapEngine>(comm, std::move(list), options);
@@ -228,7 +245,11 @@ void bindOverlap(py::module_& m) {
            }),
            py::arg("comm"), py::arg("names"), py::arg("tensors"), py::arg("enable") = true, py::arg("stages") = 2,
            py::arg("buffer_strategy") = "ping_pong", py::arg("bucket_bytes") = 0, py::arg("first_bucket_bytes") = 0,
-           py::arg("average") = false, py::arg("timeout") = py::none())
+           py::arg("average") = false, py::arg("timeout") = py::none(), py::arg("bucket_view") = false,
+           // The engine refers to the communicator, and tensor_view arrays
+           // can keep the engine alive past the caller's own references.
+           py::keep_alive<1, 2>())
+      .def("tensor_view", &tensorViewArray, py::arg("index"))
       .def("begin_backward", [](PyOverlapEngine& e) { e.engine->beginBackward(); })
       .def("mark_ready", [](PyOverlapEngine& e, std::size_t i) { e.engine->markReady(i); }, py::arg("index"))
       .def("finish_backward",

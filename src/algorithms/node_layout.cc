@@ -24,7 +24,10 @@ std::string NodeLayout::describe() const {
   if (members.empty()) return "unknown";
   if (uniform()) return std::to_string(nodes()) + "x" + std::to_string(ranksPerNode());
   std::string out;
-  for (const auto& m : members) out += (out.empty() ? "" : "+") + std::to_string(m.size());
+  for (const auto& m : members) {
+    if (!out.empty()) out += '+';
+    out += std::to_string(m.size());
+  }
   return out;
 }
 

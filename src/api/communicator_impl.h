@@ -5,6 +5,8 @@
 // shape) -> lease scratch -> bind an Execution -> progress every in-flight
 // execution, in issue order, until this one is done (blocking) or return a
 // Work (async). After warm-up the blocking path performs no heap allocation.
+// The call path is in communicator_impl.cc; choosing the algorithm (strategy,
+// tuned selection, table, native fast-path limit) in communicator_select.cc.
 #pragma once
 
 #include <array>

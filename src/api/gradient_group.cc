@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "api/fusion_common.h"
+#include "boostcomm/tuning.h"
 #include "core/check.h"
 #include "core/tunables.h"
 #include "planner/bucketing.h"
@@ -36,6 +37,8 @@ class GradientGroupImpl {
   std::string describe() const;
 
  private:
+  // Fills options_.bucketBytes when 0 and says where the limit came from.
+  void resolveBucketBytes();
   std::string localError() const;
   View bucketView(std::size_t bucket) const;
   View slotView(std::size_t tensor) const;
@@ -47,6 +50,7 @@ class GradientGroupImpl {
   Communicator& comm_;
   std::vector<View> tensors_;
   GradientGroupOptions options_;
+  const char* bucketLimitSource_ = "option";  // for describe()
   planner::BucketPlan plan_;
   char* arena_ = nullptr;
   std::vector<std::size_t> bucketOffsetBytes_;
@@ -69,8 +73,7 @@ constexpr std::size_t kBucketAlignBytes = 4096;
 
 GradientGroupImpl::GradientGroupImpl(Communicator& comm, std::vector<View> tensors, GradientGroupOptions options)
     : comm_(comm), tensors_(std::move(tensors)), options_(std::move(options)) {
-  if (options_.bucketBytes == 0)
-    options_.bucketBytes = static_cast<std::size_t>(core::tunableInt(core::kTunableFusionBucketBytes));
+  resolveBucketBytes();
   std::vector<planner::TensorInfo> infos;
   infos.reserve(tensors_.size());
   for (const View& t : tensors_) infos.push_back({t.count, t.dtype});
@@ -106,6 +109,24 @@ GradientGroupImpl::GradientGroupImpl(Communicator& comm, std::vector<View> tenso
   stats_.perTensorCollectives = tensors_.size();
   stats_.payloadBytes = plan_.payloadBytes;
   stats_.bucketBytes = plan_.bucketBytes;
+  stats_.bucketLimitBytes = options_.bucketBytes;
+}
+
+void GradientGroupImpl::resolveBucketBytes() {
+  // Every rank asks for the tuned size, also one whose option or env decides:
+  // the first question may read BOOSTCOMM_TUNING_CACHE, which is collective.
+  // Ranks that end with different limits (a per-rank option, env or applied
+  // cache) fail the signature check below with kMismatch on every rank.
+  const std::size_t tuned = tunedBucketBytes(comm_);
+  if (options_.bucketBytes != 0) return;
+  const bool envSet = core::tunableIsSet(core::kTunableFusionBucketBytes);
+  if (!envSet && tuned != 0) {
+    options_.bucketBytes = tuned;
+    bucketLimitSource_ = "tuning cache";
+    return;
+  }
+  options_.bucketBytes = static_cast<std::size_t>(core::tunableInt(core::kTunableFusionBucketBytes));
+  bucketLimitSource_ = envSet ? "BOOSTCOMM_FUSION_BUCKET_BYTES" : "default";
 }
 
 GradientGroupImpl::~GradientGroupImpl() {
@@ -236,8 +257,8 @@ std::string GradientGroupImpl::describe() const {
   os << "GradientGroup: " << stats_.tensors << " tensors, " << stats_.buckets << " buckets ("
      << stats_.collectivesPerStep << " collectives per step instead of " << stats_.perTensorCollectives << "), "
      << stats_.payloadBytes << " payload bytes in " << stats_.bucketBytes << " bucket bytes, bucket limit "
-     << options_.bucketBytes << " bytes, " << (options_.bucketView ? "bucket-view" : "copy") << " mode, "
-     << (options_.average ? "average" : "sum") << "\n";
+     << options_.bucketBytes << " bytes (" << bucketLimitSource_ << "), "
+     << (options_.bucketView ? "bucket-view" : "copy") << " mode, " << (options_.average ? "average" : "sum") << "\n";
   return os.str() + planner::describePlan(plan_);
 }
 

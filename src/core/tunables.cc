@@ -58,6 +58,16 @@ std::int64_t tunableInt(const char* env) {
   return value;
 }
 
+bool tunableIsSet(const char* env) {
+  (void)find(env);
+  {
+    auto& o = overrides();
+    std::lock_guard lock(o.mutex);
+    if (o.values.find(env) != o.values.end()) return true;
+  }
+  return std::getenv(env) != nullptr;
+}
+
 void setTunableOverride(const char* env, const std::string& value) {
   (void)find(env);
   auto& o = overrides();

@@ -24,6 +24,9 @@ std::span<const TunableInfo> allTunables();
 // Current value as text: the override if set, else the environment, else the default.
 std::string tunableValue(const char* env);
 std::int64_t tunableInt(const char* env);
+// Whether the user chose the value (an override or the environment variable
+// is set), as opposed to the registry default being in force.
+bool tunableIsSet(const char* env);
 
 // Test hook: force a value (empty optional semantics via clearTunableOverride).
 void setTunableOverride(const char* env, const std::string& value);

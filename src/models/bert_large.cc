@@ -39,16 +39,11 @@ class BertBuilder {
   // Backward work of a linear layer in -> out over the sequence (+ extra forward flops).
   void linear(const std::string& name, std::int64_t in, std::int64_t out, double extraForward = 0) {
     const double forward = 2.0 * static_cast<double>(in * out) * kSeq + extraForward;
-    add(name + ".weight", {out, in}, 2.0 * forward);
-    add(name + ".bias", {out}, 2.0 * static_cast<double>(out) * kSeq);
+    appendTensor(profile_, name + ".weight", {out, in}, 2.0 * forward);
+    appendTensor(profile_, name + ".bias", {out}, 2.0 * static_cast<double>(out) * kSeq);
   }
   void layerNorm(const std::string& name) {
-    const double backward = 10.0 * static_cast<double>(kHidden) * kSeq;
-    add(name + ".weight", {kHidden}, backward / 2);
-    add(name + ".bias", {kHidden}, backward / 2);
-  }
-  void add(std::string name, std::vector<std::int64_t> shape, double backwardFlops) {
-    profile_.tensors.push_back(TensorProfile{std::move(name), std::move(shape), DataType::kFloat32, backwardFlops});
+    appendNorm(profile_, name, kHidden, 10.0 * static_cast<double>(kHidden) * kSeq);
   }
 
  private:
@@ -64,9 +59,9 @@ ModelProfile buildBertLarge() {
   BertBuilder b(profile);
   // Embedding backward is a scatter-add of S rows of H.
   const double embedding = static_cast<double>(kHidden) * kSeq;
-  b.add("bert.embeddings.word_embeddings.weight", {kVocab, kHidden}, embedding);
-  b.add("bert.embeddings.position_embeddings.weight", {kPositions, kHidden}, embedding);
-  b.add("bert.embeddings.token_type_embeddings.weight", {kSegments, kHidden}, embedding);
+  appendTensor(profile, "bert.embeddings.word_embeddings.weight", {kVocab, kHidden}, embedding);
+  appendTensor(profile, "bert.embeddings.position_embeddings.weight", {kPositions, kHidden}, embedding);
+  appendTensor(profile, "bert.embeddings.token_type_embeddings.weight", {kSegments, kHidden}, embedding);
   b.layerNorm("bert.embeddings.LayerNorm");
   const double attention = 4.0 * kSeq * kSeq * static_cast<double>(kHidden);
   for (std::int64_t layer = 0; layer < kLayers; ++layer) {
@@ -82,7 +77,7 @@ ModelProfile buildBertLarge() {
   }
   b.linear("bert.pooler.dense", kHidden, kHidden);
   const double decoder = 2.0 * 2.0 * static_cast<double>(kHidden * kVocab) * kSeq;
-  b.add("cls.predictions.bias", {kVocab}, decoder);
+  appendTensor(profile, "cls.predictions.bias", {kVocab}, decoder);
   b.linear("cls.predictions.transform.dense", kHidden, kHidden);
   b.layerNorm("cls.predictions.transform.LayerNorm");
   b.linear("cls.seq_relationship", kHidden, 2);

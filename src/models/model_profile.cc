@@ -33,6 +33,15 @@ double ModelProfile::backwardFlops() const {
   return flops;
 }
 
+void appendTensor(ModelProfile& profile, std::string name, std::vector<std::int64_t> shape, double backwardFlops) {
+  profile.tensors.push_back(TensorProfile{std::move(name), std::move(shape), DataType::kFloat32, backwardFlops});
+}
+
+void appendNorm(ModelProfile& profile, const std::string& name, std::int64_t channels, double backwardFlops) {
+  appendTensor(profile, name + ".weight", {channels}, backwardFlops / 2);
+  appendTensor(profile, name + ".bias", {channels}, backwardFlops / 2);
+}
+
 std::vector<std::string> builtinProfileNames() { return {"resnet50", "bert-large"}; }
 
 std::optional<ModelProfile> builtinProfile(std::string_view name) {

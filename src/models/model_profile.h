@@ -44,6 +44,13 @@ struct ModelProfile {
   double backwardFlops() const;  // per sample
 };
 
+// Building blocks of the built-in profiles (one float32 tensor per call, in
+// declaration order). appendTensor adds one tensor; appendNorm a
+// normalisation layer's weight and bias, {channels} each, splitting the
+// layer's backward work equally between them.
+void appendTensor(ModelProfile& profile, std::string name, std::vector<std::int64_t> shape, double backwardFlops);
+void appendNorm(ModelProfile& profile, const std::string& name, std::int64_t channels, double backwardFlops);
+
 // ResNet-50 (He et al. 2015, torchvision layout): 161 tensors, 25,557,032 parameters.
 const ModelProfile& resnet50();
 // BERT-Large, uncased (Devlin et al. 2018: 24 layers, hidden 1024, 16 heads, FFN 4096,

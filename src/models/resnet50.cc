@@ -26,15 +26,10 @@ class ResNetBuilder {
 
   void conv(const std::string& name, std::int64_t in, std::int64_t out, std::int64_t kernel, std::int64_t outSide) {
     const double forward = 2.0 * static_cast<double>(in * kernel * kernel * out * outSide * outSide);
-    add(name + ".weight", {out, in, kernel, kernel}, 2.0 * forward);
+    appendTensor(profile_, name + ".weight", {out, in, kernel, kernel}, 2.0 * forward);
   }
   void norm(const std::string& name, std::int64_t channels, std::int64_t side) {
-    const double backward = 10.0 * static_cast<double>(channels * side * side);
-    add(name + ".weight", {channels}, backward / 2);
-    add(name + ".bias", {channels}, backward / 2);
-  }
-  void add(std::string name, std::vector<std::int64_t> shape, double backwardFlops) {
-    profile_.tensors.push_back(TensorProfile{std::move(name), std::move(shape), DataType::kFloat32, backwardFlops});
+    appendNorm(profile_, name, channels, 10.0 * static_cast<double>(channels * side * side));
   }
 
  private:
@@ -75,8 +70,8 @@ ModelProfile buildResNet50() {
     }
   }
   const double fcForward = 2.0 * 2048 * 1000;
-  b.add("fc.weight", {1000, 2048}, 2.0 * fcForward);
-  b.add("fc.bias", {1000}, 2.0 * 1000);
+  appendTensor(profile, "fc.weight", {1000, 2048}, 2.0 * fcForward);
+  appendTensor(profile, "fc.bias", {1000}, 2.0 * 1000);
   return profile;
 }
 

@@ -232,11 +232,11 @@ std::string describeFusionPlan(const FusionPlan& plan, std::span<const RequestIn
     const FusionGroup& group = plan.groups[g];
     std::string kind(toString(group.kind));
     if (group.kind == Collective::kAllreduce || group.kind == Collective::kReduceScatter)
-      kind += " " + std::string(toString(group.op));
-    if (group.kind == Collective::kBroadcast) kind += " root " + std::to_string(group.root);
+      kind.append(" ").append(toString(group.op));
+    if (group.kind == Collective::kBroadcast) kind.append(" root ").append(std::to_string(group.root));
     std::string members;
     for (std::size_t i = 0; i < group.requests.size(); ++i)
-      members += (i ? "," : "") + std::to_string(group.requests[i]);
+      members.append(i ? "," : "").append(std::to_string(group.requests[i]));
     std::snprintf(line, sizeof line, "  launch %zu [level %d]: %s %s, requests {%s}, %zu elements/unit (%.1f KiB)",
                   g, group.level, kind.c_str(), std::string(toString(group.dtype)).c_str(), members.c_str(),
                   group.unitCount, static_cast<double>(group.unitCount * dataTypeSize(group.dtype)) / 1024.0);
@@ -244,7 +244,7 @@ std::string describeFusionPlan(const FusionPlan& plan, std::span<const RequestIn
     if (!group.dependsOn.empty()) {
       text += ", after launch";
       for (std::size_t i = 0; i < group.dependsOn.size(); ++i)
-        text += (i ? "," : " ") + std::to_string(group.dependsOn[i]);
+        text.append(i ? "," : " ").append(std::to_string(group.dependsOn[i]));
     }
     text += "\n";
   }
