@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "boostcomm/communicator.h"
 
@@ -19,6 +20,8 @@ int runAlgorithms(Communicator& comm);
 int runVersion();
 
 struct TopoOptions {
+  bool memory = true;  // also measure node 0's memory (DetectOptions::probeMemory)
+  std::vector<std::string> probeSizes;  // empty: the built-in sweep
   bool json = false;
   bool probe = true;
   std::string outputPath;  // also write the JSON topology file here (rank 0)

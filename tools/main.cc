@@ -141,6 +141,12 @@ int main(int argc, char** argv) {
       "topo", "Detect nodes, ranks per node, hwloc facts and measured link latency/bandwidth (run under mpirun)");
   topoCmd->add_flag("--json", topo.json, "Print the JSON topology file instead of a table");
   topoCmd->add_flag("--probe,!--no-probe", topo.probe, "Measure intra/inter-node links with ping-pong probes (default on)");
+  topoCmd->add_flag("--memory,!--no-memory", topo.memory,
+                    "Also measure node 0's memory: copy rates, cache, fresh pages (~2 s; default on with probes)");
+  topoCmd->add_option("--probe-sizes", topo.probeSizes,
+                      "Probe message sizes, e.g. 8,4K,64K,1M,4M,16M,64M (default up to 4M; add larger ones for "
+                      "links shaped by a token bucket, whose bursts hide the sustained rate)")
+      ->delimiter(',');
   topoCmd->add_option("--output", topo.outputPath, "Also write the JSON topology file here");
   topoCmd->add_option("--load", topo.loadPath, "Show this topology file after checking that it matches the job");
 

@@ -9,9 +9,11 @@
 #include <cstdio>
 #include <limits>
 #include <memory>
+#include <string>
 
 #include "algorithms/registry.h"
 #include "boostcomm/error.h"
+#include "boostcomm/topology.h"
 #include "cli_util.h"
 #include "extra_commands.h"
 #include "simulate.h"
@@ -25,6 +27,9 @@ struct SimulateCli {
   std::string shape = "8x8";
   bool shapeGiven = false;  // --cluster on the command line (overrides the file's shape)
   std::string clusterFile;
+  std::string topologyFile;
+  std::string cache;
+  std::string firstTouch;
   std::string intra;
   std::string inter;
   std::string memory;
@@ -59,14 +64,32 @@ std::size_t bytesOption(const std::string& text, const char* option) {
 }
 
 transport::sim::ClusterSpec clusterOf(const SimulateCli& a) {
-  transport::sim::ClusterSpec c =
-      a.clusterFile.empty() ? transport::sim::parseShape(a.shape) : simulate::loadClusterFile(a.clusterFile);
-  if (!a.clusterFile.empty() && a.shapeGiven) c = transport::sim::parseShape(a.shape, c);
+  if (!a.clusterFile.empty() && !a.topologyFile.empty()) {
+    throw UsageError("--cluster-file and --topology both describe the cluster: give one");
+  }
+  transport::sim::ClusterSpec c = transport::sim::parseShape(a.shape);
+  if (!a.clusterFile.empty()) c = simulate::loadClusterFile(a.clusterFile);
+  if (!a.topologyFile.empty()) c = simulate::clusterFromTopology(loadTopology(a.topologyFile), a.topologyFile);
+  if ((!a.clusterFile.empty() || !a.topologyFile.empty()) && a.shapeGiven) c = transport::sim::parseShape(a.shape, c);
   if (!a.intra.empty()) c.intra = transport::sim::parseLink(a.intra, "--intra");
   if (!a.inter.empty()) c.inter = transport::sim::parseLink(a.inter, "--inter");
   if (!a.memory.empty()) c.memoryBytesPerSecond = transport::sim::parseBandwidth(a.memory, "--memory");
   if (!a.nodeBus.empty()) c.nodeBusBytesPerSecond = transport::sim::parseBandwidth(a.nodeBus, "--node-bus");
   if (a.intraCopyOnCpu) c.intraCopyOnCpu = true;
+  if (!a.cache.empty()) {
+    const std::size_t comma = a.cache.find(',');
+    if (comma == std::string::npos) throw UsageError("--cache: expected SIZE,SPEEDUP such as 32M,6.7, got '" + a.cache + "'");
+    const double size = static_cast<double>(bytesOption(a.cache.substr(0, comma), "--cache"));
+    double speedup = 0;
+    try {
+      speedup = std::stod(a.cache.substr(comma + 1));
+    } catch (const std::exception&) {
+      throw UsageError("--cache: speed-up '" + a.cache.substr(comma + 1) + "' is not a number");
+    }
+    // A step: full speed-up up to SIZE, streaming from twice SIZE.
+    c.cache = {{size, speedup}, {2 * size, 1.0}};
+  }
+  if (!a.firstTouch.empty()) c.firstTouchBytesPerSecond = transport::sim::parseBandwidth(a.firstTouch, "--first-touch");
   transport::sim::validateCluster(c);
   return c;
 }
@@ -192,6 +215,11 @@ ExtraCommand addSimulateCommand(CLI::App& app) {
   CLI::Option* shapeOption =
       cmd->add_option("--cluster", a->shape, "NODESxRANKS_PER_NODE, e.g. 8x8 or 128x8")->capture_default_str();
   cmd->add_option("--cluster-file", a->clusterFile, "JSON cluster description (docs/SIMULATOR.md); flags override it");
+  cmd->add_option("--topology", a->topologyFile,
+                  "A `boostcomm topo --output` file: its shape, measured links and memory (flags override it)");
+  cmd->add_option("--cache", a->cache, "Node cache SIZE,SPEEDUP for host memory: working sets up to SIZE run SPEEDUP times faster, e.g. 32M,2.4 (default none)");
+  cmd->add_option("--first-touch", a->firstTouch,
+                  "Fresh-page write rate, e.g. 0.3GBps: the backend's per-call temporary from 32 MiB (default none)");
   cmd->add_option("--intra", a->intra, "Intra-node link BANDWIDTH,LATENCY per rank, e.g. 25GBps,2us (default 25GBps,2us)");
   cmd->add_option("--inter", a->inter, "Inter-node link BANDWIDTH,LATENCY per node NIC, e.g. 3GBps,10us (default 3GBps,10us)");
   cmd->add_option("--memory", a->memory, "Local reduce/copy bandwidth per rank, e.g. 100GBps (default)");

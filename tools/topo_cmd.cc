@@ -7,6 +7,7 @@
 
 #include "boostcomm/communicator.h"
 #include "boostcomm/topology.h"
+#include "cli_util.h"
 #include "commands.h"
 
 namespace boostcomm::tools {
@@ -47,6 +48,15 @@ void printTable(const Topology& topo) {
   if (!topo.intraNode.measured || !topo.interNode.measured) {
     std::printf("# '-': not measured (--no-probe, or no pair of ranks on such a link)\n");
   }
+  const MemoryModel& m = topo.memory;
+  if (!m.measured) return;
+  std::printf("\n  memory of node 0 (memcpy, 1e9 B/s):\n");
+  std::printf("    one rank, 64 MiB copies, others idle   %8.2f GB/s\n", m.copyGBps);
+  std::printf("    all %d ranks at once, streaming (sum)  %8.2f GB/s\n", topo.ranksPerNode.front(), m.nodeCopyGBps);
+  std::printf("    fresh pages (mmap, first write)        %8.2f GB/s\n", m.firstTouchGBps);
+  std::printf("    all ranks at once by node working set (caches):");
+  for (const auto& s : m.sweep) std::printf(" %zuK %.1f", s.workingSetBytes >> 10, s.copyGBps);
+  std::printf("\n");
 }
 
 }  // namespace
@@ -58,6 +68,12 @@ int runTopo(const TopoOptions& options, Communicator& comm) {
   } else {
     DetectOptions detect;
     detect.probe = options.probe;
+    detect.probeMemory = options.probe && options.memory;
+    for (const std::string& text : options.probeSizes) {
+      const auto bytes = parseBytes(text);
+      if (!bytes || *bytes == 0) throw UsageError("--probe-sizes: '" + text + "' is not a positive size (e.g. 4K, 16M)");
+      detect.probeSizesBytes.push_back(*bytes);
+    }
     topo = detectTopology(comm, detect);
   }
   if (comm.rank() == 0) {

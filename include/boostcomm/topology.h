@@ -16,10 +16,14 @@ namespace boostcomm {
 class Communicator;
 
 // One probe measurement: a message of `bytes` took `timeUs` one way (half
-// the fastest ping-pong round trip).
+// the fastest ping-pong round trip: the link's best case, what the fitted
+// LinkModel describes) and `medianUs` typically (half the median round trip:
+// what the simulator predicts from, as benchmarks report medians; 0 = not
+// recorded, e.g. an older topology file).
 struct ProbeSample {
   std::size_t bytes = 0;
   double timeUs = 0.0;
+  double medianUs = 0.0;
 };
 
 // t(bytes) = latencyUs + bytes / (bandwidthGBps * 1e3) microseconds: the
@@ -35,6 +39,24 @@ struct LinkModel {
   double timeUs(std::size_t bytes) const;
 };
 
+// How fast one node's memory moves data for collectives run by host processes
+// (measured on node 0 by detectTopology with DetectOptions::probeMemory). All
+// rates are 1e9 bytes copied per second; copies are memcpy of half the
+// working set into the other half.
+struct MemoryModel {
+  bool measured = false;
+  double copyGBps = 0.0;        // one rank copying a buffer far larger than the cache, the others idle
+  double nodeCopyGBps = 0.0;    // every rank of the node copying such buffers at once: their sum
+  double firstTouchGBps = 0.0;  // first writes to fresh pages (mmap'd, never touched): faults + zeroing
+  struct Sample {
+    std::size_t workingSetBytes = 0;  // all ranks of the node together
+    double copyGBps = 0.0;            // their summed copy rate
+  };
+  // All ranks at once, node working sets 512 KiB .. 256 MiB: the caches'
+  // plateaus and the streaming rate (the last point, = nodeCopyGBps).
+  std::vector<Sample> sweep;
+};
+
 struct Topology {
   int worldSize = 0;
   int nodes = 0;
@@ -48,6 +70,7 @@ struct Topology {
   std::vector<int> cores;      // [node]: physical cores
   LinkModel intraNode;
   LinkModel interNode;
+  MemoryModel memory;  // node 0's; measured only with DetectOptions::probeMemory
   // Where the layout came from: "shared-memory" (MPI_COMM_TYPE_SHARED),
   // "single-process", "BOOSTCOMM_RANKS_PER_NODE=2", "BOOSTCOMM_NODE_LAYOUT=3,1"
   // or "file:<path>".
@@ -62,6 +85,11 @@ struct DetectOptions {
   bool probe = true;
   // Probe message sizes in bytes; empty uses the built-in sweep (8 B .. 4 MiB).
   std::vector<std::size_t> probeSizesBytes;
+  // Also measure node 0's memory (MemoryModel: copy rates alone and all ranks
+  // at once, cache size and speed-up, fresh-page rate); ~1-2 s. Off by default
+  // because every communicator-creating test would pay it; `boostcomm topo`
+  // turns it on.
+  bool probeMemory = false;
 };
 
 // Collective over comm: every rank calls it and every rank gets the same

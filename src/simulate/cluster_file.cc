@@ -1,5 +1,6 @@
 #include "simulate/cluster_file.h"
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -54,7 +55,77 @@ transport::sim::ClusterSpec loadClusterFile(const std::string& path) {
     BC_INVALID(doc["intra_copy_on_cpu"].is_boolean(), -1, where << "'intra_copy_on_cpu' must be true or false");
     c.intraCopyOnCpu = doc["intra_copy_on_cpu"].get<bool>();
   }
+  if (doc.contains("cache")) {
+    const nlohmann::json& points = doc["cache"];
+    BC_INVALID(points.is_array(), -1, where << "'cache' must be an array of [working_set_bytes, speedup] pairs");
+    for (const auto& p : points) {
+      BC_INVALID(p.is_array() && p.size() == 2 && p[0].is_number() && p[1].is_number(), -1,
+                 where << "'cache' entries must be [working_set_bytes, speedup] pairs of numbers");
+      c.cache.push_back({p[0].get<double>(), p[1].get<double>()});
+    }
+  }
+  if (doc.contains("first_touch_bandwidth") && text(doc["first_touch_bandwidth"], "first_touch_bandwidth") != "0") {
+    c.firstTouchBytesPerSecond =
+        transport::sim::parseBandwidth(doc["first_touch_bandwidth"].get<std::string>(), where + "first_touch_bandwidth");
+  }
   transport::sim::validateCluster(c, "--cluster-file " + path);
+  return c;
+}
+
+ClusterSpec clusterFromTopology(const Topology& topo, const std::string& path) {
+  const std::string where = "--topology " + path + ": ";
+  BC_INVALID(topo.nodes >= 1, -1, where << "no nodes");
+  for (const int perNode : topo.ranksPerNode) {
+    BC_INVALID(perNode == topo.ranksPerNode.front(), -1,
+               where << "nodes hold different rank counts; the simulator needs the same count on every node");
+  }
+  ClusterSpec c;
+  c.nodes = topo.nodes;
+  c.ranksPerNode = topo.ranksPerNode.front();
+  // The simulator predicts typical times of long runs of messages, so a link
+  // takes the probes' median times where the file has them (its own fit is
+  // to the fastest round trips, the best case) and is read as a stream sees
+  // it: latency from the smallest probe, bandwidth from the two largest (the
+  // marginal cost of another byte). A token-bucket-shaped link bursts small
+  // messages after idle time, which a fit over all sizes would mistake for
+  // its rate (a 1 Gbit/s tbf link probes as ~7 Gbit/s); host copies slow
+  // down as messages outgrow the cache.
+  auto link = [&](const LinkModel& l, transport::sim::LinkSpec& out) {
+    if (!l.measured || l.bandwidthGBps <= 0) return;
+    std::vector<ProbeSample> points = l.samples;
+    std::sort(points.begin(), points.end(), [](const ProbeSample& x, const ProbeSample& y) { return x.bytes < y.bytes; });
+    auto typical = [](const ProbeSample& p) { return p.medianUs > 0 ? p.medianUs : p.timeUs; };
+    out.bytesPerSecond = l.bandwidthGBps * 1e9;
+    out.latencySeconds = l.latencyUs * 1e-6;
+    if (points.size() < 2) return;
+    const ProbeSample& a = points[points.size() - 2];
+    const ProbeSample& b = points.back();
+    const double usPerByte = (typical(b) - typical(a)) / static_cast<double>(b.bytes - a.bytes);
+    if (b.bytes > a.bytes && usPerByte > 0) out.bytesPerSecond = 1e6 / usPerByte;
+    out.latencySeconds = typical(points.front()) * 1e-6;
+  };
+  link(topo.intraNode, c.intra);
+  link(topo.interNode, c.inter);
+  // The topology was measured by host processes: messages between ranks of a
+  // node are copies by the receiving CPU, through the node's memory.
+  c.intraCopyOnCpu = true;
+  const MemoryModel& m = topo.memory;
+  if (m.measured && m.nodeCopyGBps > 0 && m.copyGBps > 0) {
+    c.memoryBytesPerSecond = m.copyGBps * 1e9;
+    c.nodeBusBytesPerSecond = m.nodeCopyGBps * 1e9;
+    for (const auto& s : m.sweep) c.cache.push_back({static_cast<double>(s.workingSetBytes), std::max(1.0, s.copyGBps / m.nodeCopyGBps)});
+    c.firstTouchBytesPerSecond = m.firstTouchGBps * 1e9;
+    // The ping-pong probe times the whole message, copy included, with its
+    // buffers in cache; the link alone (pinning and mapping pages) is what
+    // is left after that copy, which the simulator adds back at each job's
+    // own memory speed: 1/link = 1/probed - 1/(copy rate at the probe's working set).
+    std::size_t largest = 0;
+    for (const auto& p : topo.intraNode.samples) largest = std::max(largest, p.bytes);
+    const double copy = c.memoryBytesPerSecond * c.cacheSpeedupAt(2.0 * static_cast<double>(largest) * c.ranksPerNode);
+    const double perByte = 1.0 / c.intra.bytesPerSecond - 1.0 / copy;
+    if (topo.intraNode.measured && perByte > 0.5 / c.intra.bytesPerSecond) c.intra.bytesPerSecond = 1.0 / perByte;
+  }
+  transport::sim::validateCluster(c, "--topology " + path);
   return c;
 }
 

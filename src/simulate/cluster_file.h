@@ -4,11 +4,19 @@
 
 #include <string>
 
+#include "boostcomm/topology.h"
 #include "transport/sim/sim_cluster.h"
 
 namespace boostcomm::simulate {
 
 // Throws Error{kInvalidArgument} naming the file and the bad field.
 transport::sim::ClusterSpec loadClusterFile(const std::string& path);
+
+// The cluster a `boostcomm topo --output` file measured: its shape, its
+// links (unmeasured ones keep the defaults), host-memory messages
+// (intraCopyOnCpu) and, when the file has a measured "memory" section, the
+// per-rank copy rate (compute engines), the node's summed rate (node bus),
+// its cache and its fresh-page rate. `path` is only named in errors.
+transport::sim::ClusterSpec clusterFromTopology(const Topology& topo, const std::string& path);
 
 }  // namespace boostcomm::simulate

@@ -4,6 +4,7 @@
 
 #include "algorithms/registry.h"
 #include "core/check.h"
+#include "transport/sim/sim_cluster.h"
 
 namespace boostcomm::simulate {
 
@@ -42,6 +43,11 @@ int RankPlace::commRank(std::uint8_t comm) const {
 
 int RankPlace::commSize(std::uint8_t comm) const {
   return comm == executor::kIntraComm ? perNode : comm == executor::kInterComm ? nodes : nodes * perNode;
+}
+
+std::size_t nativeTemporaryBytes(Collective collective, std::size_t bytes) {
+  if (collective != Collective::kAllreduce) return 0;
+  return bytes >= transport::sim::kFreshAllocationBytes ? bytes : 0;
 }
 
 const char* nativeModelOf(Collective collective, std::size_t bytes, int ranks) {
@@ -154,6 +160,13 @@ std::vector<std::uint32_t> RankProgram::append(const Schedule& schedule, const P
       q.expansion = ++p.nativeCounter[comm];
       BC_INTERNAL(q.expansion < (1u << kExpansionBits), "simulator: too many native steps in one job");
       q.entry = preds;
+      if (const std::size_t temporary = nativeTemporaryBytes(call.collective, sub.payloadBytes()); temporary > 0) {
+        Op touch;
+        touch.kind = OpKind::kTouch;
+        touch.job = p.job;
+        touch.bytes = temporary;
+        q.entry = {addOp(touch, preds)};
+      }
       std::vector<std::uint32_t> sinks = nested.empty() ? preds : append(nested, q);
       exits.insert(exits.end(), sinks.begin(), sinks.end());
       exitCount[i] = static_cast<std::uint32_t>(sinks.size());

@@ -29,7 +29,9 @@
 namespace boostcomm::simulate {
 
 // kJoin: no work; done when its predecessors are (see RankProgram::joinOf).
-enum class OpKind : std::uint8_t { kSend, kRecv, kReduce, kCopy, kDivide, kJoin };
+// kTouch: first writes to `bytes` of freshly allocated memory (the backend's
+// per-call temporary; see nativeTemporaryBytes).
+enum class OpKind : std::uint8_t { kSend, kRecv, kReduce, kCopy, kDivide, kJoin, kTouch };
 
 struct Op {
   OpKind kind = OpKind::kCopy;
@@ -66,6 +68,12 @@ struct RankPlace {
 // Allgather and reduce-scatter: ring. Broadcast: binomial. Barrier:
 // dissemination. A backend that is not Open MPI (NCCL's rings and trees,
 // MPICH) is a different model; docs/SIMULATOR.md lists this as a limit.
+// Bytes of fresh memory the backend's own collective writes per call: Open MPI
+// 4.1 allreduce (recursive doubling, Rabenseifner, ring on 2 ranks) mallocs a
+// temporary of the whole vector, and glibc serves allocations of at least
+// kFreshAllocationBytes with a new mmap, so from that size every call
+// page-faults it in (smaller ones reuse the heap after the first call).
+std::size_t nativeTemporaryBytes(Collective collective, std::size_t bytes);
 const char* nativeModelOf(Collective collective, std::size_t bytes, int ranks);
 
 class RankProgram {

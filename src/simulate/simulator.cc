@@ -131,6 +131,7 @@ struct Simulation::Engine {
   std::vector<std::vector<std::uint32_t>> jobFirstOp_;   // [rank][job]
   std::vector<std::vector<std::uint32_t>> jobRemaining_;  // [rank][job]
   std::vector<std::vector<std::vector<char>>> scratch_;   // [rank][job], data mode
+  std::vector<double> memoryCost_;                         // [job]: 1 / cache speed-up of its working set
   std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
   MatchTable pending_;
   std::uint64_t seq_ = 0;
@@ -183,6 +184,25 @@ struct Simulation::Engine {
       }
       result_.ops += program.ops.size();
     }
+    memoryCost_.assign(sim_.jobs_.size(), 1.0);
+    for (std::size_t j = 0; j < sim_.jobs_.size(); ++j) {
+      const double perRank = static_cast<double>(workingSetBytes(sim_.specFor(sim_.jobs_[j], 0), programs_[0].scratchBytesOfJob[j]));
+      memoryCost_[j] = 1.0 / sim_.cluster_.cacheSpeedupAt(perRank * sim_.cluster_.ranksPerNode);
+    }
+  }
+
+  // One rank's buffers for a job: what its call streams through memory.
+  static std::size_t workingSetBytes(const algorithms::CollectiveSpec& spec, std::size_t scratchBytes) {
+    const std::size_t payload = spec.payloadBytes();
+    const std::size_t share = payload / static_cast<std::size_t>(std::max(spec.size, 1));
+    std::size_t buffers = payload;  // broadcast: one buffer
+    switch (spec.collective) {
+      case Collective::kAllreduce: buffers = 2 * payload; break;
+      case Collective::kAllgather:
+      case Collective::kReduceScatter: buffers = payload + share; break;
+      default: break;
+    }
+    return buffers + scratchBytes + nativeTemporaryBytes(spec.collective, payload);
   }
 
   void release(int rank, std::uint32_t job, double now) {
@@ -219,10 +239,11 @@ struct Simulation::Engine {
       case OpKind::kCopy:
       case OpKind::kDivide: break;
       case OpKind::kJoin: finish(rank, index, now); return;
+      case OpKind::kTouch: push(network_.firstTouch(rank, op.bytes, now), rank, index, false); return;
     }
     const double passes = op.kind == OpKind::kReduce ? kReducePasses : op.kind == OpKind::kCopy ? kCopyPasses : kDividePasses;
     if (dataMode(op.job) && op.bytes > 0) runLocal(rank, op);
-    const double finish = op.bytes == 0 ? now : network_.localWork(rank, op.bytes, passes, now);
+    const double finish = op.bytes == 0 ? now : network_.localWork(rank, op.bytes, passes, now, memoryCost_[op.job]);
     push(finish, rank, index, false);
   }
 
@@ -275,7 +296,7 @@ struct Simulation::Engine {
     if (dataMode(s.job) && s.bytes > 0) {
       std::memcpy(resolve(key.dst, r.job, r.dstBuf, r.dstOff), resolve(key.src, s.job, s.srcBuf, s.srcOff), s.bytes);
     }
-    const double arrival = network_.transfer(key.src, key.dst, s.bytes, now);
+    const double arrival = network_.transfer(key.src, key.dst, s.bytes, now, memoryCost_[s.job]);
     // One event finishes both ends (the receive's completion completes its send).
     programs_[static_cast<std::size_t>(key.dst)].ops[recvOp].matched = sendOp;
     push(arrival, key.dst, recvOp, false);

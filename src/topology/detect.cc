@@ -17,6 +17,7 @@
 #include "core/check.h"
 #include "topology/hwloc_info.h"
 #include "topology/layout.h"
+#include "topology/memory_probe.h"
 #include "topology/probe.h"
 #include "transport/mpi/mpi_transport.h"
 
@@ -39,15 +40,18 @@ void allgather(transport::Transport& t, const void* send, void* recv, int perRan
 // Measures the link between world ranks a (initiator) and b; every rank
 // returns the fitted model (broadcast from a).
 LinkModel probeLink(transport::Transport& t, int a, int b, std::span<const std::size_t> sizes, int hops) {
-  // [alpha, beta, time of each size]
-  std::vector<double> result(2 + sizes.size(), 0.0);
+  // [alpha, beta, time of each size, median of each size]
+  std::vector<double> result(2 + 2 * sizes.size(), 0.0);
   if (t.rank() == a || t.rank() == b) {
     const auto points = pingPong(t, t.rank() == a ? b : a, t.rank() == a, sizes);
     if (t.rank() == a) {
       const LinkModel fitted = fitLinkModel(points);
       result[0] = fitted.latencyUs;
       result[1] = fitted.bandwidthGBps;
-      for (std::size_t i = 0; i < points.size(); ++i) result[2 + i] = points[i].timeUs;
+      for (std::size_t i = 0; i < points.size(); ++i) {
+        result[2 + i] = points[i].timeUs;
+        result[2 + sizes.size() + i] = points[i].medianUs;
+      }
     }
   }
   transport::Request req;
@@ -58,7 +62,9 @@ LinkModel probeLink(transport::Transport& t, int a, int b, std::span<const std::
   model.bandwidthGBps = result[1];
   model.hops = hops;
   model.measured = true;
-  for (std::size_t i = 0; i < sizes.size(); ++i) model.samples.push_back({sizes[i], result[2 + i]});
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    model.samples.push_back({sizes[i], result[2 + i], result[2 + sizes.size() + i]});
+  }
   return model;
 }
 
@@ -127,6 +133,7 @@ Topology detectOnTransport(transport::Transport& world, const DetectOptions& opt
     }
   }
   if (topo.nodes >= 2) topo.interNode = probeLink(t, topo.ranksOf(0)[0], topo.ranksOf(1)[0], sizes, 2);
+  if (options.probeMemory) topo.memory = probeMemory(t, topo);
   return topo;
 }
 

@@ -106,7 +106,8 @@ std::vector<ProbePoint> pingPong(transport::Transport& t, int peer, bool initiat
     // The fastest round trip, not the median: on a shared, oversubscribed
     // host other processes only ever add time, so the minimum is the
     // closest estimate of what the link itself can do.
-    if (initiator) points.push_back({bytes, *std::min_element(roundTripsUs.begin(), roundTripsUs.end()) / 2});
+    std::sort(roundTripsUs.begin(), roundTripsUs.end());
+    if (initiator) points.push_back({bytes, roundTripsUs.front() / 2, roundTripsUs[roundTripsUs.size() / 2] / 2});
   }
   return points;
 }

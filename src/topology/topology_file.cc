@@ -4,7 +4,10 @@
 //    "layout_source": "...",
 //    "nodes": [{"hostname": "a", "ranks": [0, 1], "sockets": 1, "numa_nodes": 1, "cores": 2}, ...],
 //    "links": {"intra_node": {"latency_us": .., "bandwidth_gbps": .., "hops": 1, "measured": true},
-//              "inter_node": {...}}}
+//              "inter_node": {...}},
+//    "memory": {"measured": true, "copy_gbps": .., "node_copy_gbps": .., "first_touch_gbps": ..,
+//               "sweep": [{"working_set_bytes": .., "copy_gbps": ..}, ...]}}
+// ("memory" is written only when measured; files without it read as not measured.)
 //
 // Ranks are listed per node (not as counts) so a file can describe any
 // placement, e.g. round-robin. Reading checks that every rank 0..world_size-1
@@ -30,7 +33,9 @@ constexpr int kVersion = 1;
 
 json linkToJson(const LinkModel& link) {
   json samples = json::array();
-  for (const auto& s : link.samples) samples.push_back({{"bytes", s.bytes}, {"time_us", s.timeUs}});
+  for (const auto& s : link.samples) {
+    samples.push_back({{"bytes", s.bytes}, {"time_us", s.timeUs}, {"median_us", s.medianUs}});
+  }
   return {{"latency_us", link.latencyUs},
           {"bandwidth_gbps", link.bandwidthGBps},
           {"hops", link.hops},
@@ -46,10 +51,32 @@ LinkModel linkFromJson(const json& j) {
   link.measured = j.at("measured").get<bool>();
   if (j.contains("samples")) {
     for (const auto& s : j.at("samples")) {
-      link.samples.push_back({s.at("bytes").get<std::size_t>(), s.at("time_us").get<double>()});
+      link.samples.push_back({s.at("bytes").get<std::size_t>(), s.at("time_us").get<double>(), s.value("median_us", 0.0)});
     }
   }
   return link;
+}
+
+json memoryToJson(const MemoryModel& m) {
+  json sweep = json::array();
+  for (const auto& s : m.sweep) sweep.push_back({{"working_set_bytes", s.workingSetBytes}, {"copy_gbps", s.copyGBps}});
+  return {{"measured", m.measured},         {"copy_gbps", m.copyGBps},
+          {"node_copy_gbps", m.nodeCopyGBps}, {"first_touch_gbps", m.firstTouchGBps},
+          {"sweep", sweep}};
+}
+
+MemoryModel memoryFromJson(const json& j) {
+  MemoryModel m;
+  m.measured = j.at("measured").get<bool>();
+  m.copyGBps = j.at("copy_gbps").get<double>();
+  m.nodeCopyGBps = j.at("node_copy_gbps").get<double>();
+  m.firstTouchGBps = j.at("first_touch_gbps").get<double>();
+  BC_INVALID(m.copyGBps >= 0 && m.nodeCopyGBps >= 0 && m.firstTouchGBps >= 0, -1,
+             "topology file: \"memory\" has a negative rate");
+  if (j.contains("sweep")) {
+    for (const auto& s : j.at("sweep")) m.sweep.push_back({s.at("working_set_bytes").get<std::size_t>(), s.at("copy_gbps").get<double>()});
+  }
+  return m;
 }
 
 std::string joinInts(const std::vector<int>& values) {
@@ -82,12 +109,13 @@ std::string topologyToJson(const Topology& topo) {
                      {"numa_nodes", n < topo.numaNodes.size() ? topo.numaNodes[n] : 0},
                      {"cores", n < topo.cores.size() ? topo.cores[n] : 0}});
   }
-  const json j = {{"format", kFormat},
+  json j = {{"format", kFormat},
                   {"version", kVersion},
                   {"world_size", topo.worldSize},
                   {"layout_source", topo.layoutSource},
                   {"nodes", nodes},
                   {"links", {{"intra_node", linkToJson(topo.intraNode)}, {"inter_node", linkToJson(topo.interNode)}}}};
+  if (topo.memory.measured) j["memory"] = memoryToJson(topo.memory);
   return j.dump(2) + "\n";
 }
 
@@ -137,6 +165,7 @@ Topology topologyFromJson(const std::string& text) {
     const json& links = j.at("links");
     topo.intraNode = linkFromJson(links.at("intra_node"));
     topo.interNode = linkFromJson(links.at("inter_node"));
+    if (j.contains("memory")) topo.memory = memoryFromJson(j.at("memory"));
   } catch (const nlohmann::json::exception& e) {
     core::raise(ErrorCategory::kInvalidArgument, -1, std::string("topology file is not valid: ") + e.what());
   }

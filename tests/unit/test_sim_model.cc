@@ -10,6 +10,7 @@
 #include <string>
 
 #include "boostcomm/error.h"
+#include "common/expect_error.h"
 #include "models/model_profile.h"
 #include "simulate/cluster_file.h"
 #include "simulate/predict.h"
@@ -123,17 +124,7 @@ TEST(SimReplay, BoostedIsNoSlowerThanBaselineOn8x8) {
   EXPECT_NEAR(cal.modes[0].commShare, 0.3, 0.02);
 }
 
-// An Error of category kInvalidArgument whose message names `arg`.
-template <typename F>
-void expectInvalid(F&& f, const std::string& arg) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one naming " << arg;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.category(), ErrorCategory::kInvalidArgument) << e.what();
-    EXPECT_NE(std::string(e.what()).find(arg), std::string::npos) << e.what();
-  }
-}
+using testing::expectInvalid;
 
 TEST(SimCluster, ParsesUnitsAndRejectsImpossibleValues) {
   using namespace transport::sim;

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <utility>
@@ -69,7 +70,24 @@ std::string ClusterSpec::describe() const {
      << memoryBytesPerSecond / 1e9 << " GB/s";
   if (nodeBusBytesPerSecond > 0) os << ", node bus " << nodeBusBytesPerSecond / 1e9 << " GB/s";
   if (intraCopyOnCpu) os << ", intra copies on the CPU";
+  if (!cache.empty()) {
+    os << ", cache";
+    for (const CachePoint& p : cache) os << " " << p.workingSetBytes / 1048576.0 << "MiB:x" << p.speedup;
+  }
+  if (firstTouchBytesPerSecond > 0) os << ", first touch " << firstTouchBytesPerSecond / 1e9 << " GB/s";
   return os.str();
+}
+
+double ClusterSpec::cacheSpeedupAt(double workingSetBytes) const {
+  if (cache.empty()) return 1.0;
+  if (workingSetBytes <= cache.front().workingSetBytes) return cache.front().speedup;
+  if (workingSetBytes >= cache.back().workingSetBytes) return cache.back().speedup;
+  std::size_t i = 1;
+  while (cache[i].workingSetBytes < workingSetBytes) ++i;
+  const CachePoint& a = cache[i - 1];
+  const CachePoint& b = cache[i];
+  const double f = std::log(workingSetBytes / a.workingSetBytes) / std::log(b.workingSetBytes / a.workingSetBytes);
+  return a.speedup + f * (b.speedup - a.speedup);
 }
 
 void validateCluster(const ClusterSpec& c, std::string_view argName) {
@@ -87,7 +105,19 @@ void validateCluster(const ClusterSpec& c, std::string_view argName) {
              "--inter: latency must not be negative (got " << c.inter.latencySeconds << " s)");
   BC_INVALID(c.memoryBytesPerSecond > 0 && std::isfinite(c.memoryBytesPerSecond), -1,
              "--memory: bandwidth must be positive (got " << c.memoryBytesPerSecond << " B/s)");
-  BC_INVALID(c.nodeBusBytesPerSecond >= 0, -1, "node bus bandwidth must not be negative");
+  BC_INVALID(c.nodeBusBytesPerSecond >= 0 && std::isfinite(c.nodeBusBytesPerSecond), -1,
+             "--node-bus: bandwidth must not be negative (got " << c.nodeBusBytesPerSecond << " B/s)");
+  for (std::size_t i = 0; i < c.cache.size(); ++i) {
+    const ClusterSpec::CachePoint& p = c.cache[i];
+    BC_INVALID(p.workingSetBytes > 0 && std::isfinite(p.workingSetBytes), -1,
+               "--cache: point " << i << " has working set " << p.workingSetBytes << " B; must be positive");
+    BC_INVALID(p.speedup >= 1 && std::isfinite(p.speedup), -1,
+               "--cache: point " << i << " has speed-up " << p.speedup << "; must be at least 1");
+    BC_INVALID(i == 0 || p.workingSetBytes > c.cache[i - 1].workingSetBytes, -1,
+               "--cache: points must be in ascending working-set order (point " << i << ")");
+  }
+  BC_INVALID(c.firstTouchBytesPerSecond >= 0 && std::isfinite(c.firstTouchBytesPerSecond), -1,
+             "--first-touch: bandwidth must not be negative (got " << c.firstTouchBytesPerSecond << " B/s)");
 }
 
 ClusterSpec parseShape(std::string_view text, ClusterSpec base) {

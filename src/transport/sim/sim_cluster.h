@@ -18,17 +18,22 @@
 //   {"nodes": 8, "ranks_per_node": 8,
 //    "intra": {"bandwidth": "25GBps", "latency": "2us"},
 //    "inter": {"bandwidth": "3GBps", "latency": "10us"},
-//    "memory_bandwidth": "100GBps", "node_bus_bandwidth": "0", "intra_copy_on_cpu": false}
+//    "memory_bandwidth": "100GBps", "node_bus_bandwidth": "0", "intra_copy_on_cpu": false,
+//    "cache": [[4194304, 2.8], [33554432, 2.4], [268435456, 1]], "first_touch_bandwidth": "0"}
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace boostcomm::transport::sim {
 
 struct LinkSpec {
   double bytesPerSecond = 0;
   double latencySeconds = 0;
+  // One message of `bytes`, alone on the link, latency included.
+  double seconds(double bytes) const { return latencySeconds + bytes / bytesPerSecond; }
 };
 
 struct ClusterSpec {
@@ -47,8 +52,28 @@ struct ClusterSpec {
   // PCIe switch or memory bus); 0 = no cap beyond each rank's own ports.
   double nodeBusBytesPerSecond = 0;
   // Host shared memory: an intra-node message is a copy done by the
-  // receiving rank's CPU, so it competes with that rank's reductions.
+  // receiving rank's CPU, so it competes with that rank's reductions, and
+  // (with a node bus) the node's local reduce/copy steps also share the bus:
+  // every rank of a host streams through the same memory controllers.
   bool intraCopyOnCpu = false;
+  // Host caches: how much faster than the streaming rates above a job's
+  // memory resources (compute engines, and the node bus with intraCopyOnCpu)
+  // run when its working set on one node (every local rank's send + receive +
+  // scratch bytes) is W bytes. Points (W, speed-up) ascending in W, e.g. a
+  // memcpy sweep from `boostcomm topo` (L2, L3, DRAM plateaus); between
+  // points log-linear in W, outside them the end values. Empty = no cache.
+  struct CachePoint {
+    double workingSetBytes = 0;
+    double speedup = 1;
+  };
+  std::vector<CachePoint> cache;
+  double cacheSpeedupAt(double workingSetBytes) const;
+  // Fresh pages (a new mmap) written for the first time, bytes per second:
+  // page faults plus zeroing, and in a VM the host's own fault. Open MPI 4.1
+  // allocates a temporary the size of the vector per allreduce call and glibc
+  // serves requests >= 32 MiB with a new mmap, so the backend's own ("native")
+  // allreduce pays this on every call from that size. 0 = not modelled.
+  double firstTouchBytesPerSecond = 0;
 
   int ranks() const { return nodes * ranksPerNode; }
   // "8x8, intra 25 GB/s 2 us, inter 3 GB/s 10 us, memory 100 GB/s"
@@ -58,6 +83,10 @@ struct ClusterSpec {
 // Throws Error{kInvalidArgument} naming `argName` when the value is impossible
 // (zero or negative nodes, ranks, bandwidth; negative latency; bad syntax).
 void validateCluster(const ClusterSpec& cluster, std::string_view argName = "--cluster");
+
+// glibc's largest dynamic mmap threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX):
+// allocations of at least this many bytes always get fresh pages.
+inline constexpr std::size_t kFreshAllocationBytes = std::size_t{32} << 20;
 
 // "8x8" -> nodes, ranksPerNode (kept from `base` otherwise).
 ClusterSpec parseShape(std::string_view text, ClusterSpec base = {});

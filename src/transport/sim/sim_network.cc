@@ -21,26 +21,20 @@ void Network::reset() {
   stats_ = NetworkStats{};
 }
 
-double Network::reserve(Resource* const* path, int n, std::size_t bytes, double latency, double now) {
+double Network::reserve(Resource* const* path, const double* busySeconds, int n, double duration, double now) {
   double start = now;
-  double slowest = path[0]->bytesPerSecond;
-  for (int i = 0; i < n; ++i) {
-    start = std::max(start, path[i]->freeAt);
-    slowest = std::min(slowest, path[i]->bytesPerSecond);
-  }
-  const double b = static_cast<double>(bytes);
-  for (int i = 0; i < n; ++i) path[i]->freeAt = start + b / path[i]->bytesPerSecond;
-  return start + latency + b / slowest;
+  for (int i = 0; i < n; ++i) start = std::max(start, path[i]->freeAt);
+  for (int i = 0; i < n; ++i) path[i]->freeAt = start + busySeconds[i];
+  return start + duration;
 }
 
-double Network::transfer(int src, int dst, std::size_t bytes, double now) {
+double Network::transfer(int src, int dst, std::size_t bytes, double now, double memoryCost) {
   ++stats_.messages;
   const auto s = static_cast<std::size_t>(src);
   const auto d = static_cast<std::size_t>(dst);
   if (src == dst) {
     // A message to oneself is a local copy.
-    Resource* path[] = {&cpu_[s]};
-    return reserve(path, 1, bytes, 0, now);
+    return localWork(src, bytes, 1.0, now, memoryCost);
   }
   const auto ns = static_cast<std::size_t>(nodeOf(src));
   const auto nd = static_cast<std::size_t>(nodeOf(dst));
@@ -49,21 +43,55 @@ double Network::transfer(int src, int dst, std::size_t bytes, double now) {
     // Device -> NIC crossing inside the node is assumed not to be the
     // bottleneck (GPUDirect-class paths); the NICs are.
     Resource* path[] = {&nicOut_[ns], &nicIn_[nd]};
-    return reserve(path, 2, bytes, cluster_.inter.latencySeconds, now);
+    const double seconds = cluster_.inter.seconds(static_cast<double>(bytes));
+    const double busy = std::max(0.0, seconds - cluster_.inter.latencySeconds);
+    const double busySeconds[] = {busy, busy};
+    return reserve(path, busySeconds, 2, seconds, now);
   }
   stats_.intraBytes += bytes;
-  Resource* path[4] = {&portOut_[s], &portIn_[d]};
-  int n = 2;
-  if (cluster_.nodeBusBytesPerSecond > 0) path[n++] = &bus_[ns];
-  if (cluster_.intraCopyOnCpu) path[n++] = &cpu_[d];
-  return reserve(path, n, bytes, cluster_.intra.latencySeconds, now);
+  const bool bus = cluster_.nodeBusBytesPerSecond > 0;
+  if (!cluster_.intraCopyOnCpu) {
+    // A device link: the ports, and a shared switch/bus if there is one.
+    Resource* path[3] = {&portOut_[s], &portIn_[d], &bus_[ns]};
+    const double seconds = cluster_.intra.seconds(static_cast<double>(bytes));
+    const double busy = std::max(0.0, seconds - cluster_.intra.latencySeconds);
+    const double busSeconds = bus ? static_cast<double>(bytes) / cluster_.nodeBusBytesPerSecond : 0.0;
+    const double busySeconds[3] = {busy, busy, busSeconds};
+    return reserve(path, busySeconds, bus ? 3 : 2, std::max(seconds, cluster_.intra.latencySeconds + busSeconds), now);
+  }
+  // Host processes: the link phase holds both ports and the receiving CPU;
+  // the copy phase then needs the CPU and, when the node's memory is shared,
+  // the bus (first come, first served: two ranks copying at once each get
+  // half of it, as two messages one after the other at the full rate).
+  Resource& cpu = cpu_[d];
+  const double start = std::max({now, portOut_[s].freeAt, portIn_[d].freeAt, cpu.freeAt});
+  const double b = static_cast<double>(bytes);
+  const double copyReady = start + cluster_.intra.seconds(b);
+  double arrival = copyReady + memoryCost * b / cpu.bytesPerSecond;
+  if (bus) {
+    Resource& shared = bus_[ns];
+    shared.freeAt = std::max(shared.freeAt, copyReady) + memoryCost * b / shared.bytesPerSecond;
+    arrival = std::max(arrival, shared.freeAt);
+  }
+  portOut_[s].freeAt = portIn_[d].freeAt = cpu.freeAt = arrival;
+  return arrival;
 }
 
-double Network::localWork(int rank, std::size_t bytes, double passes, double now) {
+double Network::localWork(int rank, std::size_t bytes, double passes, double now, double memoryCost) {
   stats_.localBytes += bytes;
+  const double b = passes * memoryCost * static_cast<double>(bytes);
+  Resource* path[2] = {&cpu_[static_cast<std::size_t>(rank)], &bus_[static_cast<std::size_t>(nodeOf(rank))]};
+  const double busySeconds[2] = {b / path[0]->bytesPerSecond, b / std::max(path[1]->bytesPerSecond, 1e-300)};
+  // Host memory: all ranks of a node stream through the same controllers.
+  const bool bus = cluster_.intraCopyOnCpu && cluster_.nodeBusBytesPerSecond > 0;
+  return reserve(path, busySeconds, bus ? 2 : 1, bus ? std::max(busySeconds[0], busySeconds[1]) : busySeconds[0], now);
+}
+
+double Network::firstTouch(int rank, std::size_t bytes, double now) {
+  if (cluster_.firstTouchBytesPerSecond <= 0 || bytes == 0) return now;
   Resource& cpu = cpu_[static_cast<std::size_t>(rank)];
   const double start = std::max(now, cpu.freeAt);
-  cpu.freeAt = start + passes * static_cast<double>(bytes) / cpu.bytesPerSecond;
+  cpu.freeAt = start + static_cast<double>(bytes) / cluster_.firstTouchBytesPerSecond;
   return cpu.freeAt;
 }
 

@@ -7,7 +7,18 @@
 //     by all inter-node traffic of the node's ranks;
 //   - optionally each node's intra-node bus (ClusterSpec::nodeBusBytesPerSecond);
 //   - each rank's compute engine (local reduce/copy at memory bandwidth; with
-//     intraCopyOnCpu also the receiver side of intra-node copies).
+//     intraCopyOnCpu also the receiver side of intra-node copies, and the
+//     node bus, when set, carries the node's local reduce/copy steps too).
+// A job's memory cost factor (1 / ClusterSpec::cacheSpeedupAt(its working
+// set)) scales its bytes on the memory resources (compute engines, and the
+// node bus when it is host memory); links are not sped up by caches.
+//
+// Host processes (intraCopyOnCpu): an intra-node message is a single copy by
+// the receiving process (Open MPI's CMA path), which first pins and maps the
+// sender's pages and then copies. The two add up: the link (ports) accounts
+// for the per-page work at the intra bandwidth, then the copy streams through
+// the receiver's compute engine and the node bus at memory speed for the
+// job's working set. The receiver is busy for the whole message.
 // A message holds every resource on its path from the moment all are free:
 //   start  = max(now, free time of each resource on the path)
 //   finish = start + latency + bytes / min(bandwidth on the path)
@@ -48,10 +59,14 @@ class Network {
 
   // A message of `bytes` from world rank src to dst, ready to move at `now`
   // (both ends posted); returns its arrival time and reserves its path.
-  double transfer(int src, int dst, std::size_t bytes, double now);
+  // memoryCost: the job's factor on memory resources (1 = streaming from DRAM).
+  double transfer(int src, int dst, std::size_t bytes, double now, double memoryCost = 1.0);
   // Local work on `rank` streaming `bytes` through memory, `passes` times the
   // cost of a copy of those bytes (copy 1, reduce 1.5); returns its end time.
-  double localWork(int rank, std::size_t bytes, double passes, double now);
+  double localWork(int rank, std::size_t bytes, double passes, double now, double memoryCost = 1.0);
+  // First writes to `bytes` of fresh pages on `rank` (page faults: CPU time of
+  // the rank, not memory bandwidth); returns its end time.
+  double firstTouch(int rank, std::size_t bytes, double now);
 
   const NetworkStats& stats() const { return stats_; }
   void reset();
@@ -61,8 +76,9 @@ class Network {
     double freeAt = 0;
     double bytesPerSecond = 0;
   };
-  // Holds up to 5 resources; returns finish.
-  double reserve(Resource* const* path, int n, std::size_t bytes, double latency, double now);
+  // Holds up to 3 resources, all from one start (the latest free time among
+  // them); resource i is busy for busySeconds[i]. Returns start + duration.
+  double reserve(Resource* const* path, const double* busySeconds, int n, double duration, double now);
 
   ClusterSpec cluster_;
   std::vector<Resource> portOut_, portIn_, cpu_;  // per rank
