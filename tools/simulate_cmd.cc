@@ -27,7 +27,7 @@ struct SimulateCli {
   std::string shape = "8x8";
   bool shapeGiven = false;  // --cluster on the command line (overrides the file's shape)
   std::string clusterFile;
-  std::string topologyFile;
+  std::string topologyFiles;  // comma-separated
   std::string cache;
   std::string firstTouch;
   std::string intra;
@@ -64,13 +64,23 @@ std::size_t bytesOption(const std::string& text, const char* option) {
 }
 
 transport::sim::ClusterSpec clusterOf(const SimulateCli& a) {
-  if (!a.clusterFile.empty() && !a.topologyFile.empty()) {
+  if (!a.clusterFile.empty() && !a.topologyFiles.empty()) {
     throw UsageError("--cluster-file and --topology both describe the cluster: give one");
   }
   transport::sim::ClusterSpec c = transport::sim::parseShape(a.shape);
   if (!a.clusterFile.empty()) c = simulate::loadClusterFile(a.clusterFile);
-  if (!a.topologyFile.empty()) c = simulate::clusterFromTopology(loadTopology(a.topologyFile), a.topologyFile);
-  if ((!a.clusterFile.empty() || !a.topologyFile.empty()) && a.shapeGiven) c = transport::sim::parseShape(a.shape, c);
+  if (!a.topologyFiles.empty()) {
+    std::vector<transport::sim::ClusterSpec> measured;
+    std::size_t begin = 0;
+    while (begin <= a.topologyFiles.size()) {
+      const std::size_t comma = std::min(a.topologyFiles.find(',', begin), a.topologyFiles.size());
+      const std::string file = a.topologyFiles.substr(begin, comma - begin);
+      if (!file.empty()) measured.push_back(simulate::clusterFromTopology(loadTopology(file), file));
+      begin = comma + 1;
+    }
+    c = simulate::medianCluster(measured);
+  }
+  if ((!a.clusterFile.empty() || !a.topologyFiles.empty()) && a.shapeGiven) c = transport::sim::parseShape(a.shape, c);
   if (!a.intra.empty()) c.intra = transport::sim::parseLink(a.intra, "--intra");
   if (!a.inter.empty()) c.inter = transport::sim::parseLink(a.inter, "--inter");
   if (!a.memory.empty()) c.memoryBytesPerSecond = transport::sim::parseBandwidth(a.memory, "--memory");
@@ -215,8 +225,9 @@ ExtraCommand addSimulateCommand(CLI::App& app) {
   CLI::Option* shapeOption =
       cmd->add_option("--cluster", a->shape, "NODESxRANKS_PER_NODE, e.g. 8x8 or 128x8")->capture_default_str();
   cmd->add_option("--cluster-file", a->clusterFile, "JSON cluster description (docs/SIMULATOR.md); flags override it");
-  cmd->add_option("--topology", a->topologyFile,
-                  "A `boostcomm topo --output` file: its shape, measured links and memory (flags override it)");
+  cmd->add_option("--topology", a->topologyFiles,
+                  "`boostcomm topo --output` file(s) of one job: its shape, measured links and memory, the median "
+                  "over several comma-separated files (flags override it)");
   cmd->add_option("--cache", a->cache, "Node cache SIZE,SPEEDUP for host memory: working sets up to SIZE run SPEEDUP times faster, e.g. 32M,2.4 (default none)");
   cmd->add_option("--first-touch", a->firstTouch,
                   "Fresh-page write rate, e.g. 0.3GBps: the backend's per-call temporary from 32 MiB (default none)");

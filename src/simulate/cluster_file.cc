@@ -83,13 +83,12 @@ ClusterSpec clusterFromTopology(const Topology& topo, const std::string& path) {
   c.nodes = topo.nodes;
   c.ranksPerNode = topo.ranksPerNode.front();
   // The simulator predicts typical times of long runs of messages, so a link
-  // takes the probes' median times where the file has them (its own fit is
-  // to the fastest round trips, the best case) and is read as a stream sees
-  // it: latency from the smallest probe, bandwidth from the two largest (the
-  // marginal cost of another byte). A token-bucket-shaped link bursts small
-  // messages after idle time, which a fit over all sizes would mistake for
-  // its rate (a 1 Gbit/s tbf link probes as ~7 Gbit/s); host copies slow
-  // down as messages outgrow the cache.
+  // is read from the probes' medians as a stream sees it: latency from the
+  // smallest probe, bandwidth from the two largest (the marginal cost of
+  // another byte). A token-bucket-shaped link bursts small messages after
+  // idle time, which a fit over all sizes would mistake for its rate (a
+  // 1 Gbit/s tbf link probes as ~7 Gbit/s); host copies slow down as
+  // messages outgrow the cache.
   auto link = [&](const LinkModel& l, transport::sim::LinkSpec& out) {
     if (!l.measured || l.bandwidthGBps <= 0) return;
     std::vector<ProbeSample> points = l.samples;
@@ -127,6 +126,43 @@ ClusterSpec clusterFromTopology(const Topology& topo, const std::string& path) {
   }
   transport::sim::validateCluster(c, "--topology " + path);
   return c;
+}
+
+ClusterSpec medianCluster(const std::vector<ClusterSpec>& clusters) {
+  BC_INVALID(!clusters.empty(), -1, "--topology: no topology file given");
+  const ClusterSpec& first = clusters.front();
+  for (std::size_t i = 1; i < clusters.size(); ++i) {
+    const ClusterSpec& c = clusters[i];
+    BC_INVALID(c.nodes == first.nodes && c.ranksPerNode == first.ranksPerNode && c.intraCopyOnCpu == first.intraCopyOnCpu,
+               -1, "--topology: file " << i + 1 << " describes " << c.nodes << "x" << c.ranksPerNode << ", file 1 "
+                                       << first.nodes << "x" << first.ranksPerNode << ": give files of one job layout");
+    BC_INVALID(c.cache.size() == first.cache.size(), -1,
+               "--topology: file " << i + 1 << " has " << c.cache.size() << " cache points, file 1 " << first.cache.size());
+    for (std::size_t k = 0; k < c.cache.size(); ++k) {
+      BC_INVALID(c.cache[k].workingSetBytes == first.cache[k].workingSetBytes, -1,
+                 "--topology: file " << i + 1 << " measured its memory at other working sets than file 1");
+    }
+  }
+  auto median = [&](auto field) {
+    std::vector<double> v;
+    for (const ClusterSpec& c : clusters) v.push_back(field(c));
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  };
+  ClusterSpec m = first;
+  m.intra.bytesPerSecond = median([](const ClusterSpec& c) { return c.intra.bytesPerSecond; });
+  m.intra.latencySeconds = median([](const ClusterSpec& c) { return c.intra.latencySeconds; });
+  m.inter.bytesPerSecond = median([](const ClusterSpec& c) { return c.inter.bytesPerSecond; });
+  m.inter.latencySeconds = median([](const ClusterSpec& c) { return c.inter.latencySeconds; });
+  m.memoryBytesPerSecond = median([](const ClusterSpec& c) { return c.memoryBytesPerSecond; });
+  m.nodeBusBytesPerSecond = median([](const ClusterSpec& c) { return c.nodeBusBytesPerSecond; });
+  m.firstTouchBytesPerSecond = median([](const ClusterSpec& c) { return c.firstTouchBytesPerSecond; });
+  for (std::size_t k = 0; k < m.cache.size(); ++k) {
+    m.cache[k].speedup = median([k](const ClusterSpec& c) { return c.cache[k].speedup; });
+  }
+  transport::sim::validateCluster(m, "--topology");
+  return m;
 }
 
 }  // namespace boostcomm::simulate

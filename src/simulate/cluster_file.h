@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "boostcomm/topology.h"
 #include "transport/sim/sim_cluster.h"
@@ -18,5 +19,11 @@ transport::sim::ClusterSpec loadClusterFile(const std::string& path);
 // per-rank copy rate (compute engines), the node's summed rate (node bus),
 // its cache and its fresh-page rate. `path` is only named in errors.
 transport::sim::ClusterSpec clusterFromTopology(const Topology& topo, const std::string& path);
+
+// Several measurements of one machine (e.g. `boostcomm topo` before and after
+// a benchmark) as one cluster: every rate, latency and cache speed-up is the
+// median over them, so one noisy probe run does not decide the prediction.
+// The clusters must agree on shape, host copies and cache points' sizes.
+transport::sim::ClusterSpec medianCluster(const std::vector<transport::sim::ClusterSpec>& clusters);
 
 }  // namespace boostcomm::simulate

@@ -160,14 +160,17 @@ std::vector<std::uint32_t> RankProgram::append(const Schedule& schedule, const P
       q.expansion = ++p.nativeCounter[comm];
       BC_INTERNAL(q.expansion < (1u << kExpansionBits), "simulator: too many native steps in one job");
       q.entry = preds;
+      std::vector<std::uint32_t> sinks = nested.empty() ? preds : append(nested, q);
       if (const std::size_t temporary = nativeTemporaryBytes(call.collective, sub.payloadBytes()); temporary > 0) {
+        // The temporary is faulted in as the algorithm first writes it: CPU
+        // time of the rank alongside the schedule, not before it, so a rank
+        // waiting on the network absorbs it and a CPU-bound one pays it in full.
         Op touch;
         touch.kind = OpKind::kTouch;
         touch.job = p.job;
         touch.bytes = temporary;
-        q.entry = {addOp(touch, preds)};
+        sinks.push_back(addOp(touch, preds));
       }
-      std::vector<std::uint32_t> sinks = nested.empty() ? preds : append(nested, q);
       exits.insert(exits.end(), sinks.begin(), sinks.end());
       exitCount[i] = static_cast<std::uint32_t>(sinks.size());
       continue;

@@ -30,7 +30,7 @@ constexpr std::size_t kSweepMinBytes = 256 * 1024;       // per-rank working set
 constexpr std::size_t kSweepMaxBytes = 128 * kMiB;
 constexpr std::size_t kBytesPerPoint = 256 * kMiB;       // copied per sweep point and rank
 constexpr std::size_t kFreshBytes = 32 * kMiB;
-constexpr int kReps = 5;
+constexpr int kReps = 9;
 
 double seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();

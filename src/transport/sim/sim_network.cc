@@ -18,7 +18,23 @@ void Network::reset() {
   nicOut_.assign(nodes, Resource{0, cluster_.inter.bytesPerSecond});
   nicIn_.assign(nodes, Resource{0, cluster_.inter.bytesPerSecond});
   bus_.assign(nodes, Resource{0, cluster_.nodeBusBytesPerSecond});
+  memoryBus_.assign(nodes, Timeline{});
   stats_ = NetworkStats{};
+}
+
+double Network::Timeline::book(double earliest, double seconds, double now) {
+  std::size_t drop = 0;
+  while (drop < busy_.size() && busy_[drop].second <= now) ++drop;
+  busy_.erase(busy_.begin(), busy_.begin() + static_cast<std::ptrdiff_t>(drop));
+  double start = earliest;
+  std::size_t at = 0;
+  for (; at < busy_.size(); ++at) {
+    if (busy_[at].second <= start) continue;         // ends before we would start
+    if (busy_[at].first >= start + seconds) break;   // the gap before it fits
+    start = busy_[at].second;                        // overlaps: try after it
+  }
+  busy_.insert(busy_.begin() + static_cast<std::ptrdiff_t>(at), {start, start + seconds});
+  return start;
 }
 
 double Network::reserve(Resource* const* path, const double* busySeconds, int n, double duration, double now) {
@@ -69,9 +85,8 @@ double Network::transfer(int src, int dst, std::size_t bytes, double now, double
   const double copyReady = start + cluster_.intra.seconds(b);
   double arrival = copyReady + memoryCost * b / cpu.bytesPerSecond;
   if (bus) {
-    Resource& shared = bus_[ns];
-    shared.freeAt = std::max(shared.freeAt, copyReady) + memoryCost * b / shared.bytesPerSecond;
-    arrival = std::max(arrival, shared.freeAt);
+    const double busSeconds = memoryCost * b / cluster_.nodeBusBytesPerSecond;
+    arrival = std::max(arrival, memoryBus_[ns].book(copyReady, busSeconds, now) + busSeconds);
   }
   portOut_[s].freeAt = portIn_[d].freeAt = cpu.freeAt = arrival;
   return arrival;
@@ -80,11 +95,17 @@ double Network::transfer(int src, int dst, std::size_t bytes, double now, double
 double Network::localWork(int rank, std::size_t bytes, double passes, double now, double memoryCost) {
   stats_.localBytes += bytes;
   const double b = passes * memoryCost * static_cast<double>(bytes);
-  Resource* path[2] = {&cpu_[static_cast<std::size_t>(rank)], &bus_[static_cast<std::size_t>(nodeOf(rank))]};
-  const double busySeconds[2] = {b / path[0]->bytesPerSecond, b / std::max(path[1]->bytesPerSecond, 1e-300)};
-  // Host memory: all ranks of a node stream through the same controllers.
-  const bool bus = cluster_.intraCopyOnCpu && cluster_.nodeBusBytesPerSecond > 0;
-  return reserve(path, busySeconds, bus ? 2 : 1, bus ? std::max(busySeconds[0], busySeconds[1]) : busySeconds[0], now);
+  Resource& cpu = cpu_[static_cast<std::size_t>(rank)];
+  double start = std::max(now, cpu.freeAt);
+  double end = start + b / cpu.bytesPerSecond;
+  if (cluster_.intraCopyOnCpu && cluster_.nodeBusBytesPerSecond > 0) {
+    // Host memory: all ranks of a node stream through the same controllers.
+    const double busSeconds = b / cluster_.nodeBusBytesPerSecond;
+    start = memoryBus_[static_cast<std::size_t>(nodeOf(rank))].book(start, busSeconds, now);
+    end = std::max(start + b / cpu.bytesPerSecond, start + busSeconds);
+  }
+  cpu.freeAt = end;
+  return end;
 }
 
 double Network::firstTouch(int rank, std::size_t bytes, double now) {

@@ -37,6 +37,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "transport/sim/sim_cluster.h"
@@ -76,13 +77,28 @@ class Network {
     double freeAt = 0;
     double bytesPerSecond = 0;
   };
+  // A node's host memory bus, booked by interval. Unlike the per-rank
+  // resources (which serve their own ops in issue order), many ranks book it,
+  // often for a time in the future (after the booking rank's CPU is free); a
+  // single "free at" would make every later request wait behind such a
+  // booking, idle gap or not. Booking takes the earliest gap that fits.
+  class Timeline {
+   public:
+    // Books `seconds` starting no earlier than `earliest`; returns the start.
+    // Intervals that ended before `now` (the event loop's time, which only
+    // grows) are dropped, so the list holds only future bookings.
+    double book(double earliest, double seconds, double now);
+   private:
+    std::vector<std::pair<double, double>> busy_;  // [start, end), sorted
+  };
   // Holds up to 3 resources, all from one start (the latest free time among
   // them); resource i is busy for busySeconds[i]. Returns start + duration.
   double reserve(Resource* const* path, const double* busySeconds, int n, double duration, double now);
 
   ClusterSpec cluster_;
   std::vector<Resource> portOut_, portIn_, cpu_;  // per rank
-  std::vector<Resource> nicOut_, nicIn_, bus_;    // per node
+  std::vector<Resource> nicOut_, nicIn_, bus_;    // per node (bus_: device links)
+  std::vector<Timeline> memoryBus_;                // per node, host processes
   NetworkStats stats_;
 };
 
