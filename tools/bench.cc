@@ -1,6 +1,7 @@
 // The sweep of `boostcomm bench`: plan sizes, allocate once, and for every
 // (size, algorithm) run one checked call, warm up, time `repeats` blocks of
-// `iters` calls, check again, and report the median block.
+// `iters` calls, check again, and report the median block (with --interleave
+// the blocks of a size's algorithms alternate).
 //
 // Why the details:
 // - Each block's time is the max over ranks (MPI_Allreduce MAX): a collective
@@ -137,41 +138,70 @@ class Sweep {
   }
 
   BenchRecord measure(const SizePlan& plan, const std::string& algo) {
+    std::size_t mismatches = 0;
+    BenchRecord r = begin(plan, algo, mismatches);
+    std::vector<double> blockUs;
+    for (int rep = 0; rep < o_.repeats; ++rep) blockUs.push_back(timeBlock(plan, algo));
+    if (o_.check) mismatches += verify(plan, algo);
+    finish(r, blockUs, mismatches);
+    return r;
+  }
+
+  // --interleave: block 1 of every algorithm, then block 2 of every one, ...:
+  // a slow spell of a shared machine then hits all algorithms of a size alike,
+  // and their ratios (tuned vs best, vs the baseline) are what it measures.
+  std::vector<BenchRecord> measureInterleaved(const SizePlan& plan, const std::vector<std::string>& algos) {
+    std::vector<BenchRecord> records;
+    std::vector<std::size_t> mismatches(algos.size(), 0);
+    for (std::size_t a = 0; a < algos.size(); ++a) records.push_back(begin(plan, algos[a], mismatches[a]));
+    std::vector<std::vector<double>> blockUs(algos.size());
+    for (int rep = 0; rep < o_.repeats; ++rep) {
+      for (std::size_t a = 0; a < algos.size(); ++a) {
+        prepareInputs(plan);  // the previous algorithm's output must not pass this one's check
+        blockUs[a].push_back(timeBlock(plan, algos[a]));
+        if (o_.check && rep + 1 == o_.repeats) mismatches[a] += verify(plan, algos[a]);
+      }
+    }
+    for (std::size_t a = 0; a < algos.size(); ++a) finish(records[a], blockUs[a], mismatches[a]);
+    return records;
+  }
+
+ private:
+  // Inputs, one checked call (which also names the algorithm that ran), warm-up.
+  BenchRecord begin(const SizePlan& plan, const std::string& algo, std::size_t& mismatches) {
     BenchRecord r;
     r.algorithm = algo;
     r.bytes = plan.bytes;
     r.count = plan.count;
     r.countPerRank = plan.countPerRank;
-
     prepareInputs(plan);
     r.ranAlgorithm = callOnce(plan, algo, /*wantName=*/true);
-    std::size_t mismatches = o_.check ? verify(plan, algo) : 0;
-
+    mismatches = o_.check ? verify(plan, algo) : 0;
     for (int i = 0; i < o_.warmup; ++i) callOnce(plan, algo, false);
-    std::vector<double> blockUs;
-    for (int rep = 0; rep < o_.repeats; ++rep) {
-      MPI_Barrier(MPI_COMM_WORLD);
-      const auto start = Clock::now();
-      for (int i = 0; i < o_.iters; ++i) callOnce(plan, algo, false);
-      double elapsedUs = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-      MPI_Allreduce(MPI_IN_PLACE, &elapsedUs, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-      blockUs.push_back(elapsedUs / o_.iters);
-    }
-    if (o_.check) mismatches += verify(plan, algo);
+    return r;
+  }
 
+  // One timed block of `iters` calls after a barrier: per-call time, max over ranks.
+  double timeBlock(const SizePlan& plan, const std::string& algo) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto start = Clock::now();
+    for (int i = 0; i < o_.iters; ++i) callOnce(plan, algo, false);
+    double elapsedUs = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+    MPI_Allreduce(MPI_IN_PLACE, &elapsedUs, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return elapsedUs / o_.iters;
+  }
+
+  void finish(BenchRecord& r, const std::vector<double>& blockUs, std::size_t mismatches) {
     int failed = mismatches > 0 ? 1 : 0;
     MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     r.check = !o_.check ? "skipped" : failed != 0 ? "fail" : "ok";
-
     r.timeUs = median(blockUs);
     r.timeUsMin = *std::min_element(blockUs.begin(), blockUs.end());
     r.timeUsMax = *std::max_element(blockUs.begin(), blockUs.end());
     r.algbwGBps = r.timeUs > 0 ? static_cast<double>(r.bytes) / (r.timeUs * 1e3) : 0.0;
     r.busbwGBps = r.algbwGBps * busBandwidthFactor(o_.collective, comm_.size());
-    return r;
   }
 
- private:
   std::size_t resultCount(const SizePlan& plan) const {
     return o_.collective == Collective::kReduceScatter ? plan.countPerRank : plan.count;
   }
@@ -367,7 +397,11 @@ int runBench(const BenchOptions& options, Communicator& comm) {
   std::vector<BenchRecord> records;
   for (const SizePlan& plan : plans) {
     std::vector<BenchRecord> block;
-    for (const std::string& algo : algos) block.push_back(sweep.measure(plan, algo));
+    if (options.interleave) {
+      block = sweep.measureInterleaved(plan, algos);
+    } else {
+      for (const std::string& algo : algos) block.push_back(sweep.measure(plan, algo));
+    }
     if (printer) printSizeBlock(meta, block);
     records.insert(records.end(), block.begin(), block.end());
   }

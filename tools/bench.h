@@ -29,6 +29,7 @@ struct BenchOptions {
   int iters = 20;
   int warmup = 5;
   int repeats = 3;
+  bool interleave = false;  // alternate the algorithms' timed blocks within a size
   int root = 0;
   std::vector<std::string> algos;  // empty: every applicable one + "selected" + "mpi"
   bool check = true;

@@ -114,6 +114,8 @@ int main(int argc, char** argv) {
   benchCmd->add_option("-n,--iters", bench.iters, "Timed calls per block")->capture_default_str();
   benchCmd->add_option("-w,--warmup", bench.warmup, "Untimed calls before timing each (size, algorithm)")
       ->capture_default_str();
+  benchCmd->add_flag("--interleave", bench.interleave,
+                     "Alternate the algorithms' timed blocks within a size (block 1 of each, then block 2, ...)");
   benchCmd->add_option("--repeats", bench.repeats, "Timed blocks per (size, algorithm); the median is reported")
       ->capture_default_str();
   benchCmd->add_option("-r,--root", bench.root, "Root rank of broadcast")->capture_default_str();
