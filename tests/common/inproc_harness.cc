@@ -139,4 +139,15 @@ std::vector<Error> errorsOnEveryRank(int worldSize, const std::function<void(Com
   return errors;
 }
 
+TuningSignature inProcessSignature(int worldSize) {
+  TuningSignature sig;
+  std::mutex mutex;
+  detail::runInProcess(worldSize, [&](Communicator& comm) {
+    const TuningSignature s = currentSignature(comm);
+    std::lock_guard lock(mutex);
+    sig = s;
+  });
+  return sig;
+}
+
 }  // namespace boostcomm::testing

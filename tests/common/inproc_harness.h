@@ -8,6 +8,7 @@
 
 #include "boostcomm/communicator.h"
 #include "boostcomm/error.h"
+#include "boostcomm/tuning.h"
 
 #include "common/collective_case.h"
 
@@ -27,6 +28,10 @@ std::vector<std::string> inProcessAlgorithms(int worldSize, Collective coll);
 // throw boostcomm::Error (a rank that returns is a gtest failure naming it)
 // and that all worldSize ranks did. Returns the errors, in arrival order.
 std::vector<Error> errorsOnEveryRank(int worldSize, const std::function<void(Communicator&)>& fn);
+
+// The tuning-cache signature of a fresh in-process group of worldSize ranks
+// (what a cache written for such a group must carry).
+TuningSignature inProcessSignature(int worldSize);
 
 // Joins failures for a gtest message: "N failures:\n  ...".
 std::string formatFailures(const std::vector<std::string>& failures);

@@ -51,18 +51,6 @@ std::size_t expectedBuckets(std::size_t bucketBytes) {
   return planner::planBuckets(infos, options).buckets.size();
 }
 
-// The signature of an in-process group of kRanks (what a cache must carry).
-TuningSignature inProcessSignature() {
-  TuningSignature sig;
-  std::mutex mutex;
-  detail::runInProcess(kRanks, [&](Communicator& comm) {
-    const TuningSignature s = currentSignature(comm);
-    std::lock_guard lock(mutex);
-    sig = s;
-  });
-  return sig;
-}
-
 // One step of a GradientGroup over the test's tensors; checks the sum against
 // float64 and the limit in force against `wantBytes` and `wantSource`.
 void checkGroup(Communicator& comm, const GradientGroupOptions& options, std::size_t wantBytes,
@@ -99,7 +87,7 @@ TEST(GradientGroupTuned, CacheBucketSizeIsUsedUnlessTheUserChoseOne) {
 
   const std::string path =
       (std::filesystem::temp_directory_path() / ("bc_gg_tuned_" + std::to_string(::getpid()) + ".json")).string();
-  TuningCache cache(inProcessSignature());
+  TuningCache cache(boostcomm::testing::inProcessSignature(kRanks));
   cache.bucketBytes = kTunedBytes;
   cache.save(path);
   {

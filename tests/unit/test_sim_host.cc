@@ -12,6 +12,7 @@
 
 #include "boostcomm/topology.h"
 #include "common/expect_error.h"
+#include "common/sim_jobs.h"
 #include "simulate/cluster_file.h"
 #include "simulate/simulator.h"
 #include "transport/sim/sim_network.h"
@@ -19,7 +20,6 @@
 namespace boostcomm {
 namespace {
 
-using simulate::JobSpec;
 using testing::expectInvalid;
 using transport::sim::ClusterSpec;
 
@@ -36,12 +36,7 @@ ClusterSpec host(int ranks) {
   return c;
 }
 
-JobSpec allreduce(const std::string& algo, std::size_t bytes) {
-  JobSpec job;
-  job.algorithm = algo;
-  job.request.count = bytes / 4;
-  return job;
-}
+using testing::simAllreduce;
 
 TEST(SimHost, MessageIsTheLinkThenTheReceiversCopy) {
   transport::sim::Network net(host(2));
@@ -110,15 +105,15 @@ TEST(SimHost, SmallJobsRunFromCacheLargeOnesStream) {
   ClusterSpec cached = plain;
   cached.cache = {{64 * kMiB, 4.0}, {128 * kMiB, 1.0}};
   // 1 MiB: send + receive + scratch of 2 ranks is far below 64 MiB.
-  const double small = simulate::simulateOnce(plain, allreduce("rhd", 1 << 20));
-  const double smallCached = simulate::simulateOnce(cached, allreduce("rhd", 1 << 20));
+  const double small = simulate::simulateOnce(plain, simAllreduce("rhd", 1 << 20));
+  const double smallCached = simulate::simulateOnce(cached, simAllreduce("rhd", 1 << 20));
   EXPECT_LT(smallCached, small);
   // The link phase is not sped up, so the gain is bounded by the copies.
   const double linkOnly = 2 * (0.5 * kMiB / 5e9 + 1e-6);
   EXPECT_GT(smallCached, linkOnly);
   // 256 MiB: every rank's working set alone exceeds the last point.
-  EXPECT_DOUBLE_EQ(simulate::simulateOnce(cached, allreduce("rhd", 256 << 20)),
-                   simulate::simulateOnce(plain, allreduce("rhd", 256 << 20)));
+  EXPECT_DOUBLE_EQ(simulate::simulateOnce(cached, simAllreduce("rhd", 256 << 20)),
+                   simulate::simulateOnce(plain, simAllreduce("rhd", 256 << 20)));
 }
 
 TEST(SimHost, BackendTemporaryPaysFreshPagesFrom32MiB) {
@@ -129,17 +124,17 @@ TEST(SimHost, BackendTemporaryPaysFreshPagesFrom32MiB) {
   // (64 ms at 1 GB/s) adds nearly all of its time to the call.
   const std::size_t big = std::size_t{64} << 20;
   const double faults = static_cast<double>(big) / 1e9;
-  const double extra = simulate::simulateOnce(faulting, allreduce("native", big)) -
-                       simulate::simulateOnce(c, allreduce("native", big));
+  const double extra = simulate::simulateOnce(faulting, simAllreduce("native", big)) -
+                       simulate::simulateOnce(c, simAllreduce("native", big));
   EXPECT_GT(extra, 0.9 * faults);
   EXPECT_LE(extra, faults * (1 + 1e-12));
   // Below glibc's 32 MiB mmap threshold the heap is reused: no faults.
   const std::size_t small = std::size_t{16} << 20;
-  EXPECT_DOUBLE_EQ(simulate::simulateOnce(faulting, allreduce("native", small)),
-                   simulate::simulateOnce(c, allreduce("native", small)));
+  EXPECT_DOUBLE_EQ(simulate::simulateOnce(faulting, simAllreduce("native", small)),
+                   simulate::simulateOnce(c, simAllreduce("native", small)));
   // boostcomm's own algorithms keep their buffers: no faults either.
-  EXPECT_DOUBLE_EQ(simulate::simulateOnce(faulting, allreduce("ring", big)),
-                   simulate::simulateOnce(c, allreduce("ring", big)));
+  EXPECT_DOUBLE_EQ(simulate::simulateOnce(faulting, simAllreduce("ring", big)),
+                   simulate::simulateOnce(c, simAllreduce("ring", big)));
   // Two nodes on a slow network: the faults happen while the rank waits for
   // the NIC (0.1 GB/s: the exchange alone takes ~0.34 s), so most are hidden.
   ClusterSpec net;
@@ -149,8 +144,8 @@ TEST(SimHost, BackendTemporaryPaysFreshPagesFrom32MiB) {
   net.memoryBytesPerSecond = 10e9;
   ClusterSpec netFaulting = net;
   netFaulting.firstTouchBytesPerSecond = 1e9;
-  const double hidden = simulate::simulateOnce(netFaulting, allreduce("native", big)) -
-                        simulate::simulateOnce(net, allreduce("native", big));
+  const double hidden = simulate::simulateOnce(netFaulting, simAllreduce("native", big)) -
+                        simulate::simulateOnce(net, simAllreduce("native", big));
   EXPECT_GE(hidden, 0.0);
   EXPECT_LT(hidden, 0.25 * faults);
 }

@@ -11,6 +11,7 @@
 
 #include "boostcomm/error.h"
 #include "common/expect_error.h"
+#include "common/sim_jobs.h"
 #include "models/model_profile.h"
 #include "simulate/cluster_file.h"
 #include "simulate/predict.h"
@@ -21,7 +22,6 @@
 namespace boostcomm {
 namespace {
 
-using simulate::JobSpec;
 using transport::sim::ClusterSpec;
 
 ClusterSpec cluster(int nodes, int perNode) {
@@ -34,12 +34,7 @@ ClusterSpec cluster(int nodes, int perNode) {
   return c;
 }
 
-JobSpec allreduce(const std::string& algo, std::size_t bytes) {
-  JobSpec job;
-  job.algorithm = algo;
-  job.request.count = bytes / 4;
-  return job;
-}
+using testing::simAllreduce;
 
 TEST(SimNetwork, IdleLinksFollowAlphaBeta) {
   transport::sim::Network net(cluster(2, 2));
@@ -67,7 +62,7 @@ TEST(SimNetwork, ConcurrentFlowsShareTheNodeNic) {
 TEST(SimTiming, TwoRankRecursiveDoublingIsOneExchangeAndOneReduce) {
   // rd on 2 ranks: both send the whole vector, then reduce it (1.5 copies).
   const std::size_t bytes = 8 << 20;
-  const double predicted = simulate::simulateOnce(cluster(1, 2), allreduce("rd", bytes));
+  const double predicted = simulate::simulateOnce(cluster(1, 2), simAllreduce("rd", bytes));
   EXPECT_NEAR(predicted, 2e-6 + bytes / 20e9 + 1.5 * bytes / 10e9, 1e-12);
 }
 
@@ -95,8 +90,8 @@ TEST(SimTiming, HierarchicalMovesLessOverTheNicsThanFlatRhd) {
 TEST(SimTiming, DeterministicAndTimingOnlyAt256Ranks) {
   // Timing only: 256 ranks x 64 MiB needs no payload memory at all.
   const ClusterSpec c = cluster(32, 8);
-  const double a = simulate::simulateOnce(c, allreduce("hier", 64 << 20));
-  const double b = simulate::simulateOnce(c, allreduce("hier", 64 << 20));
+  const double a = simulate::simulateOnce(c, simAllreduce("hier", 64 << 20));
+  const double b = simulate::simulateOnce(c, simAllreduce("hier", 64 << 20));
   EXPECT_GT(a, 0);
   EXPECT_EQ(a, b);
 }
@@ -173,8 +168,8 @@ TEST(SimCluster, JsonFileAndItsErrors) {
 
 TEST(SimCluster, InapplicableAlgorithmIsAClearError) {
   simulate::Simulation sim(cluster(1, 8));
-  expectInvalid([&] { sim.add(allreduce("hier", 1024)); }, "hier");
-  expectInvalid([&] { sim.add(allreduce("nonesuch", 1024)); }, "nonesuch");
+  expectInvalid([&] { sim.add(simAllreduce("hier", 1024)); }, "hier");
+  expectInvalid([&] { sim.add(simAllreduce("nonesuch", 1024)); }, "nonesuch");
 }
 
 }  // namespace

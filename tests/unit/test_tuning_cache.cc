@@ -17,6 +17,7 @@
 #include "api/inproc_group.h"
 #include "boostcomm/tuning.h"
 #include "boostcomm/version.h"
+#include "common/inproc_harness.h"
 #include "core/tunables.h"
 #include "tuning/tuned_selection.h"
 
@@ -262,13 +263,7 @@ TEST(TuningInProcess, EnvCacheIsLoadedAtCreationAndACorruptOneIsIgnored) {
   constexpr int kRanks = 2;
   const std::string path = tempPath("env.json");
   // The signature of an in-process group, taken from a first group.
-  TuningSignature sig;
-  std::mutex mutex;
-  detail::runInProcess(kRanks, [&](Communicator& comm) {
-    const TuningSignature s = currentSignature(comm);
-    std::lock_guard lock(mutex);
-    sig = s;
-  });
+  const TuningSignature sig = boostcomm::testing::inProcessSignature(kRanks);
   sampleCache(sig).save(path);
   core::setTunableOverride(core::kTunableTuningCache, path);
   detail::runInProcess(kRanks, [](Communicator& comm) {
