@@ -99,7 +99,10 @@ transport::sim::ClusterSpec clusterOf(const SimulateCli& a) {
     // A step: full speed-up up to SIZE, streaming from twice SIZE.
     c.cache = {{size, speedup}, {2 * size, 1.0}};
   }
-  if (!a.firstTouch.empty()) c.firstTouchBytesPerSecond = transport::sim::parseBandwidth(a.firstTouch, "--first-touch");
+  if (!a.firstTouch.empty()) {
+    // "0": not modelled (e.g. to see a --topology cluster without the backend's page faults).
+    c.firstTouchBytesPerSecond = a.firstTouch == "0" ? 0.0 : transport::sim::parseBandwidth(a.firstTouch, "--first-touch");
+  }
   transport::sim::validateCluster(c);
   return c;
 }
@@ -230,7 +233,7 @@ ExtraCommand addSimulateCommand(CLI::App& app) {
                   "over several comma-separated files (flags override it)");
   cmd->add_option("--cache", a->cache, "Node cache SIZE,SPEEDUP for host memory: working sets up to SIZE run SPEEDUP times faster, e.g. 32M,2.4 (default none)");
   cmd->add_option("--first-touch", a->firstTouch,
-                  "Fresh-page write rate, e.g. 0.3GBps: the backend's per-call temporary from 32 MiB (default none)");
+                  "Fresh-page write rate, e.g. 0.3GBps: the backend's per-call temporary from 32 MiB (default none; 0 = none)");
   cmd->add_option("--intra", a->intra, "Intra-node link BANDWIDTH,LATENCY per rank, e.g. 25GBps,2us (default 25GBps,2us)");
   cmd->add_option("--inter", a->inter, "Inter-node link BANDWIDTH,LATENCY per node NIC, e.g. 3GBps,10us (default 3GBps,10us)");
   cmd->add_option("--memory", a->memory, "Local reduce/copy bandwidth per rank, e.g. 100GBps (default)");
