@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <sstream>
 
 namespace boostcomm::tools {
 
@@ -65,6 +66,20 @@ int launcherRank() {
     if (const char* v = std::getenv(name); v != nullptr) return std::atoi(v);
   }
   return 0;
+}
+
+std::size_t positiveBytes(const std::string& text, const char* option) {
+  const auto bytes = parseBytes(text);
+  if (!bytes || *bytes == 0) throw UsageError(std::string(option) + ": not a size: '" + text + "'");
+  return *bytes;
+}
+
+std::vector<std::string> splitList(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
 }
 
 }  // namespace boostcomm::tools

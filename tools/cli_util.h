@@ -1,5 +1,5 @@
 // Small helpers shared by the `boostcomm` subcommands: byte-size parsing and
-// printing, the usage-error type, and the rank a launcher assigned to us.
+// printing, comma-separated lists, the usage-error type, and the rank a launcher assigned to us.
 #pragma once
 
 #include <cstddef>
@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace boostcomm::tools {
 
@@ -20,6 +21,13 @@ class UsageError : public std::runtime_error {
 // "4096", "4K", "4KB", "4KiB", "1.5M", "2g": K/M/G are powers of 1024 as in
 // nccl-tests. Empty when the text is not a size or overflows.
 std::optional<std::size_t> parseBytes(std::string_view text);
+
+// parseBytes, for an option that needs a positive size: throws UsageError
+// naming `option` when `text` is not one.
+std::size_t positiveBytes(const std::string& text, const char* option);
+
+// "a,b,,c" -> {"a", "b", "c"} (empty items dropped).
+std::vector<std::string> splitList(const std::string& text);
 
 // 1536 -> "1.5K", 67108864 -> "64M", 100 -> "100" (for tables; exact bytes go to JSON).
 std::string formatBytes(std::size_t bytes);

@@ -170,7 +170,8 @@ FusionMethod gradientGroupMethod(Communicator& comm, GradientSet& set, std::size
   auto group = std::make_shared<GradientGroup>(comm, set.views(), options);
   FusionMethod m;
   const std::size_t bytes = bucketBytes ? bucketBytes : 0;
-  m.name = std::string(bucketView ? "group_view" : "group_copy") + (bytes ? "@" + std::to_string(bytes >> 20) + "M" : "");
+  m.name = bucketView ? "group_view" : "group_copy";
+  if (bytes != 0) m.name.append("@").append(std::to_string(bytes >> 20)).append("M");
   m.launchesPerStep = group->stats().collectivesPerStep;
   m.step = [group] { group->allreduce(); };
   attachChecks(m, comm, [group] {

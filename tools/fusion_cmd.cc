@@ -34,14 +34,6 @@ struct FusionArgs {
   std::string output;
 };
 
-std::vector<std::string> splitList(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 bool wanted(const FusionArgs& a, const std::string& method) {
   for (const std::string& m : splitList(a.methods))
     if (m == method) return true;

@@ -71,12 +71,8 @@ transport::sim::ClusterSpec clusterOf(const SimulateCli& a) {
   if (!a.clusterFile.empty()) c = simulate::loadClusterFile(a.clusterFile);
   if (!a.topologyFiles.empty()) {
     std::vector<transport::sim::ClusterSpec> measured;
-    std::size_t begin = 0;
-    while (begin <= a.topologyFiles.size()) {
-      const std::size_t comma = std::min(a.topologyFiles.find(',', begin), a.topologyFiles.size());
-      const std::string file = a.topologyFiles.substr(begin, comma - begin);
-      if (!file.empty()) measured.push_back(simulate::clusterFromTopology(loadTopology(file), file));
-      begin = comma + 1;
+    for (const std::string& file : splitList(a.topologyFiles)) {
+      measured.push_back(simulate::clusterFromTopology(loadTopology(file), file));
     }
     c = simulate::medianCluster(measured);
   }

@@ -19,7 +19,10 @@ std::string rankList(const std::vector<int>& ranks) {
   for (std::size_t i = 1; i < ranks.size(); ++i) consecutive = consecutive && ranks[i] == ranks[i - 1] + 1;
   if (consecutive && ranks.size() > 1) return std::to_string(ranks.front()) + "-" + std::to_string(ranks.back());
   std::string out;
-  for (const int r : ranks) out += (out.empty() ? "" : ",") + std::to_string(r);
+  for (const int r : ranks) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(r);
+  }
   return out;
 }
 
@@ -69,11 +72,7 @@ int runTopo(const TopoOptions& options, Communicator& comm) {
     DetectOptions detect;
     detect.probe = options.probe;
     detect.probeMemory = options.probe && options.memory;
-    for (const std::string& text : options.probeSizes) {
-      const auto bytes = parseBytes(text);
-      if (!bytes || *bytes == 0) throw UsageError("--probe-sizes: '" + text + "' is not a positive size (e.g. 4K, 16M)");
-      detect.probeSizesBytes.push_back(*bytes);
-    }
+    for (const std::string& text : options.probeSizes) detect.probeSizesBytes.push_back(positiveBytes(text, "--probe-sizes"));
     topo = detectTopology(comm, detect);
   }
   if (comm.rank() == 0) {

@@ -42,23 +42,9 @@ struct TuneArgs {
   std::string chunkPayload = "16M";
 };
 
-std::vector<std::string> splitList(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-std::size_t bytesOrThrow(const std::string& text, const char* option) {
-  const auto bytes = parseBytes(text);
-  if (!bytes || *bytes == 0) throw UsageError(std::string(option) + ": not a size: '" + text + "'");
-  return *bytes;
-}
-
 std::vector<std::size_t> sizeList(const std::string& text, const char* option) {
   std::vector<std::size_t> out;
-  for (const std::string& s : splitList(text)) out.push_back(bytesOrThrow(s, option));
+  for (const std::string& s : splitList(text)) out.push_back(positiveBytes(s, option));
   if (out.empty()) throw UsageError(std::string(option) + ": no sizes given");
   return out;
 }
@@ -74,14 +60,14 @@ int runTune(const TuneArgs& a, Communicator& comm) {
   }
   const auto dtype = parseDataType(a.dtype);
   if (!dtype) throw UsageError("-d: unknown dtype '" + a.dtype + "'");
-  const std::size_t lo = bytesOrThrow(a.minBytes, "-b");
-  const std::size_t hi = bytesOrThrow(a.maxBytes, "-e");
+  const std::size_t lo = positiveBytes(a.minBytes, "-b");
+  const std::size_t hi = positiveBytes(a.maxBytes, "-e");
   if (lo > hi || a.factor < 2) throw UsageError("need -b <= -e and -f >= 2");
   std::vector<std::size_t> sizes;
   for (std::size_t s = lo; s <= hi; s *= static_cast<std::size_t>(a.factor)) sizes.push_back(s);
   const std::vector<std::size_t> buckets = sizeList(a.buckets, "--buckets");
   const std::vector<std::size_t> chunks = sizeList(a.chunks, "--chunks");
-  const std::size_t chunkPayload = bytesOrThrow(a.chunkPayload, "--chunk-payload");
+  const std::size_t chunkPayload = positiveBytes(a.chunkPayload, "--chunk-payload");
   std::string path = a.cache;
   if (path.empty()) path = core::tunableValue(core::kTunableTuningCache);
   if (path.empty()) path = "boostcomm_tuning.json";

@@ -4,7 +4,7 @@
 
 #include "algorithms/registry.h"
 #include "core/check.h"
-#include "transport/sim/sim_cluster.h"
+#include "core/backend_facts.h"
 
 namespace boostcomm::simulate {
 
@@ -47,7 +47,7 @@ int RankPlace::commSize(std::uint8_t comm) const {
 
 std::size_t nativeTemporaryBytes(Collective collective, std::size_t bytes) {
   if (collective != Collective::kAllreduce) return 0;
-  return bytes >= transport::sim::kFreshAllocationBytes ? bytes : 0;
+  return bytes >= core::kFreshAllocationBytes ? bytes : 0;
 }
 
 const char* nativeModelOf(Collective collective, std::size_t bytes, int ranks) {

@@ -68,11 +68,8 @@ struct RankPlace {
 // Allgather and reduce-scatter: ring. Broadcast: binomial. Barrier:
 // dissemination. A backend that is not Open MPI (NCCL's rings and trees,
 // MPICH) is a different model; docs/SIMULATOR.md lists this as a limit.
-// Bytes of fresh memory the backend's own collective writes per call: Open MPI
-// 4.1 allreduce (recursive doubling, Rabenseifner, ring on 2 ranks) mallocs a
-// temporary of the whole vector, and glibc serves allocations of at least
-// kFreshAllocationBytes with a new mmap, so from that size every call
-// page-faults it in (smaller ones reuse the heap after the first call).
+// Bytes of fresh memory the backend's own collective writes per call: the
+// allreduce temporary from core::kFreshAllocationBytes (core/backend_facts.h).
 std::size_t nativeTemporaryBytes(Collective collective, std::size_t bytes);
 const char* nativeModelOf(Collective collective, std::size_t bytes, int ranks);
 

@@ -30,6 +30,8 @@ constexpr std::size_t kSweepMinBytes = 256 * 1024;       // per-rank working set
 constexpr std::size_t kSweepMaxBytes = 128 * kMiB;
 constexpr std::size_t kBytesPerPoint = 256 * kMiB;       // copied per sweep point and rank
 constexpr std::size_t kFreshBytes = 32 * kMiB;
+// One buffer per rank serves the sweep and phase 1's two halves.
+static_assert(kSweepMaxBytes >= 2 * kColdBytes);
 constexpr int kReps = 9;
 
 double seconds() {
@@ -93,9 +95,8 @@ MemoryModel probeMemory(transport::Transport& world, const Topology& topo) {
   std::vector<double> result(2 + sizes.size(), 0.0);
   if (measuring) {
     const bool leader = local->rank() == 0;
-    const std::size_t bytes = std::max(kSweepMaxBytes, leader ? 2 * kColdBytes : 0);
-    std::unique_ptr<char[]> buffer(new char[bytes]);
-    std::memset(buffer.get(), 1, bytes);
+    std::unique_ptr<char[]> buffer(new char[kSweepMaxBytes]);
+    std::memset(buffer.get(), 1, kSweepMaxBytes);
     barrier(*local);
     if (leader) result[0] = copyRate(buffer.get() + kColdBytes, buffer.get(), kColdBytes, 1);
     barrier(*local);

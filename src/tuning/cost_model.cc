@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "core/backend_facts.h"
+
 namespace boostcomm::tuning {
 namespace {
 
@@ -26,11 +28,11 @@ constexpr double kDefaultMemcpyGBps = 9.4;
 // A float32 sum reads two streams and writes one where memcpy reads one and
 // writes one: ~2/3 of memcpy bandwidth in output bytes (AVX2 kernel, memory bound).
 constexpr double kDefaultReduceGBps = 6.0;
-// Open MPI 4.1.4 allreduce mallocs a temporary of S bytes per call; glibc
-// serves >= 32 MiB with a fresh mmap, so every call pays first-touch page
-// faults: ~1 us per 4 KiB page including the zeroing, i.e. ~2-4 GB/s
-// (64 MiB: 47 ms measured vs ~15 ms of transfers and reductions).
-constexpr std::size_t kMpiFreshTemporaryBytes = std::size_t{32} << 20;
+// Open MPI 4.1.4 allreduce faults in a fresh temporary of S bytes per call
+// from core::kFreshAllocationBytes (core/backend_facts.h). 2 GB/s is a
+// bare-metal figure (~1 us per 4 KiB page including the zeroing); `boostcomm
+// topo` measures 0.2-0.3 GB/s in these VMs. Either way native ranks last from
+// 32 MiB, which is all the model needs it for.
 constexpr double kFirstTouchGBps = 2.0;
 // boostcomm's schedule path (validate, cached schedule, executor) per call,
 // on top of the messages: ~1 us here (the native fast path skips it).
@@ -162,7 +164,7 @@ struct Model {
       const Link l = butterflyLink();
       double t = std::min({rdAllreduce(S, n, l), rhdAllreduce(S, n, l),
                            ringReduceScatter(S, n, ringLink()) + ringAllgather(S, n, ringLink())});
-      if (S >= kMpiFreshTemporaryBytes) t += S * usPerByte(kFirstTouchGBps);
+      if (S >= static_cast<double>(core::kFreshAllocationBytes)) t += S * usPerByte(kFirstTouchGBps);
       return t;
     }
     if (a == "ring") return kScheduleCallUs + ringReduceScatter(S, n, ringLink()) + ringAllgather(S, n, ringLink());

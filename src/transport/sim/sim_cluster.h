@@ -84,10 +84,6 @@ struct ClusterSpec {
 // (zero or negative nodes, ranks, bandwidth; negative latency; bad syntax).
 void validateCluster(const ClusterSpec& cluster, std::string_view argName = "--cluster");
 
-// glibc's largest dynamic mmap threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX):
-// allocations of at least this many bytes always get fresh pages.
-inline constexpr std::size_t kFreshAllocationBytes = std::size_t{32} << 20;
-
 // "8x8" -> nodes, ranksPerNode (kept from `base` otherwise).
 ClusterSpec parseShape(std::string_view text, ClusterSpec base = {});
 // "25GBps,2us"; argName is named in errors (e.g. "--intra").
