@@ -83,6 +83,7 @@ void RankProgram::appendJob(const Schedule& schedule, const algorithms::Collecti
   const auto job = static_cast<std::uint32_t>(opsOfJob.size());
   const auto before = static_cast<std::uint32_t>(ops.size());
   scratchBytesOfJob.push_back(schedule.scratchBytes());
+  temporaryBytesOfJob.push_back(0);
   // One op per step (natives expand, joins add a few): reserving spares the
   // vector's regrowth copies, a tenth of the build time at 1024 ranks.
   ops.reserve(ops.size() + schedule.steps().size() + 16);
@@ -169,6 +170,7 @@ std::vector<std::uint32_t> RankProgram::append(const Schedule& schedule, const P
         touch.kind = OpKind::kTouch;
         touch.job = p.job;
         touch.bytes = temporary;
+        temporaryBytesOfJob[p.job] += temporary;
         sinks.push_back(addOp(touch, preds));
       }
       exits.insert(exits.end(), sinks.begin(), sinks.end());

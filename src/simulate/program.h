@@ -81,7 +81,8 @@ class RankProgram {
   // from the ops: the event loop's hottest access (4 bytes, not a whole Op,
   // per dependency edge; at 1024 ranks the ops do not fit in any cache).
   std::vector<std::uint32_t> pending;
-  std::vector<std::size_t> scratchBytesOfJob;  // per job
+  std::vector<std::size_t> scratchBytesOfJob;    // per job
+  std::vector<std::size_t> temporaryBytesOfJob;  // per job: the backend's fresh temporaries (kTouch ops)
   std::vector<std::uint32_t> opsOfJob;         // per job
 
   // Appends one job's schedule (already built for this rank). `spec` is the

@@ -186,13 +186,16 @@ struct Simulation::Engine {
     }
     memoryCost_.assign(sim_.jobs_.size(), 1.0);
     for (std::size_t j = 0; j < sim_.jobs_.size(); ++j) {
-      const double perRank = static_cast<double>(workingSetBytes(sim_.specFor(sim_.jobs_[j], 0), programs_[0].scratchBytesOfJob[j]));
+      const RankProgram& first = programs_[0];
+      const double perRank = static_cast<double>(workingSetBytes(sim_.specFor(sim_.jobs_[j], 0)) +
+                                                 first.scratchBytesOfJob[j] + first.temporaryBytesOfJob[j]);
       memoryCost_[j] = 1.0 / sim_.cluster_.cacheSpeedupAt(perRank * sim_.cluster_.ranksPerNode);
     }
   }
 
-  // One rank's buffers for a job: what its call streams through memory.
-  static std::size_t workingSetBytes(const algorithms::CollectiveSpec& spec, std::size_t scratchBytes) {
+  // One rank's send and receive buffers for a job (its scratch and the
+  // backend's temporaries come from the program).
+  static std::size_t workingSetBytes(const algorithms::CollectiveSpec& spec) {
     const std::size_t payload = spec.payloadBytes();
     const std::size_t share = payload / static_cast<std::size_t>(std::max(spec.size, 1));
     std::size_t buffers = payload;  // broadcast: one buffer
@@ -202,7 +205,7 @@ struct Simulation::Engine {
       case Collective::kReduceScatter: buffers = payload + share; break;
       default: break;
     }
-    return buffers + scratchBytes + nativeTemporaryBytes(spec.collective, payload);
+    return buffers;
   }
 
   void release(int rank, std::uint32_t job, double now) {
