@@ -135,7 +135,7 @@ int runTune(const TuneArgs& a, Communicator& comm) {
         tuner.options().margin * 100.0);
     if (!a.noKnobs) {
       printKnobTable(("fusion bucket size, GradientGroup step of " + a.model).c_str(), bucketTimes, cache.bucketBytes,
-                     static_cast<std::size_t>(core::tunableInt(core::kTunableFusionBucketBytes)));
+                     static_cast<std::size_t>(core::tunableInt(core::kTunableBucketBytes)));
       printKnobTable(("chunk size, allreduce of " + formatBytes(chunkPayload)).c_str(), chunkTimes, cache.chunkBytes,
                      static_cast<std::size_t>(core::tunableInt(core::kTunableRingChunkBytes)));
     }

@@ -55,6 +55,22 @@ struct CommStrategy {
 // "flat", "topology_aware", "auto"; empty when unknown.
 std::optional<Strategy> parseStrategy(std::string_view name);
 
+// Who advances asynchronous collectives (BOOSTCOMM_PROGRESS; docs/ARCHITECTURE.md).
+enum class ProgressMode {
+  kAuto,    // the caller, plus a progress thread once a client needs one (OverlapEngine, c10d backend)
+  kCaller,  // only the caller: inside blocking calls, Work::test/wait and every other call
+  kThread,  // a progress thread from creation, besides the caller
+};
+// "auto", "caller", "thread"; empty when unknown.
+std::optional<ProgressMode> parseProgressMode(std::string_view name);
+
+// Thread-safety contract. Every method may be called from any thread: one
+// lock per communicator serialises them (and the progress thread takes it
+// too). What stays the caller's job is the MPI matching rule above: when
+// several threads issue collectives on one communicator, they must issue them
+// in the same order on every rank. finalize() must not race with other calls.
+// Completion callbacks (Work::onComplete) run without the lock and may call
+// the communicator again.
 class Communicator {
  public:
   // The MPI world. Initialises MPI (MPI_THREAD_MULTIPLE when available) if
@@ -120,6 +136,19 @@ class Communicator {
   // collective may be using the buffer) or finalize().
   void* allocateBuffer(std::size_t bytes);
   void freeBuffer(void* buffer);
+
+  // Background progress: a library thread advances asynchronous collectives
+  // whenever no caller does, so Works complete and their callbacks run while
+  // the caller computes. Local (not collective). Blocking calls and
+  // Work::wait always drive progress themselves, thread or not.
+  void setProgressThread(bool on);
+  bool progressThread() const;
+  // What clients that need background progress call (OverlapEngine, the
+  // c10d backend): starts the thread unless BOOSTCOMM_PROGRESS is "caller".
+  void useProgressThread();
+  // One progress sweep over the collectives in flight (never blocks): for
+  // callers that do long local work (copies) between launches and waits.
+  void progress();
 
   // Completes outstanding work, releases buffers and, if boostcomm initialised
   // MPI, finalises it. Any later call throws Error{kFinalized}.

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <chrono>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -12,9 +14,15 @@ class WorkState;
 }
 
 // A Work is returned by every *Async call. The operation progresses whenever
-// test() or wait() is called on any Work of the same communicator (or any
-// blocking call runs). Buffers passed to the call must stay valid and
-// untouched until the Work completes.
+// test() or wait() is called on any Work of the same communicator, any other
+// call of it runs, or its progress thread is on (Communicator::setProgressThread).
+// Buffers passed to the call must stay valid and untouched until the Work
+// completes.
+//
+// Thread safety: copies of a Work share one state; test(), wait() and
+// onComplete() may be called from any thread. Completion is published with
+// release/acquire order: once test() returns true (or a callback runs), the
+// results are visible to that thread.
 class Work {
  public:
   Work() = default;
@@ -26,6 +34,12 @@ class Work {
   // passes; the communicator is then unusable (MPI cannot cancel a collective).
   void wait(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   bool valid() const { return state_ != nullptr; }
+  // Runs `callback` exactly once when the operation completes (error null)
+  // or fails (its error): on the thread that completes it (the progress
+  // thread, or one inside a call of the communicator), outside the
+  // communicator's lock, so it may call the communicator; at once, on this
+  // thread, when already complete. One callback per Work.
+  void onComplete(std::function<void(std::exception_ptr)> callback);
   // Name of the algorithm that runs this operation (e.g. "ring", "native").
   const char* algorithm() const;
 

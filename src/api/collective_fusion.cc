@@ -18,7 +18,7 @@
 #include <sstream>
 #include <vector>
 
-#include "api/fusion_common.h"
+#include "fusion/fusion_common.h"
 #include "core/check.h"
 #include "planner/fusion_plan.h"
 

@@ -108,6 +108,18 @@ std::optional<Strategy> parseStrategy(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<ProgressMode> parseProgressMode(std::string_view name) {
+  if (name == "auto") return ProgressMode::kAuto;
+  if (name == "caller") return ProgressMode::kCaller;
+  if (name == "thread") return ProgressMode::kThread;
+  return std::nullopt;
+}
+
+void Communicator::setProgressThread(bool on) { impl_->setProgressThread(on); }
+bool Communicator::progressThread() const { return impl_->progressThread(); }
+void Communicator::useProgressThread() { impl_->useProgressThread(); }
+void Communicator::progress() { impl_->progressOnce(); }
+
 void* Communicator::allocateBuffer(std::size_t bytes) { return impl_->allocateBuffer(bytes); }
 void Communicator::freeBuffer(void* buffer) { impl_->freeBuffer(buffer); }
 void Communicator::finalize() { impl_->finalize(); }
@@ -119,8 +131,8 @@ Work::Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) 
 
 bool Work::test() {
   BC_CHECK(state_ != nullptr, ErrorCategory::kInvalidArgument, -1, "Work::test on an empty Work");
-  if (state_->done) {
-    if (state_->error) std::rethrow_exception(state_->error);
+  if (state_->isDone()) {
+    if (state_->error()) std::rethrow_exception(state_->error());
     return true;
   }
   return state_->comm->test(*state_);
@@ -128,11 +140,17 @@ bool Work::test() {
 
 void Work::wait(std::optional<std::chrono::milliseconds> timeout) {
   BC_CHECK(state_ != nullptr, ErrorCategory::kInvalidArgument, -1, "Work::wait on an empty Work");
-  if (state_->done) {
-    if (state_->error) std::rethrow_exception(state_->error);
+  if (state_->isDone()) {
+    if (state_->error()) std::rethrow_exception(state_->error());
     return;
   }
   state_->comm->wait(*state_, timeout);
+}
+
+void Work::onComplete(std::function<void(std::exception_ptr)> callback) {
+  BC_CHECK(state_ != nullptr, ErrorCategory::kInvalidArgument, -1, "Work::onComplete on an empty Work");
+  BC_CHECK(callback != nullptr, ErrorCategory::kInvalidArgument, -1, "Work::onComplete: callback is empty");
+  state_->comm->onComplete(*state_, std::move(callback));
 }
 
 const char* Work::algorithm() const { return state_ ? state_->algorithm : ""; }

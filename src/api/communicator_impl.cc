@@ -16,13 +16,6 @@
 
 namespace boostcomm::detail {
 
-namespace {
-// Polls without progress before yielding the core: short enough to keep
-// oversubscribed runs moving, long enough not to add latency when a message
-// is a few microseconds away.
-constexpr std::uint32_t kIdlePollsBeforeYield = 64;
-}  // namespace
-
 using algorithms::AlgorithmInfo;
 using algorithms::CollectiveSpec;
 
@@ -42,6 +35,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
     : transport_(std::move(transport)), onFinalize_(std::move(onFinalize)) {
   rank_ = transport_->rank();
   size_ = transport_->size();
+  engine_ = std::make_unique<executor::ProgressEngine>(*transport_, mutex_);
   // The shm algorithms exist only with an engine (every rank on one node);
   // the built-in table picks them only then.
   sharedMemory_ = transport_->sharedMemory() != nullptr;
@@ -76,8 +70,12 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   // concurrent calls can never match each other.
   tagWindow_ =
       std::max(1, static_cast<int>((static_cast<long long>(transport_->maxTag()) + 1) / executor::kMaxStepTag));
-  inFlight_.reserve(64);
-  retired_.reserve(64);
+  engine_->setMaxInFlight(static_cast<std::size_t>(tagWindow_));
+  const std::string progress = core::tunableValue(core::kTunableProgress);
+  BC_INVALID(parseProgressMode(progress).has_value(), rank_,
+             "BOOSTCOMM_PROGRESS='" << progress << "' is unknown (valid: auto, caller, thread)");
+  progressMode_ = *parseProgressMode(progress);
+  if (progressMode_ == ProgressMode::kThread) engine_->setThreadEnabled(true);
 }
 
 CommunicatorImpl::~CommunicatorImpl() {
@@ -215,17 +213,10 @@ std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs
   const CollectiveSpec& spec = spec_;
   std::shared_ptr<const executor::Schedule> sched = schedule(algo, spec);
 
-  std::unique_ptr<executor::Execution> exec;
-  if (!freeExecutions_.empty()) {
-    exec = std::move(freeExecutions_.back());
-    freeExecutions_.pop_back();
-  } else {
-    exec = std::make_unique<executor::Execution>();
-  }
+  std::unique_ptr<executor::Execution> exec = engine_->acquireExecution();
   executor::Binding binding;
   binding.send = args.send.data;
   binding.recv = args.recv.data;
-  binding.scratch = scratch_.acquire(sched->scratchBytes());
   binding.subTransports[executor::kIntraComm] = intra_.get();
   binding.subTransports[executor::kInterComm] = inter_.get();
   if (spec.collective == Collective::kAllgather &&
@@ -250,88 +241,37 @@ std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs
   // hier) would stall the schedule's other steps, so only native-only
   // schedules use it; the schedule's shape is the same on every rank.
   const bool blockingNative = blocking && !deadlineFor(options).has_value() && sched->nativeOnly();
-  exec->start(*sched, binding, tagBase, blockingNative);
-
-  InFlight f;
-  f.execution = exec.release();
-  f.schedule = std::move(sched);
-  f.scratch = binding.scratch;
-  f.work = std::move(work);
-  f.id = nextId_++;
-  if (f.work) {
-    f.work->id = f.id;
-    f.work->algorithm = algo.name;
+  if (work) work->algorithm = algo.name;
+  try {
+    return engine_->launch(std::move(exec), std::move(sched), binding, tagBase, blockingNative, std::move(work));
+  } catch (...) {
+    // The in-flight cap progressed older operations and one failed.
+    fail(std::current_exception());
+    throw;
   }
-  inFlight_.push_back(std::move(f));
-  return inFlight_.back().id;
 }
 
 bool CommunicatorImpl::progressAll() {
-  bool advanced = false;
   try {
-    for (InFlight& f : inFlight_) {
-      if (f.execution->progress(*transport_, &advanced)) {
-        retired_.push_back(f);
-        f.execution = nullptr;
-      }
-    }
+    return engine_->progress();
   } catch (...) {
     fail(std::current_exception());
     throw;
   }
-  if (retired_.empty()) return advanced;
-  std::erase_if(inFlight_, [](const InFlight& f) { return f.execution == nullptr; });
-  for (InFlight& f : retired_) {
-    scratch_.release(f.scratch);
-    freeExecutions_.emplace_back(f.execution);
-    if (f.work) f.work->done = true;
-  }
-  retired_.clear();
-  return true;
-}
-
-bool CommunicatorImpl::isDone(std::uint64_t id) const {
-  for (const InFlight& f : inFlight_) {
-    if (f.id == id) return false;
-  }
-  return true;
 }
 
 void CommunicatorImpl::fail(std::exception_ptr error) {
   failure_ = error;
-  for (InFlight& f : inFlight_) {
-    if (f.work && !f.work->done) {
-      f.work->error = error;
-      f.work->done = true;
-    }
-  }
-  // Executions may still be referenced by the backend (MPI cannot cancel a
-  // collective): they, and their scratch, are deliberately leaked.
-  inFlight_.clear();
-  scratch_.abandon();
+  engine_->fail(error);
 }
 
 void CommunicatorImpl::driveUntilDone(std::uint64_t id, std::optional<std::chrono::milliseconds> timeout,
                                       const char* what) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  std::uint32_t spins = 0;
-  std::uint32_t idle = 0;
-  while (true) {
-    idle = progressAll() ? 0 : idle + 1;
-    if (isDone(id)) return;
-    // Oversubscribed ranks (more ranks than cores, or threads of the
-    // in-process transport) must let the peer they wait for run.
-    if (idle >= kIdlePollsBeforeYield) std::this_thread::yield();
-    // Reading the clock costs ~20 ns; check it every 256 polls.
-    if (timeout && (++spins & 0xff) == 0 && Clock::now() - start > *timeout) {
-      std::ostringstream os;
-      os << what << " did not complete within " << timeout->count()
-         << " ms (another rank may not have called it, or called it with different arguments)";
-      auto error = std::make_exception_ptr(Error(ErrorCategory::kTimeout, rank_, os.str()));
-      fail(error);
-      std::rethrow_exception(error);
-    }
+  try {
+    engine_->driveUntilDone(id, timeout, what, rank_);
+  } catch (...) {
+    fail(std::current_exception());
+    throw;
   }
 }
 
@@ -343,7 +283,7 @@ bool CommunicatorImpl::tryFastAllreduce(const CallArgs& args, const CallOptions&
   if (args.collective != Collective::kAllreduce || dtype >= kNumDataTypes || op >= kNumReduceOps ||
       args.op == ReduceOp::kAvg || send.dtype != recv.dtype || send.count != recv.count || recv.count == 0 ||
       send.data == nullptr || recv.data == nullptr || !options.algorithm.empty() || options.timeout.has_value() ||
-      finalized_ || failure_ || !inFlight_.empty()) {
+      finalized_ || failure_ || !engine_->idle()) {
     return false;
   }
   const std::size_t bytes = recv.count * dataTypeSize(recv.dtype);
@@ -362,7 +302,7 @@ bool CommunicatorImpl::tryFastAllreduce(const CallArgs& args, const CallOptions&
 }
 
 void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
-  std::lock_guard lock(mutex_);
+  executor::EngineLock lock(*engine_);
   if (tuningFromEnvPending_) [[unlikely]] loadTuningFromEnv();
   if (fastNativeMaxBytes_ > 0 && tryFastAllreduce(args, options)) return;
   const AlgorithmInfo& algo = prepare(args, options);
@@ -371,7 +311,7 @@ void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
     // The backend's blocking collective. Finish earlier asynchronous work
     // first: a peer may be waiting for our part of it, and we could not
     // progress it from inside the blocking call.
-    while (!inFlight_.empty()) progressAll();
+    while (!engine_->idle()) progressAll();
     if (runNativeDirectly(algo, args)) return;
   }
   const std::uint64_t id = launch(algo, args, options, /*blocking=*/true, nullptr);
@@ -379,7 +319,7 @@ void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
 }
 
 Work CommunicatorImpl::submit(const CallArgs& args, const CallOptions& options) {
-  std::lock_guard lock(mutex_);
+  executor::EngineLock lock(*engine_);
   if (tuningFromEnvPending_) [[unlikely]] loadTuningFromEnv();
   auto work = std::make_shared<WorkState>();
   work->comm = this;
@@ -389,24 +329,51 @@ Work CommunicatorImpl::submit(const CallArgs& args, const CallOptions& options) 
 }
 
 bool CommunicatorImpl::test(WorkState& work) {
-  std::lock_guard lock(mutex_);
-  if (!work.done) {
-    checkUsable();
-    progressAll();
+  {
+    executor::EngineLock lock(*engine_);
+    if (!work.isDone()) {
+      checkUsable();
+      progressAll();
+    }
   }
-  if (work.error) std::rethrow_exception(work.error);
-  return work.done;
+  if (work.error()) std::rethrow_exception(work.error());
+  return work.isDone();
 }
 
 void CommunicatorImpl::wait(WorkState& work, std::optional<std::chrono::milliseconds> timeout) {
-  std::lock_guard lock(mutex_);
-  if (!work.done) {
-    checkUsable();
-    driveUntilDone(work.id,
-                   timeout ? timeout : (defaultTimeout_.count() > 0 ? std::optional(defaultTimeout_) : std::nullopt),
-                   "Work::wait");
+  {
+    executor::EngineLock lock(*engine_);
+    if (!work.isDone()) {
+      checkUsable();
+      driveUntilDone(work.id, timeout ? timeout : deadlineFor({}), "Work::wait");
+    }
   }
-  if (work.error) std::rethrow_exception(work.error);
+  if (work.error()) std::rethrow_exception(work.error());
+}
+
+void CommunicatorImpl::onComplete(WorkState& work, std::function<void(std::exception_ptr)> callback) {
+  executor::EngineLock lock(*engine_);
+  engine_->addCallback(work, std::move(callback));
+}
+
+void CommunicatorImpl::progressOnce() {
+  executor::EngineLock lock(*engine_);
+  if (finalized_ || failure_ || engine_->idle()) return;
+  progressAll();
+}
+
+void CommunicatorImpl::setProgressThread(bool on) {
+  {
+    std::lock_guard lock(mutex_);
+    checkUsable();
+  }
+  engine_->setThreadEnabled(on);
+}
+
+bool CommunicatorImpl::progressThread() const { return engine_->threadEnabled(); }
+
+void CommunicatorImpl::useProgressThread() {
+  if (progressMode_ != ProgressMode::kCaller) setProgressThread(true);
 }
 
 void* CommunicatorImpl::allocateBuffer(std::size_t bytes) {
@@ -443,7 +410,7 @@ void CommunicatorImpl::freeBuffer(void* buffer) {
   std::lock_guard lock(mutex_);
   // finalize() already released every registered buffer.
   if (buffer == nullptr || finalized_) return;
-  BC_INVALID(inFlight_.empty(), rank_, "freeBuffer: collectives are still in flight (wait for them first)");
+  BC_INVALID(engine_->idle(), rank_, "freeBuffer: collectives are still in flight (wait for them first)");
   if (auto it = std::find(heapBuffers_.begin(), heapBuffers_.end(), buffer); it != heapBuffers_.end()) {
     std::free(buffer);
     heapBuffers_.erase(it);
@@ -455,28 +422,22 @@ void CommunicatorImpl::freeBuffer(void* buffer) {
 }
 
 void CommunicatorImpl::finalize() {
-  std::lock_guard lock(mutex_);
+  // The thread takes the lock: stop it before finalising under the lock.
+  engine_->setThreadEnabled(false);
+  executor::EngineLock lock(*engine_);
   if (finalized_) return;
   finalized_ = true;
   std::exception_ptr pending;
   if (!failure_) {
     try {
-      while (!inFlight_.empty()) progressAll();
+      engine_->drain();
     } catch (...) {
       pending = std::current_exception();
     }
   }
-  for (InFlight& f : inFlight_) {
-    if (f.work && !f.work->done) {
-      f.work->error = std::make_exception_ptr(
-          Error(ErrorCategory::kFinalized, rank_, "communicator finalized before this operation completed"));
-      f.work->done = true;
-    }
-  }
-  if (!failure_) {
-    inFlight_.clear();
-    scratch_.clear();
-  }
+  engine_->abandon(std::make_exception_ptr(
+      Error(ErrorCategory::kFinalized, rank_, "communicator finalized before this operation completed")));
+  if (!failure_) engine_->releaseMemory();
   cache_.clear();
   intra_.reset();
   inter_.reset();

@@ -27,7 +27,7 @@
 #include "boostcomm/communicator.h"
 #include "core/spin_mutex.h"
 #include "executor/executor.h"
-#include "executor/scratch_pool.h"
+#include "executor/progress_engine.h"
 #include "transport/transport.h"
 
 namespace boostcomm::tuning {
@@ -52,6 +52,16 @@ class CommunicatorImpl {
 
   bool test(WorkState& work);
   void wait(WorkState& work, std::optional<std::chrono::milliseconds> timeout);
+  // Runs `callback` when `work` completes (see Work::onComplete).
+  void onComplete(WorkState& work, std::function<void(std::exception_ptr)> callback);
+  // One progress sweep, for clients that copy data between polls.
+  void progressOnce();
+  // Background progress (Communicator::setProgressThread).
+  void setProgressThread(bool on);
+  bool progressThread() const;
+  // Clients that need background progress call this: starts the thread
+  // unless BOOSTCOMM_PROGRESS is "caller".
+  void useProgressThread();
 
   void configureStrategy(const CommStrategy& strategy);
   const algorithms::NodeLayout& layout() const { return layout_; }
@@ -90,14 +100,6 @@ class CommunicatorImpl {
   struct CacheKeyHash {
     std::size_t operator()(const CacheKey& k) const;
   };
-  struct InFlight {
-    executor::Execution* execution = nullptr;
-    std::shared_ptr<const executor::Schedule> schedule;
-    void* scratch = nullptr;
-    std::shared_ptr<WorkState> work;  // null for blocking calls
-    std::uint64_t id = 0;
-  };
-
   void checkUsable() const;
   const algorithms::AlgorithmInfo& choose(const algorithms::CollectiveSpec& spec, const CallOptions& options) const;
   std::shared_ptr<const executor::Schedule> schedule(const algorithms::AlgorithmInfo& algo,
@@ -114,13 +116,12 @@ class CommunicatorImpl {
   void updateFastPath();
   // The blocking-native fast path; false when the call needs the executor.
   bool runNativeDirectly(const algorithms::AlgorithmInfo& algo, const CallArgs& args);
-  // Binds spec_'s schedule to the call's buffers and queues it.
+  // Binds spec_'s schedule to the call's buffers and queues it on the engine.
   std::uint64_t launch(const algorithms::AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options,
                        bool blocking, std::shared_ptr<WorkState> work);
-  // Progresses every in-flight execution once; retires finished ones.
-  // Returns whether any step started or finished.
+  // Progresses the engine once (lock held); a transport error marks the
+  // communicator failed and is rethrown.
   bool progressAll();
-  bool isDone(std::uint64_t id) const;
   void driveUntilDone(std::uint64_t id, std::optional<std::chrono::milliseconds> timeout, const char* what);
   void fail(std::exception_ptr error);
   std::optional<std::chrono::milliseconds> deadlineFor(const CallOptions& options) const;
@@ -133,8 +134,11 @@ class CommunicatorImpl {
   // Splits the intra-node and inter-node communicators on first use (collective).
   void ensureSubCommunicators();
 
+  // Guards this whole object; the progress engine's thread takes it too (see
+  // the thread-safety contract in include/boostcomm/communicator.h).
   mutable core::SpinMutex mutex_;
   std::unique_ptr<transport::Transport> transport_;
+  std::unique_ptr<executor::ProgressEngine> engine_;
   std::function<void()> onFinalize_;
   int rank_ = 0;
   int size_ = 1;
@@ -165,23 +169,17 @@ class CommunicatorImpl {
   std::unique_ptr<transport::Transport> inter_;
 
   std::unordered_map<CacheKey, std::shared_ptr<const executor::Schedule>, CacheKeyHash> cache_;
-  executor::ScratchPool scratch_;
-  std::vector<std::unique_ptr<executor::Execution>> freeExecutions_;
-  std::vector<InFlight> inFlight_;
-  std::vector<InFlight> retired_;  // reused scratch for progressAll
   algorithms::CollectiveSpec spec_;  // reused per call (keeps counts capacity)
-  std::uint64_t nextId_ = 1;
   std::uint64_t sequence_ = 0;
   int tagWindow_ = 1;
+  ProgressMode progressMode_ = ProgressMode::kAuto;
 };
 
-class WorkState {
+// What a Work handle shares with the engine: completion (executor::OpState)
+// and the communicator that progresses it.
+class WorkState : public executor::OpState {
  public:
   CommunicatorImpl* comm = nullptr;
-  bool done = false;
-  std::exception_ptr error;
-  std::uint64_t id = 0;
-  const char* algorithm = "";
 };
 
 }  // namespace boostcomm::detail

@@ -1,22 +1,20 @@
-// GradientGroup (include/boostcomm/gradient_group.h).
+// GradientGroup (include/boostcomm/gradient_group.h): a driver of the bucket
+// component (src/fusion/bucket_set.h) on the communicator's progress engine.
 //
-// One step, copy mode, for buckets 0..B-1:
-//   pack k (copy each tensor into its slot, poking the collectives in flight
-//   every MiB) -> launch allreduceAsync(k) -> ... -> after the last launch,
-//   wait k in order and unpack it, poking k+1.. while copying.
-// Bucket-view mode is the same loop with pack and unpack empty. All buckets
-// share one registered arena (one allocateBuffer call, one shared window):
-// registering per bucket would cost a window per bucket.
+// One step, for buckets 0..B-1: pack k (copy mode; the collectives already
+// in flight are progressed between 1 MiB pieces) -> launch allreduceAsync(k)
+// with a completion callback that unpacks k. The callback runs on whichever
+// thread completes bucket k: the caller inside wait() or a later pack, or the
+// communicator's progress thread when it is on, which then unpacks k while
+// the caller still packs k+1. wait() returns when every bucket's callback
+// has run. Bucket-view mode is the same loop with pack and unpack empty.
 #include "boostcomm/gradient_group.h"
 
-#include <cstring>
-#include <sstream>
+#include <condition_variable>
+#include <mutex>
 
-#include "api/fusion_common.h"
-#include "boostcomm/tuning.h"
 #include "core/check.h"
-#include "core/tunables.h"
-#include "planner/bucketing.h"
+#include "fusion/bucket_set.h"
 
 namespace boostcomm {
 namespace detail {
@@ -31,202 +29,128 @@ class GradientGroupImpl {
   void wait(std::uint64_t step, std::optional<std::chrono::milliseconds> timeout);
   std::uint64_t step() const { return step_; }
 
-  View tensorView(std::size_t index) const;
-  std::size_t tensorCount() const { return tensors_.size(); }
+  View tensorView(std::size_t index) const { return buckets_.tensorView(index); }
+  std::size_t tensorCount() const { return buckets_.tensorCount(); }
   GradientGroupStats stats() const { return stats_; }
   std::string describe() const;
 
  private:
-  // Fills options_.bucketBytes when 0 and says where the limit came from.
-  void resolveBucketBytes();
-  std::string localError() const;
-  View bucketView(std::size_t bucket) const;
-  View slotView(std::size_t tensor) const;
-  // Copies between the caller's tensors and bucket `bucket`.
-  void copyBucket(std::size_t bucket, bool pack);
-  void progress();
+  static fusion::BucketSetOptions bucketOptions(const GradientGroupOptions& options);
+  // Completion callback of bucket k (any thread, without the communicator's lock).
+  void bucketDone(std::size_t bucket, std::exception_ptr error);
+  // After every launched Work completed: waits for their callbacks, ends the step.
+  void finishStep();
   void checkStep(std::uint64_t step) const;
 
   Communicator& comm_;
-  std::vector<View> tensors_;
   GradientGroupOptions options_;
-  const char* bucketLimitSource_ = "option";  // for describe()
-  planner::BucketPlan plan_;
-  char* arena_ = nullptr;
-  std::vector<std::size_t> bucketOffsetBytes_;
-  std::vector<Work> works_;  // per bucket, the current step's
-  std::vector<bool> finished_;
-  std::size_t nextToFinish_ = 0;
-  std::size_t lastLaunched_ = static_cast<std::size_t>(-1);
+  fusion::BucketSet buckets_;
+  Progress progress_;
+  std::vector<Work> works_;  // per bucket, the current step's (invalid: nothing launched)
   bool inFlight_ = false;
   std::uint64_t step_ = 0;
   GradientGroupStats stats_;
-  Progress progress_;
+
+  std::mutex doneMutex_;
+  std::condition_variable doneCv_;
+  std::size_t launched_ = 0;    // [doneMutex_] this step
+  std::size_t completed_ = 0;   // [doneMutex_] callbacks run this step
+  std::exception_ptr error_;    // [doneMutex_] first failure of this step
 };
 
-namespace {
-// Buckets start on their own page inside the arena: the shm algorithm splits
-// a bucket into per-rank slices, and page-aligned starts keep two buckets'
-// slices off the same cache lines and pages.
-constexpr std::size_t kBucketAlignBytes = 4096;
-}  // namespace
-
-GradientGroupImpl::GradientGroupImpl(Communicator& comm, std::vector<View> tensors, GradientGroupOptions options)
-    : comm_(comm), tensors_(std::move(tensors)), options_(std::move(options)) {
-  resolveBucketBytes();
-  std::vector<planner::TensorInfo> infos;
-  infos.reserve(tensors_.size());
-  for (const View& t : tensors_) infos.push_back({t.count, t.dtype});
-  std::uint64_t signature = planner::tensorListSignature(infos);
-  signature = mixSignature(signature, options_.bucketBytes);
-  signature = mixSignature(signature, options_.firstBucketBytes);
-  signature = mixSignature(signature, (options_.average ? 1u : 0u) | (options_.bucketView ? 2u : 0u));
-  agreeAcrossRanks(comm_, signature, localError(), "GradientGroup");
-
-  planner::BucketOptions bucketOptions;
-  bucketOptions.bucketBytes = options_.bucketBytes;
-  bucketOptions.firstBucketBytes = options_.firstBucketBytes;
-  plan_ = planner::planBuckets(infos, bucketOptions);
-
-  std::size_t arenaBytes = 0;
-  for (const planner::Bucket& b : plan_.buckets) {
-    bucketOffsetBytes_.push_back(arenaBytes);
-    arenaBytes += (b.bytes() + kBucketAlignBytes - 1) / kBucketAlignBytes * kBucketAlignBytes;
-  }
-  if (arenaBytes > 0) arena_ = static_cast<char*>(comm_.allocateBuffer(arenaBytes));
-  works_.resize(plan_.buckets.size());
-  finished_.assign(plan_.buckets.size(), true);
-  if (options_.bucketView) {
-    for (std::size_t t = 0; t < tensors_.size(); ++t)
-      if (tensors_[t].data != nullptr && tensors_[t].count > 0)
-        std::memcpy(slotView(t).data, tensors_[t].data, tensors_[t].count * dataTypeSize(tensors_[t].dtype));
-  }
-  progress_ = [this] { progress(); };
-
-  stats_.tensors = tensors_.size();
-  stats_.buckets = plan_.buckets.size();
-  for (const planner::Bucket& b : plan_.buckets) stats_.collectivesPerStep += b.count > 0 ? 1 : 0;
-  stats_.perTensorCollectives = tensors_.size();
-  stats_.payloadBytes = plan_.payloadBytes;
-  stats_.bucketBytes = plan_.bucketBytes;
-  stats_.bucketLimitBytes = options_.bucketBytes;
+fusion::BucketSetOptions GradientGroupImpl::bucketOptions(const GradientGroupOptions& options) {
+  fusion::BucketSetOptions o;
+  o.bucketBytes = options.bucketBytes;
+  o.firstBucketBytes = options.firstBucketBytes;
+  o.average = options.average;
+  o.bucketView = options.bucketView;
+  return o;
 }
 
-void GradientGroupImpl::resolveBucketBytes() {
-  // Every rank asks for the tuned size, also one whose option or env decides:
-  // the first question may read BOOSTCOMM_TUNING_CACHE, which is collective.
-  // Ranks that end with different limits (a per-rank option, env or applied
-  // cache) fail the signature check below with kMismatch on every rank.
-  const std::size_t tuned = tunedBucketBytes(comm_);
-  if (options_.bucketBytes != 0) return;
-  const bool envSet = core::tunableIsSet(core::kTunableFusionBucketBytes);
-  if (!envSet && tuned != 0) {
-    options_.bucketBytes = tuned;
-    bucketLimitSource_ = "tuning cache";
-    return;
-  }
-  options_.bucketBytes = static_cast<std::size_t>(core::tunableInt(core::kTunableFusionBucketBytes));
-  bucketLimitSource_ = envSet ? "BOOSTCOMM_FUSION_BUCKET_BYTES" : "default";
+GradientGroupImpl::GradientGroupImpl(Communicator& comm, std::vector<View> tensors, GradientGroupOptions options)
+    : comm_(comm),
+      options_(std::move(options)),
+      buckets_(comm, std::move(tensors), {}, bucketOptions(options_), "GradientGroup") {
+  progress_ = [this] { comm_.progress(); };
+  const planner::BucketPlan& plan = buckets_.plan();
+  works_.resize(plan.buckets.size());
+  stats_.tensors = buckets_.tensorCount();
+  stats_.buckets = plan.buckets.size();
+  for (const planner::Bucket& b : plan.buckets) stats_.collectivesPerStep += b.count > 0 ? 1 : 0;
+  stats_.perTensorCollectives = buckets_.tensorCount();
+  stats_.payloadBytes = plan.payloadBytes;
+  stats_.bucketBytes = plan.bucketBytes;
+  stats_.bucketLimitBytes = buckets_.options().bucketBytes;
 }
 
 GradientGroupImpl::~GradientGroupImpl() {
   try {
     if (inFlight_) wait(step_, std::nullopt);
-    if (arena_ != nullptr) comm_.freeBuffer(arena_);
   } catch (...) {
     // A destructor must not throw; the communicator reports the failure on its next call.
   }
 }
 
-std::string GradientGroupImpl::localError() const {
-  std::ostringstream os;
-  for (std::size_t t = 0; t < tensors_.size(); ++t) {
-    const View& v = tensors_[t];
-    if (!options_.bucketView && v.data == nullptr && v.count > 0) {
-      os << "tensor " << t << " has " << v.count << " elements but a null data pointer";
-      return os.str();
-    }
-    if (options_.average && !isFloatingPoint(v.dtype)) {
-      os << "tensor " << t << " is " << toString(v.dtype)
-         << ": average needs floating-point dtypes (an integer average would truncate); use average = false";
-      return os.str();
+void GradientGroupImpl::bucketDone(std::size_t bucket, std::exception_ptr error) {
+  if (!error) {
+    try {
+      buckets_.unpack(bucket, progress_);
+    } catch (...) {
+      error = std::current_exception();
     }
   }
-  return {};
-}
-
-View GradientGroupImpl::bucketView(std::size_t bucket) const {
-  const planner::Bucket& b = plan_.buckets[bucket];
-  return View(arena_ + bucketOffsetBytes_[bucket], b.count, b.dtype);
-}
-
-View GradientGroupImpl::slotView(std::size_t tensor) const {
-  const planner::TensorPlace place = plan_.placeOf[tensor];
-  const planner::BucketSlot& slot = plan_.buckets[place.bucket].slots[place.slot];
-  const View bucket = bucketView(place.bucket);
-  return View(static_cast<char*>(bucket.data) + slot.offset * dataTypeSize(bucket.dtype), slot.count, bucket.dtype);
-}
-
-View GradientGroupImpl::tensorView(std::size_t index) const {
-  BC_INVALID(index < tensors_.size(), comm_.rank(),
-             "GradientGroup::tensorView: index " << index << " out of range (" << tensors_.size() << " tensors)");
-  return options_.bucketView ? slotView(index) : tensors_[index];
-}
-
-void GradientGroupImpl::progress() {
-  // Any pending Work's test() progresses every collective in flight on the
-  // communicator; the last one launched is the one most likely still pending
-  // (a finished Work's test() returns without progressing anything).
-  if (lastLaunched_ < works_.size() && works_[lastLaunched_].valid()) works_[lastLaunched_].test();
-}
-
-void GradientGroupImpl::copyBucket(std::size_t bucket, bool pack) {
-  if (options_.bucketView) return;
-  for (const planner::BucketSlot& slot : plan_.buckets[bucket].slots) {
-    if (slot.count == 0) continue;
-    const View inBucket = slotView(slot.tensor);
-    const std::size_t bytes = slot.count * dataTypeSize(inBucket.dtype);
-    if (pack)
-      copyWithProgress(inBucket.data, tensors_[slot.tensor].data, bytes, progress_);
-    else
-      copyWithProgress(tensors_[slot.tensor].data, inBucket.data, bytes, progress_);
-  }
+  std::lock_guard lock(doneMutex_);
+  if (error && !error_) error_ = error;
+  ++completed_;
+  doneCv_.notify_all();
 }
 
 void GradientGroupImpl::start() {
   BC_INVALID(!inFlight_, comm_.rank(), "GradientGroup: a step is still in flight; wait for it first");
   ++step_;
   inFlight_ = true;
-  nextToFinish_ = 0;
-  lastLaunched_ = static_cast<std::size_t>(-1);
-  const ReduceOp op = options_.average ? ReduceOp::kAvg : ReduceOp::kSum;
-  for (std::size_t k = 0; k < plan_.buckets.size(); ++k) {
+  {
+    std::lock_guard lock(doneMutex_);
+    launched_ = 0;
+    completed_ = 0;
+    error_ = nullptr;
+  }
+  const ReduceOp op = buckets_.op();
+  for (std::size_t k = 0; k < buckets_.bucketCount(); ++k) {
     works_[k] = Work();
-    finished_[k] = plan_.buckets[k].count == 0;  // only empty tensors: nothing to send
-    if (finished_[k]) continue;
-    copyBucket(k, /*pack=*/true);
-    const View bucket = bucketView(k);
+    if (buckets_.plan().buckets[k].count == 0) continue;  // only empty tensors: nothing to send
+    buckets_.pack(k, progress_);
+    const View bucket = buckets_.region(k);
     works_[k] = comm_.allreduceAsync(bucket, bucket, op, options_.call);
-    lastLaunched_ = k;
+    {
+      std::lock_guard lock(doneMutex_);
+      ++launched_;
+    }
+    works_[k].onComplete([this, k](std::exception_ptr error) { bucketDone(k, error); });
     ++stats_.collectivesLaunched;
   }
+}
+
+void GradientGroupImpl::finishStep() {
+  std::unique_lock lock(doneMutex_);
+  // Every Work is complete; a callback may still be unpacking on the progress thread.
+  doneCv_.wait(lock, [&] { return completed_ == launched_; });
+  inFlight_ = false;
+  if (error_) std::rethrow_exception(error_);
+  ++stats_.steps;
 }
 
 bool GradientGroupImpl::test(std::uint64_t stepId) {
   checkStep(stepId);
   if (!inFlight_ || stepId != step_) return true;
-  while (nextToFinish_ < works_.size()) {
-    if (!finished_[nextToFinish_]) {
-      if (!works_[nextToFinish_].test()) return false;
-      finished_[nextToFinish_] = true;
-      const std::size_t k = nextToFinish_++;
-      copyBucket(k, /*pack=*/false);  // pokes k+1.. while it copies
-      continue;
-    }
-    ++nextToFinish_;
+  for (Work& w : works_) {
+    if (w.valid() && !w.test()) return false;
   }
-  inFlight_ = false;
-  ++stats_.steps;
+  {
+    std::lock_guard lock(doneMutex_);
+    if (completed_ != launched_) return false;
+  }
+  finishStep();
   return true;
 }
 
@@ -234,33 +158,30 @@ void GradientGroupImpl::wait(std::uint64_t stepId, std::optional<std::chrono::mi
   checkStep(stepId);
   if (!inFlight_ || stepId != step_) return;
   const auto deadline = timeout ? std::optional(std::chrono::steady_clock::now() + *timeout) : std::nullopt;
-  while (nextToFinish_ < works_.size()) {
-    if (!finished_[nextToFinish_]) {
+  try {
+    for (Work& w : works_) {
+      if (!w.valid()) continue;
       std::optional<std::chrono::milliseconds> left;
       if (deadline) {
         left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now());
         if (left->count() < 0) left = std::chrono::milliseconds(0);
       }
-      works_[nextToFinish_].wait(left);
+      w.wait(left);
     }
-    test(stepId);
+  } catch (...) {
+    // The failed collectives' callbacks have run (or will) with the error;
+    // the step is over either way.
+    inFlight_ = false;
+    throw;
   }
-  test(stepId);
+  finishStep();
 }
 
 void GradientGroupImpl::checkStep(std::uint64_t stepId) const {
   BC_INVALID(stepId <= step_ && stepId > 0, comm_.rank(), "GradientWork: not a step of this GradientGroup");
 }
 
-std::string GradientGroupImpl::describe() const {
-  std::ostringstream os;
-  os << "GradientGroup: " << stats_.tensors << " tensors, " << stats_.buckets << " buckets ("
-     << stats_.collectivesPerStep << " collectives per step instead of " << stats_.perTensorCollectives << "), "
-     << stats_.payloadBytes << " payload bytes in " << stats_.bucketBytes << " bucket bytes, bucket limit "
-     << options_.bucketBytes << " bytes (" << bucketLimitSource_ << "), "
-     << (options_.bucketView ? "bucket-view" : "copy") << " mode, " << (options_.average ? "average" : "sum") << "\n";
-  return os.str() + planner::describePlan(plan_);
-}
+std::string GradientGroupImpl::describe() const { return buckets_.describe(); }
 
 }  // namespace detail
 

@@ -1,5 +1,9 @@
 // Overlap statistics of one step and their running means (definitions in
-// include/boostcomm/overlap.h and docs/OVERLAP.md).
+// include/boostcomm/overlap.h and docs/OVERLAP.md). The one definition of
+// hidden communication: comm = union of the in-flight intervals, exposed =
+// the part of it the caller spent blocked waiting (here: inside
+// finishBackward), hidden = comm - exposed. busy_meter.h measures the same
+// quantities for clients that cannot see their caller's wait.
 //
 // "Communication time" is the union of the busy intervals (launch ->
 // completion seen) of the step's collectives rather than their sum: with

@@ -28,16 +28,20 @@ PYBIND11_MODULE(_boostcomm_torch, m) {
            py::arg("comm"), py::arg("rank"), py::arg("size"), py::arg("timeout"))
       .def(
           "_configure_overlap",
-          [](ProcessGroupBoostcomm& pg, bool enable, int stages) { pg.worker().configure(enable, stages); },
+          // stages bounds the OverlapEngine's buckets in flight; the process
+          // group launches every op at once (the communicator caps in-flight
+          // operations by its tag windows).
+          [](ProcessGroupBoostcomm& pg, bool enable, int /*stages*/) { pg.setAsync(enable); },
           py::arg("enable"), py::arg("stages"))
-      .def("_overlap_enabled", [](ProcessGroupBoostcomm& pg) { return pg.worker().async(); })
+      .def("_overlap_enabled", [](ProcessGroupBoostcomm& pg) { return pg.async(); })
       .def(
           "_overlap_counters",
           [](ProcessGroupBoostcomm& pg, bool reset) {
-            const auto c = pg.worker().counters(reset);
+            const auto c = pg.overlapTotals(reset);
             py::dict d;
             d["comm_seconds"] = c.commSeconds;
             d["hidden_seconds"] = c.hiddenSeconds;
+            d["exposed_seconds"] = c.exposedSeconds;
             d["ops"] = c.ops;
             d["busy_periods"] = c.busyPeriods;
             return d;
@@ -45,6 +49,6 @@ PYBIND11_MODULE(_boostcomm_torch, m) {
           py::arg("reset") = false)
       .def("_shutdown", [](ProcessGroupBoostcomm& pg) {
         py::gil_scoped_release release;
-        pg.worker().shutdown();
+        pg.shutdown();
       });
 }

@@ -2,6 +2,10 @@
 
 #include <c10/util/Exception.h>
 
+#include <thread>
+
+#include "boostcomm/error.h"
+
 #include "torch/tensor_view.h"
 
 namespace boostcomm::python {
@@ -51,21 +55,54 @@ ProcessGroupBoostcomm::ProcessGroupBoostcomm(std::shared_ptr<Communicator> comm,
   TORCH_CHECK(comm->rank() == rank && comm->size() == size, "boostcomm: process group rank ", rank, " of ", size,
               " does not match the communicator (rank ", comm->rank(), " of ", comm->size(),
               "); the boostcomm backend supports the whole MPI world only");
-  worker_ = std::make_unique<CommWorker>(std::move(comm));
+  comm_ = std::move(comm);
+  comm_->setProgressThread(true);
 #if TORCH_VERSION_MAJOR < 2
   init();
 #endif
 }
 
-ProcessGroupBoostcomm::~ProcessGroupBoostcomm() = default;
+ProcessGroupBoostcomm::~ProcessGroupBoostcomm() {
+  try {
+    shutdown();
+  } catch (...) {
+    // Destructors must not throw; errors were delivered to the ops' futures.
+  }
+}
+
+void ProcessGroupBoostcomm::setAsync(bool enable) { async_.store(enable); }
+bool ProcessGroupBoostcomm::async() const { return async_.load(); }
+
+void ProcessGroupBoostcomm::shutdown() {
+  closed_.store(true);
+  // The progress thread completes what is in flight; the communicator is not
+  // finalised here: finalize() is collective (it frees shared-memory windows
+  // with MPI_Win_free), and this runs from a destructor whose timing the
+  // garbage collector picks per rank. The package finalises every
+  // communicator at exit, in creation order (boostcomm/_state.py).
+  while (meter_.inFlight() > 0 && !comm_->finalized()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+}
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
                                                               std::function<Work(Communicator&)> start,
                                                               std::function<void()> after) {
   auto work = c10::make_intrusive<WorkBoostcomm>(rank_, type, std::move(outputs));
-  CommOp op;
-  op.start = std::move(start);
-  op.finish = [work, after = std::move(after)](std::exception_ptr error) {
+  if (closed_.load()) {
+    work->complete(std::make_exception_ptr(
+        Error(ErrorCategory::kFinalized, rank_, "boostcomm process group used after shutdown")));
+    return work;
+  }
+  Work op;
+  meter_.opStarted();
+  try {
+    op = start(*comm_);
+  } catch (...) {
+    meter_.opFinished();
+    work->complete(std::current_exception());
+    return work;
+  }
+  // `after` owns the op's temporary buffers (captured tensors) until it runs.
+  op.onComplete([this, work, after = std::move(after)](std::exception_ptr error) {
     if (!error && after) {
       try {
         after();
@@ -73,9 +110,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::enqueue(c10d::OpType type,
         error = std::current_exception();
       }
     }
+    meter_.opFinished();
     work->complete(error);
-  };
-  worker_->submit(std::move(op));
+  });
+  if (!async_.load()) {
+    try {
+      op.wait();  // drives progress on this thread; the callback may still run on the progress thread
+    } catch (...) {
+      // Delivered to the future by the callback.
+    }
+    work->wait();
+  }
   return work;
 }
 

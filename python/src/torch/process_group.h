@@ -1,9 +1,12 @@
 // ProcessGroupBoostcomm: the c10d backend "boostcomm" (CPU tensors).
 //
-// Every collective becomes one CommOp on the group's CommWorker (worker.h)
-// and returns at once with a WorkBoostcomm whose c10::ivalue::Future the
-// worker completes; DDP chains its bucket callbacks on that future, and
-// fails at the first backward without it.
+// Thin glue over the communicator's progress engine: every collective is
+// launched at once on the calling thread (c10d issues collectives in program
+// order, the same on every rank: boostcomm's matching rule) and returns a
+// WorkBoostcomm; the boostcomm Work's completion callback (on the
+// communicator's progress thread, which this backend always runs: c10d
+// futures must complete by themselves) copies results out and completes the
+// c10::ivalue::Future that DDP chains its bucket callbacks on.
 //
 // PyTorch 1.x: c10d::ProcessGroup is the class backends subclass. 2.x
 // splits it into ProcessGroup (dispatch) and c10d::Backend (what backends
@@ -21,11 +24,13 @@
 #define BC_C10D_BASE ::c10d::ProcessGroup
 #endif
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <vector>
 
-#include "torch/worker.h"
+#include "boostcomm/communicator.h"
+#include "telemetry/busy_meter.h"
 
 namespace boostcomm::python {
 
@@ -76,18 +81,29 @@ class ProcessGroupBoostcomm : public BC_C10D_BASE {
       const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
 
-  CommWorker& worker() { return *worker_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
+  // enable = false: every op completes before its call returns (the "no
+  // overlap" baseline of configure_overlap(enable=False)).
+  void setAsync(bool enable);
+  bool async() const;
+  // Overlap statistics (telemetry/busy_meter.h for the definition).
+  telemetry::BusyTotals overlapTotals(bool reset) { return meter_.totals(reset); }
+  // Waits for the ops in flight, then refuses new ones (local, no
+  // communication). The communicator stays alive for its owner to finalise.
+  void shutdown();
 
  private:
-  // Queues `start` (and `after`, run on success before the future completes).
+  // Launches `start` now (and `after`, run on success before the future completes).
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
                                          std::function<Work(Communicator&)> start,
                                          std::function<void()> after = nullptr);
   const at::Tensor& single(std::vector<at::Tensor>& tensors, const char* op);
 
-  std::unique_ptr<CommWorker> worker_;
+  std::shared_ptr<Communicator> comm_;
   std::chrono::milliseconds timeout_;
+  telemetry::BusyMeter meter_;
+  std::atomic<bool> async_{true};
+  std::atomic<bool> closed_{false};
 };
 
 }  // namespace boostcomm::python

@@ -1,4 +1,4 @@
-#include "api/fusion_common.h"
+#include "fusion/fusion_common.h"
 
 #include <cstring>
 #include <sstream>

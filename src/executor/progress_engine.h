@@ -1,0 +1,176 @@
+// ProgressEngine: the one place where in-flight collectives advance.
+//
+// A communicator owns one engine. Every asynchronous or blocking call becomes
+// an Operation (an Execution of a Schedule, its scratch lease and, for
+// asynchronous calls, an OpState shared with the caller's Work handle). The
+// engine progresses all operations in issue order, retires finished ones and
+// completes their OpState, and runs completion callbacks.
+//
+// Who calls progress():
+// - the caller, inside a blocking collective, Work::test/wait, or any other
+//   call of the communicator (caller-driven progress, always on); and
+// - optionally a progress thread (setThreadEnabled), which advances work while
+//   no caller does, so Works complete and their callbacks fire while the
+//   caller computes (the overlap engine and the c10d backend rely on it).
+//
+// Locking: one lock (mutex(), the owning communicator's) guards the engine
+// and that communicator. Every member except the thread's own loop, setThreadEnabled and
+// runCallbacks is called with it held. The thread only ever try_locks, so a
+// caller driving a blocking call is never slowed by it; it backs off (spin,
+// then yield, then short sleeps) while nothing advances.
+//
+// Completion callbacks run exactly once, outside the lock (they may call the
+// communicator again), on whichever thread retired the operation: the
+// caller collects them with takeCallbacks() under the lock and runs them with
+// runCallbacks() after unlocking.
+//
+// In-flight cap: at most maxInFlight() operations are in flight at once
+// (launch() progresses older ones until one retires); the communicator sets
+// it to the number of tag windows, so two operations in flight never share a
+// tag window and can never match each other's messages.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "core/spin_mutex.h"
+#include "executor/executor.h"
+#include "executor/scratch_pool.h"
+
+namespace boostcomm::executor {
+
+using CompletionCallback = std::function<void(std::exception_ptr)>;
+
+// Completion state of one asynchronous operation, shared with its Work.
+// `done` is published with release order after `error` is written, so a
+// reader that sees done (acquire) sees the error too, without the lock.
+class OpState {
+ public:
+  virtual ~OpState() = default;
+  bool isDone() const { return done_.load(std::memory_order_acquire); }
+  std::exception_ptr error() const { return error_; }  // valid once isDone()
+  const char* algorithm = "";
+  std::uint64_t id = 0;
+
+ private:
+  friend class ProgressEngine;
+  std::atomic<bool> done_{false};
+  std::exception_ptr error_;
+  CompletionCallback callback_;  // [engine lock]
+};
+
+class ProgressEngine {
+ public:
+  // `world` is the transport the schedules' world-communicator steps use;
+  // `lock` is the owner's lock, which the engine's thread takes too.
+  ProgressEngine(transport::Transport& world, core::SpinMutex& lock);
+  ~ProgressEngine();  // stops the thread; operations still in flight are leaked (see fail)
+  ProgressEngine(const ProgressEngine&) = delete;
+  ProgressEngine& operator=(const ProgressEngine&) = delete;
+
+  core::SpinMutex& mutex() { return mutex_; }
+
+  // [lock] An execution to bind (its nativeCounts/nativeDispls may be filled
+  // before launch); launch() or recycle() gives it back.
+  std::unique_ptr<Execution> acquireExecution();
+  // [lock] Leases scratch for the schedule, starts the execution and queues
+  // it. `state` is null for blocking calls. Returns the operation's id.
+  std::uint64_t launch(std::unique_ptr<Execution> exec, std::shared_ptr<const Schedule> schedule, Binding binding,
+                       int tagBase, bool blockingNative, std::shared_ptr<OpState> state);
+  // [lock] One sweep over every in-flight operation, in issue order; retires
+  // finished ones. True when any step started or finished. Throws (after
+  // fail()) on a transport error.
+  bool progress();
+  // [lock] Progresses until operation `id` retired. With a timeout, fails the
+  // engine with Error{kTimeout} (message: `what` ...) when it passes.
+  void driveUntilDone(std::uint64_t id, std::optional<std::chrono::milliseconds> timeout, const char* what, int rank);
+  // [lock] Progresses until nothing is in flight.
+  void drain();
+  bool idle() const { return inFlight_.empty(); }
+  bool retired(std::uint64_t id) const;
+  std::size_t maxInFlight() const { return maxInFlight_; }
+  void setMaxInFlight(std::size_t n) { maxInFlight_ = n < 1 ? 1 : n; }
+
+  // [lock] Completes every in-flight operation with `error` (their
+  // executions and scratch are leaked on purpose: the backend cannot cancel
+  // a collective and may still write into them).
+  void fail(std::exception_ptr error);
+  // [lock] Completes every in-flight operation with `error` and forgets it
+  // (finalize after a failure, or an orderly finalize that drained first).
+  void abandon(std::exception_ptr error);
+  // [lock] Frees pooled scratch and executions; nothing may be in flight.
+  void releaseMemory();
+
+  // [lock] Registers `callback` on `state`: it runs when the operation
+  // completes, or (already complete) is handed back through takeCallbacks().
+  void addCallback(OpState& state, CompletionCallback callback);
+  // [lock] Moves the callbacks that are due into `out` (reused storage).
+  struct Due {
+    CompletionCallback callback;
+    std::exception_ptr error;
+  };
+  void takeCallbacks(std::vector<Due>& out);
+  // Without the lock: runs and clears `due`. A throwing callback is ignored
+  // (its error belongs to whoever it completes).
+  static void runCallbacks(std::vector<Due>& due);
+
+  // Starts or stops the progress thread (not with the lock held).
+  void setThreadEnabled(bool on);
+  bool threadEnabled() const { return thread_.joinable(); }
+
+ private:
+  struct Operation {
+    Execution* execution = nullptr;
+    std::shared_ptr<const Schedule> schedule;
+    void* scratch = nullptr;
+    std::shared_ptr<OpState> state;  // null for blocking calls
+    std::uint64_t id = 0;
+  };
+  void complete(OpState& state, std::exception_ptr error);
+  void threadMain();
+
+  core::SpinMutex& mutex_;
+  transport::Transport& world_;
+  ScratchPool scratch_;
+  std::vector<std::unique_ptr<Execution>> freeExecutions_;
+  std::vector<Operation> inFlight_;
+  std::vector<Operation> retired_;  // reused by progress()
+  std::vector<Due> due_;            // callbacks to run after unlocking
+  std::uint64_t nextId_ = 1;
+  std::size_t maxInFlight_ = 1 << 20;
+  // Published count of in-flight operations: the thread sleeps while it is 0.
+  std::atomic<std::size_t> inFlightCount_{0};
+
+  std::mutex sleepMutex_;
+  std::condition_variable sleepCv_;
+  bool stop_ = false;  // [sleepMutex_]
+  std::thread thread_;
+};
+
+// A lock on an engine that runs the due callbacks after unlocking.
+class EngineLock {
+ public:
+  explicit EngineLock(ProgressEngine& engine) : engine_(engine) { engine_.mutex().lock(); }
+  ~EngineLock() {
+    engine_.takeCallbacks(due_);
+    engine_.mutex().unlock();
+    if (!due_.empty()) ProgressEngine::runCallbacks(due_);
+  }
+  EngineLock(const EngineLock&) = delete;
+  EngineLock& operator=(const EngineLock&) = delete;
+
+ private:
+  ProgressEngine& engine_;
+  std::vector<ProgressEngine::Due> due_;
+};
+
+}  // namespace boostcomm::executor
