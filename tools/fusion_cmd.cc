@@ -170,7 +170,7 @@ ExtraCommand addFusionCommand(CLI::App& app) {
       ->check(CLI::IsMember({"gradients", "three-request"}))
       ->capture_default_str();
   sub->add_option("--bucket-bytes", args->bucketBytes,
-                  "GradientGroup bucket limits, comma-separated (e.g. 1M,4M,25M); default: BOOSTCOMM_FUSION_BUCKET_BYTES");
+                  "GradientGroup bucket limits, comma-separated (e.g. 1M,4M,25M); default: BOOSTCOMM_BUCKET_BYTES");
   sub->add_option("--methods", args->methods, "gradient methods to run, comma-separated")->capture_default_str();
   sub->add_option("--layers", args->layers, "three-request: layers")->capture_default_str();
   sub->add_option("-n,--iters", args->timing.iters, "steps per timed block")->capture_default_str();

@@ -119,14 +119,14 @@ void GradientGroupImpl::resolveBucketBytes() {
   // cache) fail the signature check below with kMismatch on every rank.
   const std::size_t tuned = tunedBucketBytes(comm_);
   if (options_.bucketBytes != 0) return;
-  const bool envSet = core::tunableIsSet(core::kTunableFusionBucketBytes);
+  const bool envSet = core::tunableIsSet(core::kTunableBucketBytes);
   if (!envSet && tuned != 0) {
     options_.bucketBytes = tuned;
     bucketLimitSource_ = "tuning cache";
     return;
   }
-  options_.bucketBytes = static_cast<std::size_t>(core::tunableInt(core::kTunableFusionBucketBytes));
-  bucketLimitSource_ = envSet ? "BOOSTCOMM_FUSION_BUCKET_BYTES" : "default";
+  options_.bucketBytes = core::tunableBytes(core::kTunableBucketBytes);
+  bucketLimitSource_ = envSet ? "BOOSTCOMM_BUCKET_BYTES" : "default";
 }
 
 GradientGroupImpl::~GradientGroupImpl() {

@@ -13,16 +13,13 @@ namespace boostcomm {
 
 OverlapOptions OverlapOptions::fromEnvironment() {
   OverlapOptions o;
-  o.enable = core::tunableInt(core::kTunableOverlap) != 0;
-  o.bucketBytes = static_cast<std::size_t>(std::max<std::int64_t>(1, core::tunableInt(core::kTunableOverlapBucketBytes)));
-  o.firstBucketBytes = static_cast<std::size_t>(std::max<std::int64_t>(0, core::tunableInt(core::kTunableOverlapFirstBucketBytes)));
+  o.enable = core::tunableBool(core::kTunableOverlap);
+  o.bucketBytes = core::tunableBytes(core::kTunableBucketBytes);
+  o.firstBucketBytes = core::tunableBytes(core::kTunableOverlapFirstBucketBytes);
   o.stages = static_cast<int>(core::tunableInt(core::kTunableOverlapStages));
-  const std::string buffers = core::tunableValue(core::kTunableOverlapBuffers);
-  BC_INVALID(buffers == "pingpong" || buffers == "single", -1,
-             "BOOSTCOMM_OVERLAP_BUFFERS: '" << buffers << "' is unknown (valid: pingpong, single)");
-  o.bufferStrategy = buffers == "single" ? BufferStrategy::kSingle : BufferStrategy::kPingPong;
-  o.logSteps = core::tunableInt(core::kTunableOverlapLog) != 0;
-  o.timelinePath = core::tunableValue(core::kTunableTimeline);
+  o.bufferStrategy = core::tunableEnum(core::kTunableOverlapBuffers) == "single" ? BufferStrategy::kSingle : BufferStrategy::kPingPong;
+  o.logSteps = core::tunableBool(core::kTunableOverlapLog);
+  o.timelinePath = core::tunableString(core::kTunableTimeline);
   return o;
 }
 
@@ -74,7 +71,7 @@ OverlapEngine::Impl::Impl(Communicator& comm, std::vector<GradientTensor> tensor
     telemetry::TimelineOptions to;
     to.path = telemetry::rankTimelinePath(options_.timelinePath, rank_, comm_.size());
     to.pid = rank_;
-    to.maxEvents = static_cast<std::size_t>(std::max<std::int64_t>(2, core::tunableInt(core::kTunableTimelineMaxEvents)));
+    to.maxEvents = static_cast<std::size_t>(core::tunableInt(core::kTunableTimelineMaxEvents));
     attachTimeline(std::make_shared<telemetry::Timeline>(to));
   }
   thread_ = std::thread([this] { threadMain(); });

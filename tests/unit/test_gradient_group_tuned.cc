@@ -2,7 +2,7 @@
 // `boostcomm tune` stored in the tuning cache (BOOSTCOMM_TUNING_CACHE) is in
 // force (stats, describe() and the bucket plan show it, and the step still
 // gives the float64 reference); an explicit option and
-// BOOSTCOMM_FUSION_BUCKET_BYTES both win over the cache; ranks whose applied
+// BOOSTCOMM_BUCKET_BYTES both win over the cache; ranks whose applied
 // caches disagree fail with kMismatch on every rank instead of planning
 // different buckets.
 #include <gtest/gtest.h>
@@ -99,9 +99,9 @@ TEST(GradientGroupTuned, CacheBucketSizeIsUsedUnlessTheUserChoseOne) {
       explicitLimit.bucketBytes = kOptionBytes;
       checkGroup(comm, explicitLimit, kOptionBytes, "option");
     });
-    const TunableOverride env(core::kTunableFusionBucketBytes, std::to_string(kEnvBytes));
+    const TunableOverride env(core::kTunableBucketBytes, std::to_string(kEnvBytes));
     detail::runInProcess(kRanks,
-                         [](Communicator& comm) { checkGroup(comm, {}, kEnvBytes, "BOOSTCOMM_FUSION_BUCKET_BYTES"); });
+                         [](Communicator& comm) { checkGroup(comm, {}, kEnvBytes, "BOOSTCOMM_BUCKET_BYTES"); });
   }
   std::filesystem::remove(path);
   // No cache: the registry default.
