@@ -227,7 +227,7 @@ void validateTunable(const TunableInfo& info, std::string_view text) {
 std::string tunableRule(const TunableInfo& info) {
   switch (info.type) {
     case TunableType::kInt:
-      return "integer in [" + std::to_string(info.minValue) + ", " + std::to_string(info.maxValue) + "]";
+      return "an integer in [" + std::to_string(info.minValue) + ", " + std::to_string(info.maxValue) + "]";
     case TunableType::kBool: return "0 or 1";
     case TunableType::kEnum: {
       std::string out = "one of: ";

@@ -72,7 +72,7 @@ std::string tunableString(TunableKey key);
 
 // Checks text against the tunable's rule: throws as the typed reads do.
 void validateTunable(const TunableInfo& info, std::string_view text);
-// The rule in words for messages and docs: "integer in [1, 1099511627776]",
+// The rule in words for messages and docs: "an integer in [1, 1099511627776]",
 // "0 or 1", "one of: pingpong, single", "text".
 std::string tunableRule(const TunableInfo& info);
 
