@@ -37,7 +37,7 @@
 #   WAIT_LOAD=2.5        before starting, wait (up to 20 min) until the 1-minute load is below this
 set -euo pipefail
 
-usage() { sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; }
 if (($# < 3 || $# > 4)); then
   usage >&2
   exit 2
@@ -142,7 +142,8 @@ if "--json" in sys.argv:
     out = sys.argv[sys.argv.index("--json") + 1]
 sys.argv = [sys.argv[0], "--model", "cnn"] + sys.argv[1:]
 rc = db.main()
-if out and os.path.exists(out):
+# Rank 0 wrote the JSON; only it labels the model (a second writer could read it half written).
+if out and os.environ.get("OMPI_COMM_WORLD_RANK", "0") == "0" and os.path.exists(out):
     with open(out) as f:
         result = json.load(f)
     result["model"] = f"torchvision.{arch}"

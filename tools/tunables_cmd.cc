@@ -1,16 +1,25 @@
-// `boostcomm tunables`: the registry of src/core/tunables.def, as text or as
-// the markdown table of docs/TUNABLES.md.
+// `boostcomm tunables`: the registry of src/core/tunables.def (kind, accepted
+// values, default, doc), as text or as the markdown table of docs/TUNABLES.md.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "commands.h"
+#include "boostcomm/error.h"
 #include "core/tunables.h"
 
 namespace boostcomm::tools {
 namespace {
 
-const char* typeName(core::TunableType type) { return type == core::TunableType::kInt ? "int" : "string"; }
+const char* typeName(core::TunableType type) {
+  switch (type) {
+    case core::TunableType::kInt: return "int";
+    case core::TunableType::kBool: return "bool";
+    case core::TunableType::kEnum: return "enum";
+    case core::TunableType::kString: return "string";
+  }
+  return "?";
+}
 
 // Markdown table cells cannot hold '|' or newlines.
 std::string cell(const std::string& text) {
@@ -31,20 +40,26 @@ int runTunables(bool markdown) {
   const auto tunables = core::allTunables();
   if (markdown) {
     // Current values are left out: the docs must not depend on whoever generated them.
-    std::printf("| Variable | Type | Default | Description |\n|---|---|---|---|\n");
+    std::printf("| Variable | Type | Accepted | Default | Description |\n|---|---|---|---|---|\n");
     for (const core::TunableInfo& t : tunables) {
       std::string def = "(empty)";
       if (t.defaultValue[0] != '\0') def = std::string("`").append(cell(t.defaultValue)).append("`");
-      std::printf("| `%s` | %s | %s | %s |\n", t.env, typeName(t.type), def.c_str(), cell(t.doc).c_str());
+      std::printf("| `%s` | %s | %s | %s | %s |\n", t.env, typeName(t.type), cell(core::tunableRule(t)).c_str(), def.c_str(),
+                  cell(t.doc).c_str());
     }
     return 0;
   }
   for (const core::TunableInfo& t : tunables) {
     const std::string current = core::tunableValue(t.env);
     const bool fromEnv = std::getenv(t.env) != nullptr;
-    std::printf("%s (%s)\n", t.env, typeName(t.type));
+    std::printf("%s (%s, %s)\n", t.env, typeName(t.type), core::tunableRule(t).c_str());
     std::printf("    default %s, current %s%s\n", quoted(t.defaultValue).c_str(), quoted(current).c_str(),
                 fromEnv ? " (from the environment)" : "");
+    try {
+      core::validateTunable(t, current);
+    } catch (const Error& e) {
+      std::printf("    INVALID: %s\n", e.what());
+    }
     // Wrap the doc at ~96 columns on word boundaries.
     std::string line = "   ";
     std::string doc = t.doc;

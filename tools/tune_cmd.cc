@@ -69,7 +69,7 @@ int runTune(const TuneArgs& a, Communicator& comm) {
   const std::vector<std::size_t> chunks = sizeList(a.chunks, "--chunks");
   const std::size_t chunkPayload = positiveBytes(a.chunkPayload, "--chunk-payload");
   std::string path = a.cache;
-  if (path.empty()) path = core::tunableValue(core::kTunableTuningCache);
+  if (path.empty()) path = core::tunableString(core::kTunableTuningCache);
   if (path.empty()) path = "boostcomm_tuning.json";
 
   // An existing cache of this job is extended; anything else is rebuilt.
@@ -135,9 +135,9 @@ int runTune(const TuneArgs& a, Communicator& comm) {
         tuner.options().margin * 100.0);
     if (!a.noKnobs) {
       printKnobTable(("fusion bucket size, GradientGroup step of " + a.model).c_str(), bucketTimes, cache.bucketBytes,
-                     static_cast<std::size_t>(core::tunableInt(core::kTunableBucketBytes)));
+                     core::tunableBytes(core::kTunableBucketBytes));
       printKnobTable(("chunk size, allreduce of " + formatBytes(chunkPayload)).c_str(), chunkTimes, cache.chunkBytes,
-                     static_cast<std::size_t>(core::tunableInt(core::kTunableRingChunkBytes)));
+                     core::tunableBytes(core::kTunableRingChunkBytes));
     }
     cache.save(path);
     std::printf("\n# wrote %s: %zu entries. Use it with BOOSTCOMM_TUNING_CACHE=%s\n", path.c_str(),

@@ -40,7 +40,7 @@
 namespace boostcomm {
 
 struct GradientGroupOptions {
-  // Byte limit of one bucket. 0: BOOSTCOMM_FUSION_BUCKET_BYTES when it is
+  // Byte limit of one bucket. 0: BOOSTCOMM_BUCKET_BYTES when it is
   // set, else the size `boostcomm tune` stored in the communicator's tuning
   // cache (tunedBucketBytes), else 25 MiB (docs/FUSION.md).
   std::size_t bucketBytes = 0;

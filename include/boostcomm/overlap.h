@@ -81,7 +81,7 @@ struct OverlapOptions {
   // fails the step like a collective error.
   std::function<void(std::size_t bucket)> beforeLaunch;
 
-  // The defaults above, overridden by BOOSTCOMM_OVERLAP, BOOSTCOMM_OVERLAP_BUCKET_BYTES,
+  // The defaults above, overridden by BOOSTCOMM_OVERLAP, BOOSTCOMM_BUCKET_BYTES,
   // BOOSTCOMM_OVERLAP_FIRST_BUCKET_BYTES, BOOSTCOMM_OVERLAP_STAGES, BOOSTCOMM_OVERLAP_BUFFERS,
   // BOOSTCOMM_OVERLAP_LOG and BOOSTCOMM_TIMELINE.
   static OverlapOptions fromEnvironment();

@@ -128,7 +128,7 @@ TuningCache::LoadResult loadTuningCache(Communicator& comm, const std::string& p
 // The cache `comm` uses (applied, or loaded from BOOSTCOMM_TUNING_CACHE); null when untuned.
 // Collective while BOOSTCOMM_TUNING_CACHE has not been read yet (the first collective call reads it).
 std::shared_ptr<const TuningCache> tuningCacheOf(Communicator& comm);
-// Its tuned fusion bucket size; 0 when not tuned (GradientGroup then uses BOOSTCOMM_FUSION_BUCKET_BYTES).
+// Its tuned fusion bucket size; 0 when not tuned (GradientGroup then uses BOOSTCOMM_BUCKET_BYTES).
 std::size_t tunedBucketBytes(Communicator& comm);
 
 struct TuneOptions {

@@ -40,21 +40,18 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   // the built-in table picks them only then.
   sharedMemory_ = transport_->sharedMemory() != nullptr;
   table_ = algorithms::SelectionTable::builtIn(sharedMemory_);
-  table_.applyOverride(core::tunableValue(core::kTunableSelectionTable));
-  algoOverride_ = algorithms::parseAlgoOverride(core::tunableValue(core::kTunableAlgo));
+  table_.applyOverride(core::tunableString(core::kTunableSelectionTable));
+  algoOverride_ = algorithms::parseAlgoOverride(core::tunableString(core::kTunableAlgo));
   defaultTimeout_ = std::chrono::milliseconds(core::tunableInt(core::kTunableTimeoutMs));
-  chunkBytes_ = static_cast<std::size_t>(std::max<std::int64_t>(1, core::tunableInt(core::kTunableRingChunkBytes)));
-  maxChunks_ = static_cast<int>(std::clamp<std::int64_t>(core::tunableInt(core::kTunableMaxChunksPerSegment), 1, 4096));
-  cacheLimit_ = static_cast<std::size_t>(std::max<std::int64_t>(0, core::tunableInt(core::kTunableScheduleCacheSize)));
-  checkConsistency_ = core::tunableInt(core::kTunableCheckConsistency) != 0;
-  hierMinBytes_ = static_cast<std::size_t>(std::max<std::int64_t>(0, core::tunableInt(core::kTunableHierMinBytes)));
+  chunkBytes_ = core::tunableBytes(core::kTunableRingChunkBytes);
+  maxChunks_ = static_cast<int>(core::tunableInt(core::kTunableMaxChunksPerSegment));
+  cacheLimit_ = static_cast<std::size_t>(core::tunableInt(core::kTunableScheduleCacheSize));
+  checkConsistency_ = core::tunableBool(core::kTunableCheckConsistency);
+  hierMinBytes_ = core::tunableBytes(core::kTunableHierMinBytes);
   CommStrategy strategy;
-  const std::string strategyName = core::tunableValue(core::kTunableStrategy);
-  BC_INVALID(parseStrategy(strategyName).has_value(), rank_,
-             "BOOSTCOMM_STRATEGY='" << strategyName << "' is unknown (valid: flat, topology_aware, auto)");
-  strategy.strategy = *parseStrategy(strategyName);
-  strategy.interTransport = core::tunableValue(core::kTunableHierInter);
-  strategy.intraTransport = core::tunableValue(core::kTunableHierIntra);
+  strategy.strategy = *parseStrategy(core::tunableEnum(core::kTunableStrategy));
+  strategy.interTransport = core::tunableEnum(core::kTunableHierInter);
+  strategy.intraTransport = core::tunableEnum(core::kTunableHierIntra);
   configureStrategy(strategy);
   // Node layout: declared (tests, emulation) or detected (collective call).
   if (auto declared = topology::layoutOverrideFromEnv(size_, rank_)) {
@@ -64,17 +61,14 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   }
   // BOOSTCOMM_TUNING_CACHE is read at the first collective call: reading it
   // is collective, and in-process groups construct their ranks on one thread.
-  tuningFromEnvPending_ = !core::tunableValue(core::kTunableTuningCache).empty();
+  tuningFromEnvPending_ = !core::tunableString(core::kTunableTuningCache).empty();
   updateFastPath();
   // Every call gets its own tag window of kMaxStepTag tags, so messages of
   // concurrent calls can never match each other.
   tagWindow_ =
       std::max(1, static_cast<int>((static_cast<long long>(transport_->maxTag()) + 1) / executor::kMaxStepTag));
   engine_->setMaxInFlight(static_cast<std::size_t>(tagWindow_));
-  const std::string progress = core::tunableValue(core::kTunableProgress);
-  BC_INVALID(parseProgressMode(progress).has_value(), rank_,
-             "BOOSTCOMM_PROGRESS='" << progress << "' is unknown (valid: auto, caller, thread)");
-  progressMode_ = *parseProgressMode(progress);
+  progressMode_ = *parseProgressMode(core::tunableEnum(core::kTunableProgress));
   if (progressMode_ == ProgressMode::kThread) engine_->setThreadEnabled(true);
 }
 

@@ -157,7 +157,7 @@ void CommunicatorImpl::loadTuningFromEnv() {
 void CommunicatorImpl::installTuned(std::shared_ptr<const tuning::TunedSelection> tuned) {
   tuningFromEnvPending_ = false;  // an explicit selection replaces the env's
   tuned_ = std::move(tuned);
-  const std::int64_t envChunk = std::max<std::int64_t>(1, core::tunableInt(core::kTunableRingChunkBytes));
+  const std::int64_t envChunk = core::tunableInt(core::kTunableRingChunkBytes);
   chunkBytes_ = tuned_ && tuned_->chunkBytes() > 0 ? tuned_->chunkBytes() : static_cast<std::size_t>(envChunk);
   cache_.clear();  // schedules depend on the chunk size
   updateFastPath();

@@ -1,10 +1,25 @@
+// Registry, parsing and the per-tunable cache.
+//
+// Cache: a global generation counter starts at 1 and moves on with every
+// override change. Each tunable has a slot holding the value parsed at some
+// generation; a read whose slot is current is two atomic loads. Otherwise the
+// slot is refilled under its own mutex: read the generation first, then the
+// override / environment / default, so an override that lands in between
+// leaves the slot stale and the next read parses again. A bad value is not
+// cached: every read of it throws, on every rank.
+//
+// Rejected: a std::call_once per tunable (cannot be invalidated by the test
+// overrides), parsing into a map keyed by name (a scan and a lock per read).
 #include "core/tunables.h"
 
+#include <atomic>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <mutex>
-#include <string_view>
+#include <optional>
 
 #include "core/check.h"
 
@@ -12,9 +27,18 @@ namespace boostcomm::core {
 namespace {
 
 constexpr TunableInfo kTunables[] = {
-#define BC_TUNABLE(Id, Env, Type, Default, Doc) {#Id, Env, TunableType::k##Type, Default, Doc},
+#define BC_TUNABLE(Id, Env, Type, Default, Min, Max, Words, Doc) \
+  {#Id, Env, TunableType::k##Type, Default, Min, Max, Words, Doc},
 #include "core/tunables.def"
 #undef BC_TUNABLE
+};
+constexpr std::size_t kCount = std::size(kTunables);
+
+// A value's text and where it came from (for messages).
+struct RawValue {
+  std::string text;
+  const char* source;
+  bool userSet;  // an override or the environment, not the registry default
 };
 
 struct Overrides {
@@ -27,6 +51,27 @@ Overrides& overrides() {
   return o;
 }
 
+std::atomic<std::uint64_t>& generation() {
+  static std::atomic<std::uint64_t> g{1};
+  return g;
+}
+
+// `number` is an int's value, a bool's 0/1, or an enum word packed as
+// (offset << 32 | length) into TunableInfo::words, so that tunableEnum can
+// return a view without searching. `text` is a string tunable's value, read
+// under `mutex` (strings are read when objects are built, not per call).
+struct Slot {
+  std::atomic<std::uint64_t> parsedAt{0};  // generation of the value; 0: never parsed
+  std::atomic<std::int64_t> number{0};
+  std::mutex mutex;
+  std::string text;
+};
+
+Slot& slotOf(std::size_t index) {
+  static Slot slots[kCount];
+  return slots[index];
+}
+
 const TunableInfo& find(std::string_view env) {
   for (const auto& t : kTunables) {
     if (env == t.env) return t;
@@ -34,51 +79,187 @@ const TunableInfo& find(std::string_view env) {
   raise(ErrorCategory::kInternal, -1, "unknown tunable " + std::string(env));
 }
 
+const char* typeName(TunableType type) {
+  switch (type) {
+    case TunableType::kInt: return "int";
+    case TunableType::kBool: return "bool";
+    case TunableType::kEnum: return "enum";
+    case TunableType::kString: return "string";
+  }
+  return "?";
+}
+
+const TunableInfo& infoOf(TunableKey key, TunableType type) {
+  BC_INTERNAL(key.index < kCount, "tunable index " << key.index << " out of the registry");
+  const TunableInfo& info = kTunables[key.index];
+  BC_INTERNAL(info.type == type, info.env << " is a " << typeName(info.type) << " tunable, read as "
+                                          << typeName(type));
+  return info;
+}
+
+RawValue rawValue(const TunableInfo& info) {
+  {
+    auto& o = overrides();
+    std::lock_guard lock(o.mutex);
+    if (auto it = o.values.find(info.env); it != o.values.end()) return {it->second, "a test override", true};
+  }
+  if (const char* v = std::getenv(info.env); v != nullptr) return {v, "the environment", true};
+  return {info.defaultValue, "the registry default", false};
+}
+
+// The text as a message shows it: control characters escaped, and cut short,
+// because an environment variable can hold megabytes.
+std::string shown(std::string_view text) {
+  constexpr std::size_t kMaxShown = 64;
+  std::string out;
+  for (char c : text.substr(0, kMaxShown)) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\x%02x", u);
+      out += esc;
+    } else {
+      out += c;
+    }
+  }
+  if (text.size() > kMaxShown) out += "... (" + std::to_string(text.size()) + " bytes)";
+  return out;
+}
+
+[[noreturn, gnu::cold]] void rejectValue(const TunableInfo& info, std::string_view text, const char* source,
+                                         const char* problem) {
+  std::string message = std::string(info.env) + "='" + shown(text) + "'";
+  if (source != nullptr) message += std::string(" (from ") + source + ")";
+  message += std::string(" ") + problem + "; expected " + tunableRule(info);
+  raise(ErrorCategory::kInvalidArgument, -1, message);
+}
+
+// Position of text among the '|'-separated words, packed as offset << 32 | length.
+std::optional<std::int64_t> findWord(const char* words, std::string_view text) {
+  const std::string_view all(words);
+  std::size_t begin = 0;
+  while (begin <= all.size()) {
+    std::size_t end = all.find('|', begin);
+    if (end == std::string_view::npos) end = all.size();
+    if (all.substr(begin, end - begin) == text) {
+      return static_cast<std::int64_t>(begin) << 32 | static_cast<std::int64_t>(end - begin);
+    }
+    begin = end + 1;
+  }
+  return std::nullopt;
+}
+
+// The parsed value as a Slot stores it; throws for a value outside the rule.
+std::int64_t parseNumber(const TunableInfo& info, std::string_view text, const char* source) {
+  if (info.type == TunableType::kInt) {
+    // from_chars takes exactly an optional '-' and decimal digits: no spaces,
+    // no '+', no exponent, no suffix, and reports overflow instead of wrapping.
+    std::int64_t value = 0;
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec == std::errc::result_out_of_range) rejectValue(info, text, source, "is out of range");
+    if (ec != std::errc() || ptr != text.data() + text.size()) rejectValue(info, text, source, "is not an integer");
+    if (value < info.minValue || value > info.maxValue) rejectValue(info, text, source, "is out of range");
+    return value;
+  }
+  const std::optional<std::int64_t> word = findWord(info.words, text);
+  if (!word) {
+    rejectValue(info, text, source, info.type == TunableType::kBool ? "is not a boolean" : "is not an accepted word");
+  }
+  if (info.type == TunableType::kBool) return text == "1" ? 1 : 0;
+  return *word;
+}
+
+[[gnu::noinline]] std::int64_t refillNumber(const TunableInfo& info, Slot& slot, std::uint64_t gen) {
+  std::lock_guard lock(slot.mutex);
+  const RawValue raw = rawValue(info);
+  const std::int64_t value = parseNumber(info, raw.text, raw.source);
+  slot.number.store(value, std::memory_order_relaxed);
+  slot.parsedAt.store(gen, std::memory_order_release);
+  return value;
+}
+
+std::int64_t cachedNumber(TunableKey key, TunableType type) {
+  const TunableInfo& info = infoOf(key, type);
+  Slot& slot = slotOf(key.index);
+  const std::uint64_t gen = generation().load(std::memory_order_acquire);
+  if (slot.parsedAt.load(std::memory_order_acquire) == gen) return slot.number.load(std::memory_order_relaxed);
+  return refillNumber(info, slot, gen);
+}
+
+void invalidateAll() { generation().fetch_add(1, std::memory_order_acq_rel); }
+
 }  // namespace
 
 std::span<const TunableInfo> allTunables() { return kTunables; }
 
-std::string tunableValue(const char* env) {
-  const TunableInfo& info = find(env);
-  {
-    auto& o = overrides();
-    std::lock_guard lock(o.mutex);
-    if (auto it = o.values.find(env); it != o.values.end()) return it->second;
-  }
-  if (const char* v = std::getenv(env); v != nullptr) return v;
-  return info.defaultValue;
+std::int64_t tunableInt(TunableKey key) { return cachedNumber(key, TunableType::kInt); }
+
+std::size_t tunableBytes(TunableKey key) {
+  BC_INTERNAL(key.index < kCount && kTunables[key.index].minValue >= 0,
+              key.env << " can be negative; it is not a byte count");
+  return static_cast<std::size_t>(cachedNumber(key, TunableType::kInt));
 }
 
-std::int64_t tunableInt(const char* env) {
-  const std::string text = tunableValue(env);
-  std::int64_t value = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  BC_INVALID(ec == std::errc() && ptr == text.data() + text.size(), -1,
-             env << "='" << text << "' is not an integer");
-  return value;
+bool tunableBool(TunableKey key) { return cachedNumber(key, TunableType::kBool) != 0; }
+
+std::string_view tunableEnum(TunableKey key) {
+  const std::int64_t packed = cachedNumber(key, TunableType::kEnum);
+  const std::string_view words(kTunables[key.index].words);
+  return words.substr(static_cast<std::size_t>(packed >> 32), static_cast<std::size_t>(packed & 0xffffffff));
 }
 
-bool tunableIsSet(const char* env) {
-  (void)find(env);
-  {
-    auto& o = overrides();
-    std::lock_guard lock(o.mutex);
-    if (o.values.find(env) != o.values.end()) return true;
+std::string tunableString(TunableKey key) {
+  const TunableInfo& info = infoOf(key, TunableType::kString);
+  Slot& slot = slotOf(key.index);
+  const std::uint64_t gen = generation().load(std::memory_order_acquire);
+  std::lock_guard lock(slot.mutex);
+  if (slot.parsedAt.load(std::memory_order_relaxed) != gen) {
+    slot.text = rawValue(info).text;
+    slot.parsedAt.store(gen, std::memory_order_relaxed);
   }
-  return std::getenv(env) != nullptr;
+  return slot.text;
 }
+
+void validateTunable(const TunableInfo& info, std::string_view text) {
+  if (info.type != TunableType::kString) (void)parseNumber(info, text, nullptr);
+}
+
+std::string tunableRule(const TunableInfo& info) {
+  switch (info.type) {
+    case TunableType::kInt:
+      return "an integer in [" + std::to_string(info.minValue) + ", " + std::to_string(info.maxValue) + "]";
+    case TunableType::kBool: return "0 or 1";
+    case TunableType::kEnum: {
+      std::string out = "one of: ";
+      for (const char* c = info.words; *c != '\0'; ++c) out += *c == '|' ? std::string(", ") : std::string(1, *c);
+      return out;
+    }
+    case TunableType::kString: return "any text";
+  }
+  return "?";
+}
+
+std::string tunableValue(const char* env) { return rawValue(find(env)).text; }
+
+bool tunableIsSet(const char* env) { return rawValue(find(env)).userSet; }
 
 void setTunableOverride(const char* env, const std::string& value) {
   (void)find(env);
-  auto& o = overrides();
-  std::lock_guard lock(o.mutex);
-  o.values[env] = value;
+  {
+    auto& o = overrides();
+    std::lock_guard lock(o.mutex);
+    o.values[env] = value;
+  }
+  invalidateAll();
 }
 
 void clearTunableOverride(const char* env) {
-  auto& o = overrides();
-  std::lock_guard lock(o.mutex);
-  o.values.erase(std::string(env));
+  {
+    auto& o = overrides();
+    std::lock_guard lock(o.mutex);
+    o.values.erase(std::string(env));
+  }
+  invalidateAll();
 }
 
 }  // namespace boostcomm::core

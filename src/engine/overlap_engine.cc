@@ -14,16 +14,13 @@ namespace boostcomm {
 
 OverlapOptions OverlapOptions::fromEnvironment() {
   OverlapOptions o;
-  o.enable = core::tunableInt(core::kTunableOverlap) != 0;
+  o.enable = core::tunableBool(core::kTunableOverlap);
   o.bucketBytes = 0;  // resolved by the bucket component: BOOSTCOMM_BUCKET_BYTES, tuning cache, default
-  o.firstBucketBytes = static_cast<std::size_t>(core::tunableInt(core::kTunableOverlapFirstBucketBytes));
+  o.firstBucketBytes = core::tunableBytes(core::kTunableOverlapFirstBucketBytes);
   o.stages = static_cast<int>(core::tunableInt(core::kTunableOverlapStages));
-  const std::string buffers = core::tunableValue(core::kTunableOverlapBuffers);
-  BC_INVALID(buffers == "pingpong" || buffers == "single", -1,
-             "BOOSTCOMM_OVERLAP_BUFFERS: '" << buffers << "' is unknown (valid: pingpong, single)");
-  o.bufferStrategy = buffers == "single" ? BufferStrategy::kSingle : BufferStrategy::kPingPong;
-  o.logSteps = core::tunableInt(core::kTunableOverlapLog) != 0;
-  o.timelinePath = core::tunableValue(core::kTunableTimeline);
+  o.bufferStrategy = core::tunableEnum(core::kTunableOverlapBuffers) == "single" ? BufferStrategy::kSingle : BufferStrategy::kPingPong;
+  o.logSteps = core::tunableBool(core::kTunableOverlapLog);
+  o.timelinePath = core::tunableString(core::kTunableTimeline);
   return o;
 }
 

@@ -76,7 +76,7 @@ void BucketSet::resolveBucketBytes() {
     bucketLimitSource_ = "tuning cache";
     return;
   }
-  options_.bucketBytes = static_cast<std::size_t>(core::tunableInt(core::kTunableBucketBytes));
+  options_.bucketBytes = core::tunableBytes(core::kTunableBucketBytes);
   bucketLimitSource_ = envSet ? "BOOSTCOMM_BUCKET_BYTES" : "default";
 }
 

@@ -55,17 +55,17 @@ std::vector<int> uniformLayout(long long ranksPerNode, int worldSize, int rank, 
 }
 
 std::optional<LayoutOverride> layoutOverrideFromEnv(int worldSize, int rank) {
-  const std::string layout = core::tunableValue(core::kTunableNodeLayout);
+  const std::string layout = core::tunableString(core::kTunableNodeLayout);
   const std::int64_t perNode = core::tunableInt(core::kTunableRanksPerNode);
   BC_INVALID(layout.empty() || perNode == 0, rank,
              "both " << core::kTunableNodeLayout << "='" << layout << "' and " << core::kTunableRanksPerNode << "="
                      << perNode << " are set: set only one");
   if (!layout.empty()) {
-    return LayoutOverride{parseNodeLayout(layout, worldSize, rank, core::kTunableNodeLayout),
+    return LayoutOverride{parseNodeLayout(layout, worldSize, rank, core::kTunableNodeLayout.env),
                           std::string(core::kTunableNodeLayout) + "=" + layout};
   }
   if (perNode != 0) {
-    return LayoutOverride{uniformLayout(perNode, worldSize, rank, core::kTunableRanksPerNode),
+    return LayoutOverride{uniformLayout(perNode, worldSize, rank, core::kTunableRanksPerNode.env),
                           std::string(core::kTunableRanksPerNode) + "=" + std::to_string(perNode)};
   }
   return std::nullopt;

@@ -17,7 +17,7 @@ std::shared_ptr<const tuning::TunedSelection> selectionFor(Communicator& comm,
   const algorithms::CollectiveSpec self = impl.describeSelf();
   const tuning::CostParams params =
       tuning::paramsForCache(*cache, impl.layout(), comm.size(), self.sharedMemory, self.chunkBytes);
-  const bool model = core::tunableInt(core::kTunableTuningModel) != 0;
+  const bool model = core::tunableBool(core::kTunableTuningModel);
   return std::make_shared<tuning::TunedSelection>(std::move(cache), params, self, model);
 }
 

@@ -146,7 +146,7 @@ std::optional<std::string> readOnRankZero(transport::Transport& world, const std
 
 std::shared_ptr<const TunedSelection> tunedSelectionFromEnv(transport::Transport& world,
                                                             const algorithms::CollectiveSpec& probe) {
-  const std::string path = core::tunableValue(core::kTunableTuningCache);
+  const std::string path = core::tunableString(core::kTunableTuningCache);
   if (path.empty()) return nullptr;
   const std::optional<std::string> text = readOnRankZero(world, path);
   DetectOptions layoutOnly;
@@ -164,7 +164,7 @@ std::shared_ptr<const TunedSelection> tunedSelectionFromEnv(transport::Transport
     if (world.rank() == 0) std::fprintf(stderr, "[boostcomm] %s\n", result.notice.c_str());
     return nullptr;
   }
-  const bool model = core::tunableInt(core::kTunableTuningModel) != 0;
+  const bool model = core::tunableBool(core::kTunableTuningModel);
   const CostParams params =
       paramsForCache(*cache, *probe.layout, probe.size, probe.sharedMemory, probe.chunkBytes);
   return std::make_shared<TunedSelection>(std::move(cache), params, probe, model);

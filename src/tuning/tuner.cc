@@ -64,7 +64,7 @@ std::size_t payloadOf(Collective coll, ConstView send, View recv) {
 
 Tuner::Tuner(Communicator& comm, TuneOptions options) : comm_(comm), options_(options) {
   if (options_.samples <= 0) {
-    options_.samples = static_cast<int>(std::max<std::int64_t>(1, core::tunableInt(core::kTunableTuneSamples)));
+    options_.samples = static_cast<int>(core::tunableInt(core::kTunableTuneSamples));
   }
   if (options_.margin < 0) {
     options_.margin = static_cast<double>(core::tunableInt(core::kTunableTuneMarginPercent)) / 100.0;

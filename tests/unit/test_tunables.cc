@@ -1,6 +1,7 @@
-// The tunables registry and the knobs that change collective behaviour:
-// BOOSTCOMM_ALGO, BOOSTCOMM_SELECTION, BOOSTCOMM_TIMEOUT_MS,
-// BOOSTCOMM_CHECK_CONSISTENCY, ring chunking (ctest label `unit`).
+// The tunables registry (typed values: ranges, words, bad values rejected with
+// the variable named; the cache and its invalidation) and the knobs that
+// change collective behaviour: BOOSTCOMM_ALGO, BOOSTCOMM_SELECTION,
+// BOOSTCOMM_TIMEOUT_MS, BOOSTCOMM_CHECK_CONSISTENCY, ring chunking (ctest label `unit`).
 // Overrides go through core::setTunableOverride, the documented test hook;
 // every test clears them on exit. A communicator reads the knobs when it is
 // created, so tests create groups after setting them.
@@ -70,35 +71,140 @@ TEST_F(TunablesTest, RegistryIsWellFormed) {
     EXPECT_EQ(std::string(t.env).rfind("BOOSTCOMM_", 0), 0u) << t.env;
     EXPECT_TRUE(envs.insert(t.env).second) << "duplicate " << t.env;
     EXPECT_GT(std::string(t.doc).size(), 10u) << t.env << " needs documentation";
-    if (t.type == core::TunableType::kInt && std::getenv(t.env) == nullptr) {
-      EXPECT_NO_THROW(core::tunableInt(t.env)) << t.env << " default '" << t.defaultValue << "' is not an integer";
+    if (t.type == core::TunableType::kInt) {
+      EXPECT_LE(t.minValue, t.maxValue) << t.env;
+    }
+    if (t.type == core::TunableType::kEnum) {
+      EXPECT_NE(std::string(t.words), "") << t.env;
     }
   }
   EXPECT_STREQ(core::kTunableAlgo, "BOOSTCOMM_ALGO");
 }
 
-TEST_F(TunablesTest, OverrideBeatsEnvironmentBeatsDefault) {
-  const char* env = core::kTunableRingChunkBytes;
-  ::unsetenv(env);
-  const std::string defaultValue = core::tunableValue(env);
-  ::setenv(env, "4096", 1);
-  EXPECT_EQ(core::tunableInt(env), 4096);
-  core::setTunableOverride(env, "8192");
-  EXPECT_EQ(core::tunableInt(env), 8192);
-  core::clearTunableOverride(env);
-  EXPECT_EQ(core::tunableInt(env), 4096);
-  ::unsetenv(env);
-  EXPECT_EQ(core::tunableValue(env), defaultValue);
+// Every default parses under its own rule, and so does what the typed read
+// returns for it (when the test's environment leaves the variable alone).
+TEST_F(TunablesTest, EveryDefaultParsesUnderItsRule) {
+  const auto all = core::allTunables();
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const core::TunableInfo& t = all[i];
+    EXPECT_NO_THROW(core::validateTunable(t, t.defaultValue)) << t.env << " default '" << t.defaultValue << "'";
+    if (std::getenv(t.env) != nullptr) continue;
+    const core::TunableKey key{i, t.env};
+    switch (t.type) {
+      case core::TunableType::kInt: EXPECT_EQ(std::to_string(core::tunableInt(key)), t.defaultValue) << t.env; break;
+      case core::TunableType::kBool: EXPECT_EQ(core::tunableBool(key) ? "1" : "0", std::string(t.defaultValue)); break;
+      case core::TunableType::kEnum: EXPECT_EQ(core::tunableEnum(key), t.defaultValue) << t.env; break;
+      case core::TunableType::kString: EXPECT_EQ(core::tunableString(key), t.defaultValue) << t.env; break;
+    }
+  }
 }
 
-TEST_F(TunablesTest, NonIntegerValueIsRejectedWithItsName) {
-  core::setTunableOverride(core::kTunableRingChunkBytes, "12kb");
+// The environment is read once; an override change invalidates every cached
+// value, and the next read sees the override, then the environment again.
+TEST_F(TunablesTest, OverrideBeatsEnvironmentBeatsDefault) {
+  const core::TunableKey key = core::kTunableRingChunkBytes;
+  ::unsetenv(key.env);
+  core::clearTunableOverride(key);
+  const std::int64_t defaultValue = core::tunableInt(key);
+  ::setenv(key.env, "4096", 1);
+  EXPECT_EQ(core::tunableInt(key), defaultValue) << "read again without an invalidation: the cached value";
+  core::clearTunableOverride(key);
+  EXPECT_EQ(core::tunableInt(key), 4096);
+  EXPECT_TRUE(core::tunableIsSet(key));
+  core::setTunableOverride(key, "8192");
+  EXPECT_EQ(core::tunableInt(key), 8192);
+  EXPECT_EQ(core::tunableInt(key), 8192);
+  core::clearTunableOverride(key);
+  EXPECT_EQ(core::tunableInt(key), 4096);
+  ::unsetenv(key.env);
+  core::clearTunableOverride(key);
+  EXPECT_EQ(core::tunableInt(key), defaultValue);
+  EXPECT_FALSE(core::tunableIsSet(key));
+}
+
+TEST_F(TunablesTest, TypedReadsOfEachKind) {
+  core::setTunableOverride(core::kTunableCheckConsistency, "1");
+  EXPECT_TRUE(core::tunableBool(core::kTunableCheckConsistency));
+  core::setTunableOverride(core::kTunableCheckConsistency, "0");
+  EXPECT_FALSE(core::tunableBool(core::kTunableCheckConsistency));
+  core::setTunableOverride(core::kTunableOverlapBuffers, "single");
+  EXPECT_EQ(core::tunableEnum(core::kTunableOverlapBuffers), "single");
+  core::setTunableOverride(core::kTunableBucketBytes, "1099511627776");  // the top of the range
+  EXPECT_EQ(core::tunableBytes(core::kTunableBucketBytes), std::size_t{1} << 40);
+  core::setTunableOverride(core::kTunableTimeline, " any text, kept as is ");
+  EXPECT_EQ(core::tunableString(core::kTunableTimeline), " any text, kept as is ");
+  // Reading a tunable as another kind is a bug in the reader, not a user error.
   try {
-    (void)core::tunableInt(core::kTunableRingChunkBytes);
+    (void)core::tunableInt(core::kTunableOverlapBuffers);
+    ADD_FAILURE() << "expected Error{kInternal}";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kInternal) << e.what();
+  }
+}
+
+// One bad value: Error{kInvalidArgument} on every read (errors are not
+// cached), naming the variable, the text (cut short) and the rule.
+void expectRejected(core::TunableKey key, const std::string& text) {
+  const std::string shownText = text.size() > 40 ? std::string(text, 0, 40) : text;
+  SCOPED_TRACE(std::string(key.env) + "='" + shownText + "' (" + std::to_string(text.size()) + " bytes)");
+  core::setTunableOverride(key, text);
+  const core::TunableInfo& info = core::allTunables()[key.index];
+  for (int read = 0; read < 2; ++read) {
+    try {
+      switch (info.type) {
+        case core::TunableType::kInt: (void)core::tunableInt(key); break;
+        case core::TunableType::kBool: (void)core::tunableBool(key); break;
+        case core::TunableType::kEnum: (void)core::tunableEnum(key); break;
+        case core::TunableType::kString: (void)core::tunableString(key); break;
+      }
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      EXPECT_EQ(e.category(), ErrorCategory::kInvalidArgument) << message;
+      EXPECT_NE(message.find(key.env), std::string::npos) << message;
+      EXPECT_NE(message.find(core::tunableRule(info)), std::string::npos) << message;
+      if (text.size() <= 16) {
+        EXPECT_NE(message.find("'" + text + "'"), std::string::npos) << message;
+      }
+      EXPECT_LT(message.size(), 512u) << "the message must not carry the whole value";
+    }
+  }
+  core::clearTunableOverride(key);
+}
+
+TEST_F(TunablesTest, BadValuesAreErrorsNamingTheVariableAndTheRule) {
+  const std::string mebibyte(std::size_t{1} << 20, '7');
+  // Integers: [1, 2^40] and [0, 2^31 - 1].
+  for (const std::string text : {"", "abc", "-1", "0", "1e3", " 5 ", " 5", "5 ", "+5", "12kb", "0x10", "1099511627777",
+                                 "99999999999999999999"}) {
+    expectRejected(core::kTunableRingChunkBytes, text);
+  }
+  expectRejected(core::kTunableRingChunkBytes, mebibyte);
+  for (const std::string text : {"2147483648", "-1", "abc"}) expectRejected(core::kTunableTimeoutMs, text);
+  // Booleans.
+  for (const std::string text : {"", "abc", "-1", "2", "1e3", " 1 ", "true", "01"}) {
+    expectRejected(core::kTunableCheckConsistency, text);
+  }
+  expectRejected(core::kTunableShm, mebibyte);
+  // Enums: exact words only.
+  for (const std::string text : {"", "abc", "-1", " single ", "Single", "ping"}) {
+    expectRejected(core::kTunableOverlapBuffers, text);
+  }
+  expectRejected(core::kTunableStrategy, std::string(std::size_t{1} << 20, 'a'));
+  // After the override is cleared, the default is back.
+  EXPECT_EQ(core::tunableInt(core::kTunableTimeoutMs), 0);
+}
+
+TEST_F(TunablesTest, LongValueIsCutShortInTheMessage) {
+  core::setTunableOverride(core::kTunableBucketBytes, std::string(std::size_t{1} << 20, '9'));
+  try {
+    (void)core::tunableBytes(core::kTunableBucketBytes);
     ADD_FAILURE() << "expected Error{kInvalidArgument}";
   } catch (const Error& e) {
-    EXPECT_EQ(e.category(), ErrorCategory::kInvalidArgument) << e.what();
-    EXPECT_NE(std::string(e.what()).find("BOOSTCOMM_RING_CHUNK_BYTES"), std::string::npos) << e.what();
+    const std::string message = e.what();
+    EXPECT_NE(message.find("(1048576 bytes)"), std::string::npos) << message;
+    EXPECT_NE(message.find("BOOSTCOMM_BUCKET_BYTES"), std::string::npos) << message;
+    EXPECT_NE(message.find("[1, 1099511627776]"), std::string::npos) << message;
   }
 }
 
