@@ -101,8 +101,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::enqueue(c10d::OpType type,
     work->complete(std::current_exception());
     return work;
   }
-  // `after` owns the op's temporary buffers (captured tensors) until it runs.
-  op.onComplete([this, work, after = std::move(after)](std::exception_ptr error) {
+  // The closures own the op's tensors (the packed temporaries among them):
+  // both stay alive until the collective completed.
+  op.onComplete([this, work, start = std::move(start), after = std::move(after)](std::exception_ptr error) {
     if (!error && after) {
       try {
         after();
