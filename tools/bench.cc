@@ -176,6 +176,8 @@ class Sweep {
     r.countPerRank = plan.countPerRank;
     prepareInputs(plan);
     r.ranAlgorithm = callOnce(plan, algo, /*wantName=*/true);
+    // After the first call, which reads BOOSTCOMM_TUNING_CACHE.
+    if (algo == kAlgoSelected) r.selectedAlgorithm = comm_.selectedAlgorithm(o_.collective, plan.bytes);
     mismatches = o_.check ? verify(plan, algo) : 0;
     for (int i = 0; i < o_.warmup; ++i) callOnce(plan, algo, false);
     return r;

@@ -56,6 +56,9 @@ struct BenchMeta {
 struct BenchRecord {
   std::string algorithm;  // as requested: "ring", "selected", "mpi", ...
   std::string ranAlgorithm;  // what ran (Work::algorithm()); "mpi" for the baseline
+  // "selected" records: what Communicator::selectedAlgorithm reports for the
+  // size (equal to ranAlgorithm, or selection is broken); empty otherwise.
+  std::string selectedAlgorithm;
   std::size_t bytes = 0;  // S after rounding to whole elements
   std::size_t count = 0;
   std::size_t countPerRank = 0;

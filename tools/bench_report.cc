@@ -42,6 +42,8 @@ nlohmann::ordered_json recordJson(const BenchRecord& r, const BenchOptions& o, i
       {"collective", std::string(toString(o.collective))},
       {"algorithm", r.algorithm},
       {"ran_algorithm", r.ranAlgorithm},
+      {"selected_algorithm",
+       r.selectedAlgorithm.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.selectedAlgorithm)},
       {"dtype", std::string(toString(o.dtype))},
       {"op", opName(o)},
       {"ranks", ranks},

@@ -27,8 +27,8 @@ class CommunicatorImpl;
 }
 
 struct CallOptions {
-  // Algorithm name ("native", "ring", "rhd", ...); empty selects by the
-  // table (see docs/ALGORITHMS.md), which BOOSTCOMM_ALGO can override.
+  // Algorithm name ("native", "ring", "rhd", ...); empty: the selection
+  // (BOOSTCOMM_ALGO, tuning cache, strategy, table; docs/ALGORITHMS.md).
   std::string algorithm;
   // Deadline for a blocking call; empty uses BOOSTCOMM_TIMEOUT_MS (0 = none).
   std::optional<std::chrono::milliseconds> timeout;
@@ -121,7 +121,11 @@ class Communicator {
 
   // Algorithms that can run this collective here, native first.
   std::vector<std::string> algorithms(Collective coll) const;
-  // The algorithm the selection table picks for a payload of `bytes`.
+  // The algorithm a call of `bytes` (nccl-tests payload) without
+  // CallOptions::algorithm runs: BOOSTCOMM_ALGO, tuning cache, strategy and
+  // table merged (docs/ALGORITHMS.md, "Selection"). Throws as the call would
+  // when a forced algorithm cannot run it. A BOOSTCOMM_TUNING_CACHE counts
+  // from the first collective call on (reading it is collective).
   std::string selectedAlgorithm(Collective coll, std::size_t bytes) const;
 
   // Registered communication buffers (zero-copy). Returns `bytes` of zeroed,

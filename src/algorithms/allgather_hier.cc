@@ -22,7 +22,7 @@ void buildAllgatherHier(const CollectiveSpec& spec, executor::Schedule& schedule
   const std::size_t es = spec.elementSize();
   const std::vector<Range> blocks = blockLayout(spec);
   const NodeLayout& layout = ctx.layout;
-  const int tagsPerRing = executor::kMaxStepTag / (1 + ctx.nodes);
+  const int tagsPerRing = spec.tagSpan / (1 + ctx.nodes);  // the inter ring, then one intra ring per node
   auto member = [&](int node, int local) {
     return layout.members[static_cast<std::size_t>(node)][static_cast<std::size_t>(local)];
   };

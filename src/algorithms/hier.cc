@@ -30,7 +30,7 @@ HierContext makeHierContext(const CollectiveSpec& spec, int phasesPerPiece) {
                      layout.nodes(),
                      layout.ranksPerNode(),
                      pieces,
-                     executor::kMaxStepTag / windows};
+                     spec.tagSpan / windows};
 }
 
 CollectiveSpec subSpec(const CollectiveSpec& spec, const HierContext& ctx, std::uint8_t comm, int phaseTags) {
@@ -39,7 +39,9 @@ CollectiveSpec subSpec(const CollectiveSpec& spec, const HierContext& ctx, std::
   sub.counts.clear();
   sub.rank = comm == executor::kIntraComm ? ctx.localRank : ctx.node;
   sub.size = comm == executor::kIntraComm ? ctx.perNode : ctx.nodes;
-  // Keep every ring of the phase inside its tag window: 2(n-1) steps per chunk.
+  // The phase's builder keeps its tags inside the phase's window; rings use
+  // 2(n-1) per chunk.
+  sub.tagSpan = phaseTags;
   sub.maxChunks = std::max(1, std::min(spec.maxChunks, phaseTags / std::max(2 * sub.size, 1)));
   return sub;
 }

@@ -44,7 +44,7 @@ int chunksFor(const CollectiveSpec& spec, std::size_t segmentBytes, int tagsPerC
   const std::size_t chunkBytes = std::max<std::size_t>(spec.chunkBytes, 1);
   std::size_t chunks = (segmentBytes + chunkBytes - 1) / chunkBytes;
   chunks = std::clamp<std::size_t>(chunks, 1, static_cast<std::size_t>(std::max(spec.maxChunks, 1)));
-  const std::size_t tagLimit = static_cast<std::size_t>(executor::kMaxStepTag / std::max(tagsPerChunk, 1));
+  const std::size_t tagLimit = static_cast<std::size_t>(std::max(spec.tagSpan, 1) / std::max(tagsPerChunk, 1));
   return static_cast<int>(std::max<std::size_t>(1, std::min(chunks, tagLimit)));
 }
 

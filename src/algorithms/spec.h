@@ -40,6 +40,11 @@ struct CollectiveSpec {
   // Pipelining knobs, resolved from tunables by the caller.
   std::size_t chunkBytes = std::size_t{1} << 20;
   int maxChunks = 64;
+  // Tags the schedule may use: every step tag lies in [0, tagSpan). The
+  // communicator cuts the transport's tag range into windows of this many
+  // tags (at most executor::kMaxStepTag); a composed algorithm hands each
+  // phase its share.
+  int tagSpan = executor::kMaxStepTag;
 
   std::size_t elementSize() const { return dataTypeSize(dtype); }
   int divisor() const { return avgDivisor > 0 ? avgDivisor : size; }
@@ -61,7 +66,7 @@ Range evenPart(std::size_t total, int parts, int index);
 std::vector<Range> blockLayout(const CollectiveSpec& spec);
 
 // Number of pipelining chunks for segments of at most `segmentBytes`, keeping
-// every tag of `tagsPerChunk` chunk-steps below executor::kMaxStepTag.
+// every tag of `tagsPerChunk` chunk-steps below spec.tagSpan.
 int chunksFor(const CollectiveSpec& spec, std::size_t segmentBytes, int tagsPerChunk);
 
 inline executor::BufRef at(executor::BufferId buf, std::size_t elementOffset, std::size_t elementSize) {

@@ -16,20 +16,16 @@
 
 namespace boostcomm::detail {
 
+namespace {
+// Tag windows the transport's tag range is cut into at least: with MPI_TAG_UB
+// at the standard's minimum (32767) that is 8 windows of 4096 tags, enough
+// for a flat ring over 2048 ranks (2(n-1) tags per chunk) or 12 hierarchical
+// phases of 341 tags; Open MPI's 2^31-1 gives 32768 windows of kMaxStepTag.
+constexpr long long kMinTagWindows = 8;
+}  // namespace
+
 using algorithms::AlgorithmInfo;
 using algorithms::CollectiveSpec;
-
-std::size_t CommunicatorImpl::CacheKeyHash::operator()(const CacheKey& k) const {
-  std::size_t h = std::hash<const void*>()(k.algorithm);
-  auto mix = [&h](std::size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
-  mix(static_cast<std::size_t>(k.collective));
-  mix(static_cast<std::size_t>(k.dtype));
-  mix(static_cast<std::size_t>(k.op));
-  mix(static_cast<std::size_t>(k.root));
-  mix(k.count);
-  mix(k.countsHash);
-  return h;
-}
 
 CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transport, std::function<void()> onFinalize)
     : transport_(std::move(transport)), onFinalize_(std::move(onFinalize)) {
@@ -45,7 +41,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   defaultTimeout_ = std::chrono::milliseconds(core::tunableInt(core::kTunableTimeoutMs));
   chunkBytes_ = core::tunableBytes(core::kTunableRingChunkBytes);
   maxChunks_ = static_cast<int>(core::tunableInt(core::kTunableMaxChunksPerSegment));
-  cacheLimit_ = static_cast<std::size_t>(core::tunableInt(core::kTunableScheduleCacheSize));
+  cache_ = ScheduleCache(static_cast<std::size_t>(core::tunableInt(core::kTunableScheduleCacheSize)));
   checkConsistency_ = core::tunableBool(core::kTunableCheckConsistency);
   hierMinBytes_ = core::tunableBytes(core::kTunableHierMinBytes);
   CommStrategy strategy;
@@ -62,12 +58,22 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   // BOOSTCOMM_TUNING_CACHE is read at the first collective call: reading it
   // is collective, and in-process groups construct their ranks on one thread.
   tuningFromEnvPending_ = !core::tunableString(core::kTunableTuningCache).empty();
-  updateFastPath();
-  // Every call gets its own tag window of kMaxStepTag tags, so messages of
-  // concurrent calls can never match each other.
-  tagWindow_ =
-      std::max(1, static_cast<int>((static_cast<long long>(transport_->maxTag()) + 1) / executor::kMaxStepTag));
-  engine_->setMaxInFlight(static_cast<std::size_t>(tagWindow_));
+  // Tags: call number q uses window q % tagWindows_, i.e. tags
+  // [w * tagSpan_, (w + 1) * tagSpan_), all <= maxTag since
+  // tagWindows_ * tagSpan_ <= maxTag + 1; its schedule keeps its step tags
+  // below tagSpan_ (CollectiveSpec::tagSpan, checked by Schedule::validate).
+  // launch() starts call q only after call q - tagWindows_ finished here
+  // (the progress engine's in-flight cap), so
+  // in-flight calls never share a window, and a peer's message of a later
+  // call with the same tag is sent after its message of the earlier call
+  // (the peer too finished the earlier call first): point-to-point order
+  // (transport.h) matches each receive with the message of its own call.
+  const long long tags = static_cast<long long>(transport_->maxTag()) + 1;
+  tagSpan_ = static_cast<int>(std::min<long long>(executor::kMaxStepTag, tags / kMinTagWindows));
+  BC_INTERNAL(tagSpan_ > 0, "transport '" << transport_->name() << "' allows only " << tags << " tags");
+  tagWindows_ = static_cast<int>(std::min<long long>(tags / tagSpan_, INT_MAX));
+  engine_->setMaxInFlight(static_cast<std::size_t>(tagWindows_));
+  rebuildSelection();  // now that the layout is known
   progressMode_ = *parseProgressMode(core::tunableEnum(core::kTunableProgress));
   if (progressMode_ == ProgressMode::kThread) engine_->setThreadEnabled(true);
 }
@@ -113,18 +119,12 @@ void CommunicatorImpl::ensureSubCommunicators() {
 
 std::shared_ptr<const executor::Schedule> CommunicatorImpl::schedule(const AlgorithmInfo& algo,
                                                                      const CollectiveSpec& spec) {
-  std::size_t countsHash = spec.counts.size();
-  for (std::size_t c : spec.counts) countsHash = countsHash * 1000003u ^ c;
-  const CacheKey key{&algo, spec.collective, spec.dtype, spec.op, spec.root, spec.count, countsHash};
-  if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  if (auto cached = cache_.find(algo, spec)) return cached;
   auto built = std::make_shared<executor::Schedule>(spec.collective, spec.dtype, spec.op, algo.name);
   // Zero elements everywhere (counts agree across ranks): nothing to move.
   if (spec.payloadBytes() > 0 || spec.collective == Collective::kBarrier) algo.build(spec, *built);
-  built->validate(size_);
-  if (cacheLimit_ > 0) {
-    if (cache_.size() >= cacheLimit_) cache_.clear();  // in-flight users hold their own reference
-    cache_.emplace(key, built);
-  }
+  built->validate(size_, tagSpan_);
+  cache_.insert(built);
   return built;
 }
 
@@ -160,6 +160,7 @@ const AlgorithmInfo& CommunicatorImpl::prepare(const CallArgs& args, const CallO
   spec.sharedMemory = sharedMemory_;
   spec.layout = &layout_;
   spec.interAlgorithm = interAlgorithm_.c_str();
+  spec.tagSpan = tagSpan_;
   const AlgorithmInfo& algo = choose(spec, options);
   if (algorithms::isHierarchical(algo)) {
     ensureSubCommunicators();
@@ -171,22 +172,25 @@ const AlgorithmInfo& CommunicatorImpl::prepare(const CallArgs& args, const CallO
   return algo;
 }
 
-bool CommunicatorImpl::runNativeDirectly(const AlgorithmInfo& algo, const CallArgs& args) {
-  // Latency-bound calls (a few hundred ns here) cannot afford a schedule: when
-  // one blocking backend call is the whole job (no chunking, no avg divide),
-  // make it straight away. Every rank advances the tag sequence the same way.
-  const CollectiveSpec& spec = spec_;
-  if (algo.build != algorithms::buildNative || spec.op == ReduceOp::kAvg ||
-      spec.count > static_cast<std::size_t>(INT_MAX)) {
+bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count, const CallOptions& options) {
+  // Latency-bound calls (a few hundred ns here) cannot afford a schedule:
+  // when one blocking backend call is the whole job, make it straight away.
+  // That takes no deadline (a blocking backend call cannot time out), no avg
+  // (the executor divides), an int count, and nothing in flight (a peer may
+  // wait for our part of it, and we could not progress it from inside the
+  // call). The caller has chosen native. Every rank advances the tag
+  // sequence the same way.
+  if (options.timeout.has_value() || defaultTimeout_.count() > 0 || args.op == ReduceOp::kAvg ||
+      count > static_cast<std::size_t>(INT_MAX) || !engine_->idle()) {
     return false;
   }
   try {
-    switch (spec.collective) {
+    switch (args.collective) {
       case Collective::kAllreduce:
-        transport_->nativeAllreduce(args.send.data, args.recv.data, spec.count, spec.dtype, spec.op, nullptr);
+        transport_->nativeAllreduce(args.send.data, args.recv.data, count, args.recv.dtype, args.op, nullptr);
         break;
       case Collective::kBroadcast:
-        transport_->nativeBroadcast(args.recv.data, spec.count, spec.dtype, spec.root, nullptr);
+        transport_->nativeBroadcast(args.recv.data, count, args.recv.dtype, args.root, nullptr);
         break;
       case Collective::kBarrier:
         transport_->nativeBarrier(nullptr);
@@ -225,7 +229,8 @@ std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs
     binding.nativeCounts = exec->nativeCounts.data();
     binding.nativeDispls = exec->nativeDispls.data();
   }
-  const int tagBase = static_cast<int>(sequence_++ % static_cast<std::uint64_t>(tagWindow_)) * executor::kMaxStepTag;
+  const std::uint64_t sequence = sequence_++;
+  const int tagBase = static_cast<int>(sequence % static_cast<std::uint64_t>(tagWindows_)) * tagSpan_;
   // Blocking calls without a deadline use the backend's blocking collective
   // (run() drained earlier work first); asynchronous calls and calls with a
   // deadline use its non-blocking form. The choice depends only on how the
@@ -237,7 +242,8 @@ std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs
   const bool blockingNative = blocking && !deadlineFor(options).has_value() && sched->nativeOnly();
   if (work) work->algorithm = algo.name;
   try {
-    return engine_->launch(std::move(exec), std::move(sched), binding, tagBase, blockingNative, std::move(work));
+    return engine_->launch(std::move(exec), std::move(sched), binding, sequence, tagBase, blockingNative,
+                           std::move(work));
   } catch (...) {
     // The in-flight cap progressed older operations and one failed.
     fail(std::current_exception());
@@ -274,25 +280,18 @@ bool CommunicatorImpl::tryFastAllreduce(const CallArgs& args, const CallOptions&
   const View& recv = args.recv;
   const unsigned dtype = static_cast<unsigned>(recv.dtype);
   const unsigned op = static_cast<unsigned>(args.op);
+  // What validation would check, and an explicit algorithm (above the map).
   if (args.collective != Collective::kAllreduce || dtype >= kNumDataTypes || op >= kNumReduceOps ||
-      args.op == ReduceOp::kAvg || send.dtype != recv.dtype || send.count != recv.count || recv.count == 0 ||
-      send.data == nullptr || recv.data == nullptr || !options.algorithm.empty() || options.timeout.has_value() ||
-      finalized_ || failure_ || !engine_->idle()) {
+      send.dtype != recv.dtype || send.count != recv.count || recv.count == 0 || send.data == nullptr ||
+      recv.data == nullptr || !options.algorithm.empty() || finalized_ || failure_) {
     return false;
   }
   const std::size_t bytes = recv.count * dataTypeSize(recv.dtype);
-  if (bytes > fastNativeMaxBytes_) return false;
+  if (bytes > fastNativeMaxBytes_) return false;  // the map may not say native
   const auto s = reinterpret_cast<std::uintptr_t>(send.data);
   const auto r = reinterpret_cast<std::uintptr_t>(recv.data);
   if (s != r && s < r + bytes && r < s + bytes) return false;  // partial overlap: let validation report it
-  try {
-    transport_->nativeAllreduce(send.data, recv.data, recv.count, recv.dtype, args.op, nullptr);
-  } catch (...) {
-    fail(std::current_exception());
-    throw;
-  }
-  ++sequence_;
-  return true;
+  return runNativeDirectly(args, recv.count, options);
 }
 
 void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
@@ -306,7 +305,7 @@ void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
     // first: a peer may be waiting for our part of it, and we could not
     // progress it from inside the blocking call.
     while (!engine_->idle()) progressAll();
-    if (runNativeDirectly(algo, args)) return;
+    if (runNativeDirectly(args, spec_.count, options)) return;
   }
   const std::uint64_t id = launch(algo, args, options, /*blocking=*/true, nullptr);
   driveUntilDone(id, deadline, toString(args.collective).data());

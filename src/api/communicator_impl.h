@@ -1,12 +1,13 @@
 // CommunicatorImpl: the control plane of one communicator.
 //
-// Per call: validate -> choose an algorithm (call option > BOOSTCOMM_ALGO >
-// selection table) -> fetch the Schedule from the cache (built once per
+// Per call: validate -> choose an algorithm (call option, else a lookup in
+// the selection map) -> fetch the Schedule from the cache (built once per
 // shape) -> lease scratch -> bind an Execution -> progress every in-flight
 // execution, in issue order, until this one is done (blocking) or return a
 // Work (async). After warm-up the blocking path performs no heap allocation.
-// The call path is in communicator_impl.cc; choosing the algorithm (strategy,
-// tuned selection, table, native fast-path limit) in communicator_select.cc.
+// The call path is in communicator_impl.cc; the selection map (merged from
+// table, strategy, tuned selection and overrides) and the native fast-path
+// limit derived from it in communicator_select.cc.
 #pragma once
 
 #include <array>
@@ -23,7 +24,9 @@
 #include "algorithms/node_layout.h"
 #include "algorithms/registry.h"
 #include "algorithms/selection.h"
+#include "algorithms/selection_map.h"
 #include "api/call.h"
+#include "api/schedule_cache.h"
 #include "boostcomm/communicator.h"
 #include "core/spin_mutex.h"
 #include "executor/executor.h"
@@ -66,7 +69,17 @@ class CommunicatorImpl {
   void configureStrategy(const CommStrategy& strategy);
   const algorithms::NodeLayout& layout() const { return layout_; }
   std::vector<std::string> algorithms(Collective coll) const;
+  // What a call of `bytes` without CallOptions::algorithm runs (a lookup in
+  // the selection map; throws as the call would for a forced algorithm that
+  // cannot run it). With BOOSTCOMM_TUNING_CACHE set, the cache is read at
+  // the first collective call; before it, the answer is untuned.
   std::string selectedAlgorithm(Collective coll, std::size_t bytes) const;
+  // Executions that may be in flight at once: one per tag window. A call is
+  // launched only when the oldest one in flight is fewer than this many
+  // calls back, so no two in-flight calls share a window.
+  std::size_t maxInFlight() const { return static_cast<std::size_t>(tagWindows_); }
+  // Tags one call's schedule may use (CollectiveSpec::tagSpan).
+  int tagSpan() const { return tagSpan_; }
   // Registered buffers (collective; see Communicator::allocateBuffer).
   void* allocateBuffer(std::size_t bytes);
   void freeBuffer(void* buffer);
@@ -87,19 +100,6 @@ class CommunicatorImpl {
   algorithms::CollectiveSpec describeSelf() const;
 
  private:
-  struct CacheKey {
-    const algorithms::AlgorithmInfo* algorithm;
-    Collective collective;
-    DataType dtype;
-    ReduceOp op;
-    int root;
-    std::size_t count;
-    std::size_t countsHash;
-    bool operator==(const CacheKey&) const = default;
-  };
-  struct CacheKeyHash {
-    std::size_t operator()(const CacheKey& k) const;
-  };
   void checkUsable() const;
   const algorithms::AlgorithmInfo& choose(const algorithms::CollectiveSpec& spec, const CallOptions& options) const;
   std::shared_ptr<const executor::Schedule> schedule(const algorithms::AlgorithmInfo& algo,
@@ -112,10 +112,12 @@ class CommunicatorImpl {
   // backend takes ~0.3 us here, so every 10 ns of ours is 3%). False when the
   // call needs the general path, which then also reports any bad argument.
   bool tryFastAllreduce(const CallArgs& args, const CallOptions& options);
-  // Recomputes fastNativeMaxBytes_ from the table, overrides and strategy.
-  void updateFastPath();
-  // The blocking-native fast path; false when the call needs the executor.
-  bool runNativeDirectly(const algorithms::AlgorithmInfo& algo, const CallArgs& args);
+  // Merges the selection layers into selection_ and derives
+  // fastNativeMaxBytes_ from it; after every change of a setting.
+  void rebuildSelection();
+  // The one door from a blocking native call to the backend's blocking
+  // collective, without a schedule; false when the call needs the executor.
+  bool runNativeDirectly(const CallArgs& args, std::size_t count, const CallOptions& options);
   // Binds spec_'s schedule to the call's buffers and queues it on the engine.
   std::uint64_t launch(const algorithms::AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options,
                        bool blocking, std::shared_ptr<WorkState> work);
@@ -125,8 +127,8 @@ class CommunicatorImpl {
   void driveUntilDone(std::uint64_t id, std::optional<std::chrono::milliseconds> timeout, const char* what);
   void fail(std::exception_ptr error);
   std::optional<std::chrono::milliseconds> deadlineFor(const CallOptions& options) const;
-  // Hierarchical choice by strategy, or null to use the table.
-  const algorithms::AlgorithmInfo* strategyChoice(const algorithms::CollectiveSpec& spec) const;
+  // The first hierarchical algorithm that can run `probe` (its layout), or null.
+  static const algorithms::AlgorithmInfo* hierarchicalFor(const algorithms::CollectiveSpec& probe);
   // BOOSTCOMM_TUNING_CACHE at the first collective (collective); installTuned
   // is setTunedSelection with mutex_ held.
   void loadTuningFromEnv();
@@ -147,12 +149,12 @@ class CommunicatorImpl {
 
   // Settings read once from the tunables registry.
   algorithms::SelectionTable table_;
+  algorithms::SelectionMap selection_;  // every layer merged (rebuildSelection)
   std::size_t fastNativeMaxBytes_ = 0;  // allreduce payloads up to this go straight to the backend
   std::array<std::string, kNumCollectives> algoOverride_;
   std::chrono::milliseconds defaultTimeout_{0};
   std::size_t chunkBytes_ = 0;
   int maxChunks_ = 0;
-  std::size_t cacheLimit_ = 0;
   bool checkConsistency_ = false;
   bool sharedMemory_ = false;        // the transport has a shared-memory engine
   std::vector<void*> heapBuffers_;   // allocateBuffer without an engine
@@ -168,10 +170,11 @@ class CommunicatorImpl {
   std::unique_ptr<transport::Transport> intra_;
   std::unique_ptr<transport::Transport> inter_;
 
-  std::unordered_map<CacheKey, std::shared_ptr<const executor::Schedule>, CacheKeyHash> cache_;
+  ScheduleCache cache_;
   algorithms::CollectiveSpec spec_;  // reused per call (keeps counts capacity)
-  std::uint64_t sequence_ = 0;
-  int tagWindow_ = 1;
+  std::uint64_t sequence_ = 0;  // calls issued; every rank counts alike
+  int tagSpan_ = executor::kMaxStepTag;  // tags per call
+  int tagWindows_ = 1;                   // tag windows of tagSpan_ below the transport's maxTag
   ProgressMode progressMode_ = ProgressMode::kAuto;
 };
 

@@ -1,13 +1,16 @@
 // CommunicatorImpl, algorithm selection (declared in communicator_impl.h).
 //
-// Which algorithm a call runs, in order: the call's CallOptions::algorithm,
-// BOOSTCOMM_ALGO or a forced strategy collectiveAlgorithm; else the tuned
-// selection (measured winners and the cost model, src/tuning); else the
-// strategy's hierarchical size rule; else the selection table; else the
-// first algorithm that can run the call. Also here: the strategy and tuning
-// settings that feed that order, and the size up to which blocking
-// allreduces skip it altogether (the native fast path). The call path itself
-// (validate, schedule, launch, progress) is in communicator_impl.cc.
+// Which algorithm a call runs: the call's CallOptions::algorithm, else one
+// lookup in the selection map (algorithms/selection_map.h), merged here from
+// the settings, highest layer first: BOOSTCOMM_ALGO or a forced strategy
+// collectiveAlgorithm; the tuned selection (measured winners and the cost
+// model, src/tuning); the strategy's hierarchical size rule; the selection
+// table (built-in or BOOSTCOMM_SELECTION); else the first algorithm that can
+// run the call. The map is rebuilt whenever a setting changes
+// (configureStrategy, setTunedSelection, BOOSTCOMM_TUNING_CACHE); choose(),
+// the native fast-path limit and selectedAlgorithm() only query it. The
+// call path itself (validate, schedule, launch, progress) is in
+// communicator_impl.cc.
 #include <algorithm>
 #include <climits>
 #include <initializer_list>
@@ -46,77 +49,69 @@ void CommunicatorImpl::configureStrategy(const CommStrategy& strategy) {
     algoOverride_ = forced;
   }
   cache_.clear();  // schedules depend on the inter-node algorithm
-  updateFastPath();
+  rebuildSelection();
 }
 
-const AlgorithmInfo* CommunicatorImpl::strategyChoice(const CollectiveSpec& spec) const {
-  if (strategy_ == Strategy::kFlat || !spec.layout || spec.layout->nodes() < 2) return nullptr;
-  if (strategy_ == Strategy::kAuto && spec.payloadBytes() < hierMinBytes_) return nullptr;
+const AlgorithmInfo* CommunicatorImpl::hierarchicalFor(const CollectiveSpec& probe) {
   for (const AlgorithmInfo& a : algorithms::allAlgorithms()) {
-    if (a.collective == spec.collective && algorithms::isHierarchical(a) && a.unsupportedReason(spec).empty())
+    if (a.collective == probe.collective && algorithms::isHierarchical(a) && a.unsupportedReason(probe).empty())
       return &a;
   }
   return nullptr;
 }
 
-const AlgorithmInfo& CommunicatorImpl::choose(const CollectiveSpec& spec, const CallOptions& options) const {
-  const std::string& forced =
-      !options.algorithm.empty() ? options.algorithm : algoOverride_[static_cast<int>(spec.collective)];
-  auto validNames = [&] {
-    std::string names;
-    for (const std::string& n : algorithms::algorithmNames(spec.collective)) names += (names.empty() ? "" : ", ") + n;
-    return names;
-  };
-  if (!forced.empty()) {
-    const AlgorithmInfo* algo = algorithms::findAlgorithm(spec.collective, forced);
-    BC_INVALID(algo != nullptr, rank_,
-               toString(spec.collective) << ": unknown algorithm '" << forced << "' (valid: " << validNames() << ")");
-    const std::string why = algo->unsupportedReason(spec);
-    BC_INVALID(why.empty(), rank_,
-               toString(spec.collective) << ": algorithm '" << forced << "' cannot run this call: " << why);
-    return *algo;
-  }
-  // Tuned choice (measured or modelled); it replaces the strategy's size
-  // rule, except that strategy flat still forbids hierarchical algorithms.
-  if (tuned_) {
-    const AlgorithmInfo* t = tuned_->pick(spec.collective, spec.payloadBytes());
-    if (t != nullptr && t->unsupportedReason(spec).empty() &&
-        !(strategy_ == Strategy::kFlat && algorithms::isHierarchical(*t))) {
-      return *t;
+void CommunicatorImpl::rebuildSelection() {
+  using algorithms::kAnyBytes;
+  using algorithms::SelectionLayer;
+  algorithms::SelectionMap map;
+  CollectiveSpec probe = describeSelf();
+  for (int c = 0; c < kNumCollectives; ++c) {
+    const auto coll = static_cast<Collective>(c);
+    probe.collective = coll;
+    // Table: native where no rule matches, else the first matching rule
+    // (laid down last to first, so earlier rules overwrite later ones).
+    map.set(coll, SelectionLayer::kTable, 0, kAnyBytes, algorithms::findAlgorithm(coll, "native"));
+    const std::vector<algorithms::SelectionRule>& rules = table_.rules(coll);
+    for (auto r = rules.rbegin(); r != rules.rend(); ++r)
+      map.set(coll, SelectionLayer::kTable, r->minBytes, r->maxBytes, r->resolved);
+    // Strategy: hierarchical from hierMinBytes_ (auto) or at every size
+    // (topology_aware), where this layout can run it at all.
+    if (strategy_ != Strategy::kFlat) {
+      if (const AlgorithmInfo* hier = hierarchicalFor(probe)) {
+        map.set(coll, SelectionLayer::kStrategy, strategy_ == Strategy::kAuto ? hierMinBytes_ : 0, kAnyBytes, hier);
+      }
     }
+    // Tuned: above the strategy's size rule, except that strategy flat
+    // still forbids hierarchical algorithms.
+    if (tuned_) {
+      for (const tuning::TunedSelection::Rule& r : tuned_->rules(coll)) {
+        if (r.algorithm == nullptr || (strategy_ == Strategy::kFlat && algorithms::isHierarchical(*r.algorithm)))
+          continue;
+        map.set(coll, SelectionLayer::kTuned, r.minBytes, r.maxBytes, r.algorithm);
+      }
+    }
+    if (const std::string& forced = algoOverride_[static_cast<std::size_t>(c)]; !forced.empty())
+      map.set(coll, SelectionLayer::kForced, 0, kAnyBytes, algorithms::findAlgorithm(coll, forced));
   }
-  if (const AlgorithmInfo* hier = strategyChoice(spec)) return *hier;
-  const AlgorithmInfo* algo = table_.pickAlgorithm(spec.collective, spec.payloadBytes());
-  if (algo != nullptr && algo->unsupportedReason(spec).empty()) return *algo;
-  // The table's choice cannot run this call: first applicable algorithm, native first.
-  for (const AlgorithmInfo& a : algorithms::allAlgorithms()) {
-    if (a.collective == spec.collective && a.unsupportedReason(spec).empty()) return a;
-  }
-  core::raise(ErrorCategory::kInternal, rank_, "no algorithm can run this " + std::string(toString(spec.collective)));
+  selection_ = std::move(map);
+
+  // The native fast path: blocking allreduces up to the largest payload for
+  // which the map's top choice is native skip validation and selection.
+  // Nothing per call can change that choice there: native allreduce runs
+  // any payload (native.cc chunks at INT_MAX elements), and calls with an
+  // explicit algorithm, a deadline, avg or work in flight take the general
+  // path (tryFastAllreduce). The direct backend call takes an int count, so
+  // at most INT_MAX bytes (INT_MAX elements of any dtype). A consistency
+  // check or a default deadline needs the general path for every call.
+  fastNativeMaxBytes_ = 0;
+  if (checkConsistency_ || defaultTimeout_.count() > 0) return;
+  const AlgorithmInfo* native = algorithms::findAlgorithm(Collective::kAllreduce, "native");
+  fastNativeMaxBytes_ = std::min<std::size_t>(selection_.topChoiceUpTo(*native), static_cast<std::size_t>(INT_MAX));
 }
 
-void CommunicatorImpl::updateFastPath() {
-  fastNativeMaxBytes_ = 0;
-  if (!algoOverride_[static_cast<int>(Collective::kAllreduce)].empty() || checkConsistency_ ||
-      defaultTimeout_.count() > 0) {
-    return;
-  }
-  const auto& rules = table_.rules(Collective::kAllreduce);
-  // The first rule must start at 0 and be native; hierarchical choices start
-  // at hierMinBytes_ under strategy auto, and at 0 under topology_aware.
-  if (rules.empty() || rules.front().minBytes != 0 || rules.front().resolved == nullptr ||
-      rules.front().resolved->build != algorithms::buildNative) {
-    return;
-  }
-  std::size_t limit = rules.front().maxBytes;
-  const bool hierPossible = strategy_ != Strategy::kFlat && layout_.nodes() >= 2;
-  if (hierPossible) {
-    if (strategy_ == Strategy::kTopologyAware || hierMinBytes_ == 0) return;
-    limit = std::min(limit, hierMinBytes_ - 1);
-  }
-  // A tuned selection may pick another algorithm for small allreduces.
-  if (tuned_) limit = std::min(limit, tuned_->nativeOrUntunedUpToBytes(Collective::kAllreduce));
-  fastNativeMaxBytes_ = std::min<std::size_t>(limit, static_cast<std::size_t>(INT_MAX));
+const AlgorithmInfo& CommunicatorImpl::choose(const CollectiveSpec& spec, const CallOptions& options) const {
+  if (!options.algorithm.empty()) return algorithms::explicitAlgorithm(spec, options.algorithm);
+  return selection_.choose(spec);
 }
 
 std::vector<std::string> CommunicatorImpl::algorithms(Collective coll) const {
@@ -132,16 +127,14 @@ std::vector<std::string> CommunicatorImpl::algorithms(Collective coll) const {
 }
 
 std::string CommunicatorImpl::selectedAlgorithm(Collective coll, std::size_t bytes) const {
-  const std::string& forced = algoOverride_[static_cast<int>(coll)];
-  if (!forced.empty()) return forced;
+  std::lock_guard lock(mutex_);
   CollectiveSpec probe = describeSelf();
   probe.collective = coll;
-  probe.count = bytes;  // as uint8 elements: payloadBytes() == bytes for allreduce/broadcast
-  probe.dtype = DataType::kUInt8;
+  probe.dtype = DataType::kUInt8;  // payloadBytes() == bytes (allgather/reduce_scatter: rounded to whole blocks)
+  probe.count = bytes;
   if (coll == Collective::kAllgather || coll == Collective::kReduceScatter)
     probe.count = bytes / static_cast<std::size_t>(size_);
-  if (const AlgorithmInfo* hier = strategyChoice(probe)) return hier->name;
-  return table_.pick(coll, bytes);
+  return selection_.choose(probe).name;
 }
 
 void CommunicatorImpl::setTunedSelection(std::shared_ptr<const tuning::TunedSelection> tuned) {
@@ -160,7 +153,7 @@ void CommunicatorImpl::installTuned(std::shared_ptr<const tuning::TunedSelection
   const std::int64_t envChunk = core::tunableInt(core::kTunableRingChunkBytes);
   chunkBytes_ = tuned_ && tuned_->chunkBytes() > 0 ? tuned_->chunkBytes() : static_cast<std::size_t>(envChunk);
   cache_.clear();  // schedules depend on the chunk size
-  updateFastPath();
+  rebuildSelection();
 }
 
 std::shared_ptr<const tuning::TunedSelection> CommunicatorImpl::tunedSelection() {
@@ -177,6 +170,7 @@ CollectiveSpec CommunicatorImpl::describeSelf() const {
   probe.layout = &layout_;
   probe.chunkBytes = chunkBytes_;
   probe.maxChunks = maxChunks_;
+  probe.tagSpan = tagSpan_;
   return probe;
 }
 

@@ -8,16 +8,16 @@
 
 namespace boostcomm::detail {
 
-std::vector<std::shared_ptr<Communicator>> createInProcessGroup(int worldSize) {
+std::vector<std::shared_ptr<Communicator>> createInProcessGroup(int worldSize, int maxTag) {
   std::vector<std::shared_ptr<Communicator>> group;
-  for (auto& t : transport::InProcFabric::create(worldSize)) {
+  for (auto& t : transport::InProcFabric::create(worldSize, maxTag)) {
     group.push_back(std::make_shared<Communicator>(std::make_unique<CommunicatorImpl>(std::move(t), nullptr)));
   }
   return group;
 }
 
-void runInProcess(int worldSize, const std::function<void(Communicator&)>& fn) {
-  auto group = createInProcessGroup(worldSize);
+void runInProcess(int worldSize, const std::function<void(Communicator&)>& fn, int maxTag) {
+  auto group = createInProcessGroup(worldSize, maxTag);
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(worldSize));
   std::vector<std::thread> threads;
   threads.reserve(static_cast<std::size_t>(worldSize));

@@ -43,10 +43,11 @@ std::unique_ptr<Execution> ProgressEngine::acquireExecution() {
 }
 
 std::uint64_t ProgressEngine::launch(std::unique_ptr<Execution> exec, std::shared_ptr<const Schedule> schedule,
-                                     Binding binding, int tagBase, bool blockingNative,
+                                     Binding binding, std::uint64_t sequence, int tagBase, bool blockingNative,
                                      std::shared_ptr<OpState> state) {
-  // The cap keeps every in-flight operation in a tag window of its own.
-  while (inFlight_.size() >= maxInFlight_) progress();
+  // The cap keeps every in-flight operation in a tag window of its own
+  // (inFlight_ is in issue order, so its front is the oldest).
+  while (!inFlight_.empty() && sequence - inFlight_.front().sequence >= maxInFlight_) progress();
   binding.scratch = scratch_.acquire(schedule->scratchBytes());
   exec->start(*schedule, binding, tagBase, blockingNative);
   Operation op;
@@ -54,6 +55,7 @@ std::uint64_t ProgressEngine::launch(std::unique_ptr<Execution> exec, std::share
   op.schedule = std::move(schedule);
   op.scratch = binding.scratch;
   op.id = nextId_++;
+  op.sequence = sequence;
   if (state) state->id = op.id;
   op.state = std::move(state);
   inFlight_.push_back(std::move(op));

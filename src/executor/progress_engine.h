@@ -24,10 +24,14 @@
 // caller collects them with takeCallbacks() under the lock and runs them with
 // runCallbacks() after unlocking.
 //
-// In-flight cap: at most maxInFlight() operations are in flight at once
-// (launch() progresses older ones until one retires); the communicator sets
-// it to the number of tag windows, so two operations in flight never share a
-// tag window and can never match each other's messages.
+// In-flight cap: operation number q (the caller's call sequence number)
+// starts only when every operation still in flight has a number above
+// q - maxInFlight() (launch() progresses older ones until they retire). The
+// communicator sets the cap to its number of tag windows and gives call q
+// window q % windows, so two operations in flight never share a tag window
+// and can never match each other's messages. (Counting in-flight operations
+// would not do: they finish out of order, so calls 0 and 8 may be in flight
+// together while only two are.)
 #pragma once
 
 #include <atomic>
@@ -82,10 +86,11 @@ class ProgressEngine {
   // [lock] An execution to bind (its nativeCounts/nativeDispls may be filled
   // before launch); launch() or recycle() gives it back.
   std::unique_ptr<Execution> acquireExecution();
-  // [lock] Leases scratch for the schedule, starts the execution and queues
-  // it. `state` is null for blocking calls. Returns the operation's id.
+  // [lock] Waits for the in-flight cap, leases scratch for the schedule,
+  // starts the execution and queues it. `sequence`: the call's number (the
+  // cap's unit). `state` is null for blocking calls. Returns the operation's id.
   std::uint64_t launch(std::unique_ptr<Execution> exec, std::shared_ptr<const Schedule> schedule, Binding binding,
-                       int tagBase, bool blockingNative, std::shared_ptr<OpState> state);
+                       std::uint64_t sequence, int tagBase, bool blockingNative, std::shared_ptr<OpState> state);
   // [lock] One sweep over every in-flight operation, in issue order; retires
   // finished ones. True when any step started or finished. Throws (after
   // fail()) on a transport error.
@@ -134,6 +139,7 @@ class ProgressEngine {
     void* scratch = nullptr;
     std::shared_ptr<OpState> state;  // null for blocking calls
     std::uint64_t id = 0;
+    std::uint64_t sequence = 0;
   };
   void complete(OpState& state, std::exception_ptr error);
   void threadMain();

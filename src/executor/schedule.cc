@@ -173,7 +173,7 @@ std::size_t Schedule::reserveScratch(std::size_t bytes) {
   return offset;
 }
 
-void Schedule::validate(int worldSize) const {
+void Schedule::validate(int worldSize, int tagSpan) const {
   for (std::size_t i = 0; i < steps_.size(); ++i) {
     const Step& s = steps_[i];
     for (std::uint32_t d = 0; d < s.depCount; ++d) {
@@ -182,7 +182,8 @@ void Schedule::validate(int worldSize) const {
     }
     if (s.kind == StepKind::kSend || s.kind == StepKind::kRecv) {
       BC_INTERNAL(s.peer >= 0 && s.peer < worldSize, algorithm_ << ": step " << i << " peer " << s.peer);
-      BC_INTERNAL(s.tag >= 0 && s.tag < kMaxStepTag, algorithm_ << ": step " << i << " tag " << s.tag);
+      BC_INTERNAL(s.tag >= 0 && s.tag < tagSpan,
+                  algorithm_ << ": step " << i << " tag " << s.tag << " outside the call's " << tagSpan << " tags");
     }
   }
 }

@@ -55,7 +55,7 @@ struct Step {
   std::size_t bytes = 0;  // send / recv / copy
   std::size_t count = 0;  // reduce / divide
   int peer = -1;
-  int tag = 0;            // per-schedule tag, < kMaxStepTag
+  int tag = 0;            // per-schedule tag, < the call's tag span (at most kMaxStepTag)
   int divisor = 1;
   std::uint32_t depBegin = 0;  // dependencies: deps[depBegin, depBegin + depCount)
   std::uint32_t depCount = 0;
@@ -63,6 +63,8 @@ struct Step {
   NativeCall native;           // kNative: parameters; src/dst hold the send/recv base refs
 };
 
+// Most tags one schedule may use; a communicator whose transport allows
+// fewer gives its calls a smaller span (CollectiveSpec::tagSpan).
 inline constexpr int kMaxStepTag = 1 << 16;
 
 // Communicators a step can address. Hierarchical algorithms run flat
@@ -129,8 +131,9 @@ class Schedule {
   // can run it without stalling other steps.
   bool nativeOnly() const;
 
-  // Checks invariants (deps point backwards, tags in range); throws kInternal.
-  void validate(int worldSize) const;
+  // Checks invariants (deps point backwards, peers below worldSize, tags in
+  // [0, tagSpan)); throws kInternal.
+  void validate(int worldSize, int tagSpan = kMaxStepTag) const;
   // Human-readable dump, one step per line (tests, debugging).
   std::string toString() const;
 

@@ -107,17 +107,6 @@ const algorithms::AlgorithmInfo* TunedSelection::pick(Collective coll, std::size
   return nullptr;
 }
 
-std::size_t TunedSelection::nativeOrUntunedUpToBytes(Collective coll) const {
-  std::size_t upTo = 0;
-  bool any = false;
-  for (const Rule& r : rules_[static_cast<int>(coll)]) {
-    if (r.algorithm != nullptr && r.algorithm->build != algorithms::buildNative) break;
-    upTo = r.maxBytes;
-    any = true;
-  }
-  return any ? upTo : 0;
-}
-
 CostParams paramsForCache(const TuningCache& cache, const algorithms::NodeLayout& layout, int worldSize,
                           bool sharedMemory, std::size_t chunkBytes) {
   std::vector<int> perNode;

@@ -42,9 +42,6 @@ class TunedSelection {
   std::shared_ptr<const TuningCache> sharedCache() const { return cache_; }
   // Null when this selection has no opinion about `bytes` of `coll`.
   const algorithms::AlgorithmInfo* pick(Collective coll, std::size_t bytes) const;
-  // Largest payload up to which every allreduce-like `coll` call is native or
-  // untuned (the communicator's native fast path may skip the selection below it).
-  std::size_t nativeOrUntunedUpToBytes(Collective coll) const;
   const std::vector<Rule>& rules(Collective coll) const { return rules_[static_cast<int>(coll)]; }
   std::size_t chunkBytes() const { return cache_->chunkBytes; }
 

@@ -100,6 +100,7 @@ struct Group {
 };
 
 struct FabricState {
+  int maxTag = INT_MAX;  // fixed at creation
   std::mutex mutex;
   std::condition_variable completed;
   std::uint64_t nextRequestId = 1;  // 0 means "no request" in a Request slot
@@ -309,9 +310,11 @@ int checkedCount(std::size_t count, int rank, const char* what) {
 using inproc::Arrival;
 using inproc::Kind;
 
-std::vector<std::unique_ptr<Transport>> InProcFabric::create(int worldSize) {
+std::vector<std::unique_ptr<Transport>> InProcFabric::create(int worldSize, int maxTag) {
   BC_INVALID(worldSize >= 1, -1, "InProcFabric::create: worldSize " << worldSize << " must be >= 1");
+  BC_INVALID(maxTag >= 0, -1, "InProcFabric::create: maxTag " << maxTag << " is negative");
   auto fabric = std::make_shared<inproc::FabricState>();
+  fabric->maxTag = maxTag;
   const std::uint64_t group = fabric->newGroup(worldSize);
   std::vector<std::unique_ptr<Transport>> out;
   for (int r = 0; r < worldSize; ++r) out.push_back(std::make_unique<InProcTransport>(fabric, group, r, worldSize));
@@ -324,15 +327,15 @@ InProcTransport::InProcTransport(std::shared_ptr<inproc::FabricState> fabric, st
 
 InProcTransport::~InProcTransport() = default;
 
-int InProcTransport::maxTag() const { return INT_MAX; }
+int InProcTransport::maxTag() const { return fabric_->maxTag; }
 
 namespace {
 
-void checkPointToPoint(const char* what, const void* buf, std::size_t bytes, int peer, int tag, int rank, int size,
-                       const Request& req) {
+void checkPointToPoint(const char* what, const void* buf, std::size_t bytes, int peer, int tag, int maxTag, int rank,
+                       int size, const Request& req) {
   BC_INTERNAL(!req.active(), what << ": request is still active");
   BC_INVALID(peer >= 0 && peer < size, rank, what << ": peer " << peer << " outside [0, " << size << ")");
-  BC_INVALID(tag >= 0, rank, what << ": tag " << tag << " is negative");
+  BC_INVALID(tag >= 0 && tag <= maxTag, rank, what << ": tag " << tag << " outside [0, " << maxTag << "] (maxTag)");
   BC_INVALID(buf != nullptr || bytes == 0, rank, what << ": buf is null for " << bytes << " bytes");
 }
 
@@ -385,12 +388,12 @@ void post(inproc::FabricState& f, bool isSend, void* buf, std::size_t bytes, con
 }  // namespace
 
 void InProcTransport::isend(const void* buf, std::size_t bytes, int peer, int tag, Request& req) {
-  checkPointToPoint("isend", buf, bytes, peer, tag, rank_, size_, req);
+  checkPointToPoint("isend", buf, bytes, peer, tag, fabric_->maxTag, rank_, size_, req);
   post(*fabric_, true, const_cast<void*>(buf), bytes, {groupId_, rank_, peer, tag}, req);
 }
 
 void InProcTransport::irecv(void* buf, std::size_t bytes, int peer, int tag, Request& req) {
-  checkPointToPoint("irecv", buf, bytes, peer, tag, rank_, size_, req);
+  checkPointToPoint("irecv", buf, bytes, peer, tag, fabric_->maxTag, rank_, size_, req);
   post(*fabric_, false, buf, bytes, {groupId_, peer, rank_, tag}, req);
 }
 

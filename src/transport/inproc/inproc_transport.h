@@ -14,6 +14,7 @@
 // One mutex guards the fabric; this transport is for tests, not for speed.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -29,7 +30,9 @@ struct FabricState;
 class InProcFabric {
  public:
   // One transport per rank (element i is rank i), sharing one new fabric.
-  static std::vector<std::unique_ptr<Transport>> create(int worldSize);
+  // maxTag: what maxTag() reports, and the largest tag isend/irecv accept
+  // (32767, the MPI standard's minimum MPI_TAG_UB, tests the tag windows).
+  static std::vector<std::unique_ptr<Transport>> create(int worldSize, int maxTag = INT_MAX);
 };
 
 class InProcTransport final : public Transport {
