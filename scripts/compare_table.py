@@ -166,8 +166,9 @@ def main():
         b, a = values[k]["before"], values[k]["after"]
         mb = statistics.median(b.values()) if b else None
         ma = statistics.median(a.values()) if a else None
-        ratio = ma / mb if mb and ma is not None else None
-        paired = [a[r] / b[r] for r in rounds if r in a and r in b and b[r]]
+        # A ratio of a negative or zero value (an overhead below its noise) means nothing.
+        ratio = ma / mb if mb and ma is not None and mb > 0 and ma >= 0 else None
+        paired = [a[r] / b[r] for r in rounds if r in a and r in b and b[r] > 0 and a[r] >= 0]
         spread = "—"
         if paired:
             lo, hi = min(paired), max(paired)
