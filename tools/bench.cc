@@ -28,12 +28,12 @@
 #include <limits>
 #include <memory>
 
+#include "api/cli_internal.h"
 #include "bench_data.h"
 #include "bench_mpi.h"
 #include "boostcomm/communicator.h"
 #include "boostcomm/version.h"
 #include "cli_util.h"
-#include "core/reduce.h"
 
 namespace boostcomm::tools {
 namespace {

@@ -15,13 +15,13 @@
 #include <iostream>
 #include <sstream>
 
+#include "api/cli_internal.h"
 #include "bench.h"
 #include "boostcomm/error.h"
 #include "boostcomm/version.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "extra_commands.h"
-#include "core/reduce.h"
 
 namespace bt = boostcomm::tools;
 

@@ -6,9 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "api/cli_internal.h"
 #include "bench.h"
-#include "simulate/replay_sim.h"
-#include "transport/sim/sim_cluster.h"
 
 namespace boostcomm::tools {
 

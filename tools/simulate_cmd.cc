@@ -11,14 +11,12 @@
 #include <memory>
 #include <string>
 
-#include "algorithms/registry.h"
+#include "api/cli_internal.h"
 #include "boostcomm/error.h"
 #include "boostcomm/topology.h"
 #include "cli_util.h"
 #include "extra_commands.h"
 #include "simulate.h"
-#include "simulate/cluster_file.h"
-#include "simulate/predict.h"
 
 namespace boostcomm::tools {
 namespace {

@@ -24,6 +24,7 @@ namespace boostcomm {
 
 namespace detail {
 class CommunicatorImpl;
+struct Access;  // the library's internal accessor (src/api/access.h)
 }
 
 struct CallOptions {
@@ -126,9 +127,8 @@ class Communicator {
   void finalize();
   bool finalized() const;
 
-  detail::CommunicatorImpl& impl() { return *impl_; }
-
  private:
+  friend struct detail::Access;
   std::unique_ptr<detail::CommunicatorImpl> impl_;
 };
 

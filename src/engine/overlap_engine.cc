@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "api/access.h"
 #include "core/check.h"
 #include "core/tunables.h"
 #include "engine/engine_impl.h"
@@ -346,7 +347,7 @@ std::size_t OverlapEngine::bucketCount() const { return impl_->bucketCount(); }
 std::string OverlapEngine::describeBuckets() const { return impl_->describeBuckets(); }
 
 void engine::attachTimeline(OverlapEngine& engine, std::shared_ptr<telemetry::Timeline> timeline) {
-  engine.impl().attachTimeline(std::move(timeline));
+  detail::implOf(engine).attachTimeline(std::move(timeline));
 }
 
 }  // namespace boostcomm

@@ -3,7 +3,8 @@
 // Two services: non-blocking point-to-point (isend / irecv / test) that the
 // executor drives for boostcomm's own algorithms, and the backend's own
 // collectives ("native"), blocking or non-blocking. Implementations: MPI
-// (mpi/), in-process threads for unit tests (inproc/).
+// (mpi/), the simulated network (sim/); in-process threads for unit tests live
+// in the test-only library bc_testing (tests/testing/inproc_transport.h).
 //
 // Messages between one (source, destination, tag) triple are matched in the
 // order they were posted (MPI's non-overtaking rule); algorithms rely on it.

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "api/inproc_group.h"
 #include "boostcomm/boostcomm.h"
 #include "core/tunables.h"
+#include "testing/inproc_group.h"
 
 namespace boostcomm {
 namespace {
