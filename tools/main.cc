@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (const bt::ExtraCommand& extra : extras) {
-    if (extra.app == nullptr || !*extra.app) continue;
+    if (!*extra.app) continue;
     if (extra.needsMpi) return withMpi(argc, argv, [&](boostcomm::Communicator& comm) { return extra.run(&comm); });
     try {
       return extra.run(nullptr);
