@@ -47,8 +47,6 @@ class Transport {
   virtual void irecv(void* buf, std::size_t bytes, int peer, int tag, Request& req) = 0;
   // True when req has completed (req is then inactive). Never blocks.
   virtual bool test(Request& req) = 0;
-  // Give the backend a chance to progress without a particular request.
-  virtual void poll() {}
 
   virtual void nativeAllreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                                Request* req) = 0;
