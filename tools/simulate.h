@@ -19,7 +19,7 @@ struct SimulateSweep {
   BenchOptions options;  // sizes, collective, dtype, op, root, algos, outputPath
   std::size_t chunkBytes = std::size_t{1} << 20;
   int maxChunks = 64;
-  std::string hierInter = "ring";
+  std::string interAlgorithm = "ring";
 };
 
 // One predicted (size, algorithm): bench's record, with simulator details.

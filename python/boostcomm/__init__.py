@@ -329,15 +329,19 @@ def detect_topology(probe=True):
     return TopologyInfo(_C.detect_topology(comm, probe), comm.node_layout)
 
 
-def configure_comm_strategy(strategy="auto", intra_node_protocol="auto", inter_node_protocol="auto",
+def configure_comm_strategy(strategy="auto", intra_algorithm="auto", inter_algorithm="auto",
                             collective_algorithm="auto"):
     """How collectives use the machine layout (collective).
 
-    strategy: flat | topology_aware | auto. intra_node_protocol: auto | shm |
-    ring. inter_node_protocol: auto | ring | rhd | native.
+    strategy: flat | topology_aware | auto. intra_algorithm, inter_algorithm:
+    the algorithms of the two phases of hierarchical allreduce (C++
+    CommStrategy::intraAlgorithm / interAlgorithm, BOOSTCOMM_HIER_INTRA_ALGO /
+    BOOSTCOMM_HIER_INTER_ALGO); "auto" is the built-in choice of the phase.
+    intra_algorithm: auto (shm when the node's ranks share a segment, else
+    ring) | shm | ring. inter_algorithm: auto (ring) | ring | rhd | native.
     collective_algorithm: auto or an algorithm name. Applies to the default
     communicator and to boostcomm process groups created afterwards."""
-    args = (strategy, intra_node_protocol, inter_node_protocol, collective_algorithm)
+    args = (strategy, intra_algorithm, inter_algorithm, collective_algorithm)
     _default().configure_comm_strategy(*args)
     _state.strategy = args
 

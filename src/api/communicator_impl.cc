@@ -59,8 +59,8 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   BC_INVALID(parseStrategy(strategyName).has_value(), rank_,
              "BOOSTCOMM_STRATEGY='" << strategyName << "' is unknown (valid: flat, topology_aware, auto)");
   strategy.strategy = *parseStrategy(strategyName);
-  strategy.interTransport = core::tunableValue(core::kTunableHierInter);
-  strategy.intraTransport = core::tunableValue(core::kTunableHierIntra);
+  strategy.interAlgorithm = core::tunableValue(core::kTunableHierInterAlgo);
+  strategy.intraAlgorithm = core::tunableValue(core::kTunableHierIntraAlgo);
   configureStrategy(strategy);
   // Node layout: declared (tests, emulation) or detected (collective call).
   if (auto declared = topology::layoutOverrideFromEnv(size_, rank_)) {
