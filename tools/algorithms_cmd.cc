@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "api/cli_internal.h"
 #include "boostcomm/communicator.h"
 #include "cli_util.h"
 #include "commands.h"
-#include "core/tunables.h"
 
 namespace boostcomm::tools {
 namespace {

@@ -12,7 +12,7 @@
 //   sentinel (so a no-op cannot pass) and again after the timed calls (so
 //   state reused across calls, e.g. cached schedules, is covered too).
 // - Buffers are allocated and touched once for the largest size: page faults
-//   and malloc of fresh mmaps must not be timed (see GUIDE: glibc mmaps >=32 MiB).
+//   and malloc of fresh mmaps must not be timed (glibc serves >= 32 MiB with fresh mmaps).
 #include "bench.h"
 
 #include <mpi.h>
@@ -28,12 +28,12 @@
 #include <limits>
 #include <memory>
 
+#include "api/cli_internal.h"
 #include "bench_data.h"
 #include "bench_mpi.h"
 #include "boostcomm/communicator.h"
 #include "boostcomm/version.h"
 #include "cli_util.h"
-#include "core/reduce.h"
 
 namespace boostcomm::tools {
 namespace {

@@ -6,8 +6,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "api/cli_internal.h"
 #include "boostcomm/buffer.h"
-#include "core/half.h"
 
 namespace boostcomm::tools {
 namespace {

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "core/reduce.h"
+#include "api/cli_internal.h"
 
 namespace boostcomm::tools {
 namespace {

@@ -12,7 +12,7 @@
 namespace boostcomm::tools {
 
 struct ExtraCommand {
-  CLI::App* app = nullptr;  // null: the command is not built in
+  CLI::App* app = nullptr;  // the subcommand (never null once add*Command returned)
   // true: main initialises MPI and passes the world Communicator (see
   // withMpi in main.cc: a boostcomm::Error aborts the job with exit code 2).
   // false: `run` gets nullptr and must not touch MPI.

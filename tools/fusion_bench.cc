@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "core/check.h"
+#include "api/cli_internal.h"
 
 namespace boostcomm::tools {
 namespace {

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "api/cli_internal.h"
 #include "boostcomm/boostcomm.h"
-#include "models/model_profile.h"
 
 namespace boostcomm::tools {
 

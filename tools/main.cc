@@ -15,13 +15,13 @@
 #include <iostream>
 #include <sstream>
 
+#include "api/cli_internal.h"
 #include "bench.h"
 #include "boostcomm/error.h"
 #include "boostcomm/version.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "extra_commands.h"
-#include "core/reduce.h"
 
 namespace bt = boostcomm::tools;
 
@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (const bt::ExtraCommand& extra : extras) {
-    if (extra.app == nullptr || !*extra.app) continue;
+    if (!*extra.app) continue;
     if (extra.needsMpi) return withMpi(argc, argv, [&](boostcomm::Communicator& comm) { return extra.run(&comm); });
     try {
       return extra.run(nullptr);

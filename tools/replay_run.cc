@@ -11,12 +11,10 @@
 #include <memory>
 #include <thread>
 
+#include "api/cli_internal.h"
 #include "boostcomm/error.h"
 #include "cli_util.h"
-#include "engine/engine_impl.h"
-#include "models/model_profile.h"
 #include "replay.h"
-#include "telemetry/timeline.h"
 
 namespace boostcomm::tools {
 

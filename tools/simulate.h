@@ -6,9 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "api/cli_internal.h"
 #include "bench.h"
-#include "simulate/replay_sim.h"
-#include "transport/sim/sim_cluster.h"
 
 namespace boostcomm::tools {
 
@@ -20,7 +19,7 @@ struct SimulateSweep {
   BenchOptions options;  // sizes, collective, dtype, op, root, algos, outputPath
   std::size_t chunkBytes = std::size_t{1} << 20;
   int maxChunks = 64;
-  std::string hierInter = "ring";
+  std::string interAlgorithm = "ring";
 };
 
 // One predicted (size, algorithm): bench's record, with simulator details.

@@ -11,14 +11,12 @@
 #include <memory>
 #include <string>
 
-#include "algorithms/registry.h"
+#include "api/cli_internal.h"
 #include "boostcomm/error.h"
 #include "boostcomm/topology.h"
 #include "cli_util.h"
 #include "extra_commands.h"
 #include "simulate.h"
-#include "simulate/cluster_file.h"
-#include "simulate/predict.h"
 
 namespace boostcomm::tools {
 namespace {
@@ -46,7 +44,7 @@ struct SimulateCli {
   std::vector<std::string> algos;
   std::string chunkText = "1M";
   int maxChunks = 64;
-  std::string hierInter = "ring";
+  std::string interAlgorithm = "ring";
   std::string output;
   // replay
   std::string model = "resnet50";
@@ -128,7 +126,7 @@ int runSweep(const SimulateSweep& sweep) {
   request.root = o.root;
   request.chunkBytes = sweep.chunkBytes;
   request.maxChunks = sweep.maxChunks;
-  request.interAlgorithm = sweep.hierInter.c_str();
+  request.interAlgorithm = sweep.interAlgorithm.c_str();
   if (o.collective == Collective::kBroadcast && (o.root < 0 || o.root >= sweep.cluster.ranks())) {
     throw UsageError("--root " + std::to_string(o.root) + " is not a rank of the " +
                      std::to_string(sweep.cluster.ranks()) + "-rank cluster");
@@ -247,7 +245,7 @@ ExtraCommand addSimulateCommand(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--chunk-bytes", a->chunkText, "Pipelining chunk (BOOSTCOMM_RING_CHUNK_BYTES)")->capture_default_str();
   cmd->add_option("--max-chunks", a->maxChunks, "Chunks per segment at most (BOOSTCOMM_MAX_CHUNKS)")->capture_default_str();
-  cmd->add_option("--hier-inter", a->hierInter, "Inter-node phase of hier allreduce: ring, rhd or native")
+  cmd->add_option("--inter-algorithm", a->interAlgorithm, "Inter-node phase of hier allreduce: ring, rhd or native")
       ->capture_default_str();
   cmd->add_option("--output", a->output, "Write the predictions as bench JSON records (docs/BENCH_JSON.md)");
 
@@ -289,9 +287,9 @@ ExtraCommand addSimulateCommand(CLI::App& app) {
     sweep.options.check = false;
     sweep.chunkBytes = bytesOption(a->chunkText, "--chunk-bytes");
     sweep.maxChunks = a->maxChunks;
-    sweep.hierInter = a->hierInter;
-    if (sweep.hierInter != "ring" && sweep.hierInter != "rhd" && sweep.hierInter != "native") {
-      throw UsageError("--hier-inter: '" + sweep.hierInter + "' is not ring, rhd or native");
+    sweep.interAlgorithm = a->interAlgorithm;
+    if (sweep.interAlgorithm != "ring" && sweep.interAlgorithm != "rhd" && sweep.interAlgorithm != "native") {
+      throw UsageError("--inter-algorithm: '" + sweep.interAlgorithm + "' is not ring, rhd or native");
     }
     return runSweep(sweep);
   };

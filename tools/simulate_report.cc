@@ -44,7 +44,7 @@ void printSimulateHeader(const SimulateSweep& sweep, const std::vector<std::stri
               sweep.cluster.ranks(), sweep.cluster.describe().c_str(), std::string(toString(o.dtype)).c_str(),
               opName(o).c_str());
   std::printf("# predicted times of one call (virtual time, no measurement noise); chunk %s, hier inter-node %s\n",
-              formatBytes(sweep.chunkBytes).c_str(), sweep.hierInter.c_str());
+              formatBytes(sweep.chunkBytes).c_str(), sweep.interAlgorithm.c_str());
   std::printf("# native = the MPI library's collective, modelled as the algorithm in parentheses; tuned = the "
               "fastest candidate per size\n# algorithms:");
   for (const auto& a : algos) std::printf(" %s", a.c_str());
@@ -106,7 +106,7 @@ void writeSimulateJson(const SimulateSweep& sweep, const std::vector<SimulateRec
         {"node_bus_GBps", c.nodeBusBytesPerSecond / 1e9},
         {"intra_copy_on_cpu", c.intraCopyOnCpu}}},
       {"chunk_bytes", sweep.chunkBytes},
-      {"hier_inter", sweep.hierInter},
+      {"inter_algorithm", sweep.interAlgorithm},
       {"wall_s", wallSeconds},
   };
   Json results = Json::array();

@@ -4,9 +4,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "api/cli_internal.h"
 #include "commands.h"
-#include "boostcomm/error.h"
-#include "core/tunables.h"
 
 namespace boostcomm::tools {
 namespace {

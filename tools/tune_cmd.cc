@@ -13,11 +13,10 @@
 #include <memory>
 #include <sstream>
 
+#include "api/cli_internal.h"
 #include "boostcomm/tuning.h"
 #include "cli_util.h"
-#include "core/tunables.h"
 #include "extra_commands.h"
-#include "models/model_profile.h"
 #include "tune_report.h"
 
 namespace boostcomm::tools {

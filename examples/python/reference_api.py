@@ -55,8 +55,8 @@ def main():
     topo = abc.detect_topology()
     say(comm, f"topology: layout {topo.layout}, intra-node {topo.intra_node_bw} GB/s, "
               f"inter-node {topo.inter_node_bw} GB/s, hops {topo.hops}")
-    abc.configure_comm_strategy(strategy="topology_aware", intra_node_protocol="shm",
-                                inter_node_protocol="ring", collective_algorithm="auto")
+    abc.configure_comm_strategy(strategy="topology_aware", intra_algorithm="shm",
+                                inter_algorithm="ring", collective_algorithm="auto")
     result = abc.reduce_scatter_autotune(torch.randn(world_size * (1 << 18)), reduce_op="sum", auto_strategy=True)
     say(comm, f"reduce_scatter_autotune: {result.selected_algorithm}, {result.speedup:.2f}x over "
               f"{result.default_algorithm}")

@@ -24,6 +24,7 @@ namespace boostcomm {
 
 namespace detail {
 class CommunicatorImpl;
+struct Access;  // the library's internal accessor (src/api/access.h)
 }
 
 struct CallOptions {
@@ -45,11 +46,14 @@ struct CommStrategy {
   Strategy strategy = Strategy::kAuto;
   // "auto", or an algorithm name used for every collective that has one.
   std::string collectiveAlgorithm = "auto";
-  // Intra-node phase of hierarchical allreduce: "auto" (shm when the node's
-  // ranks share a segment, else ring), "shm" (same as auto), or "ring".
-  std::string intraTransport = "auto";
-  // Inter-node phase of hierarchical allreduce: "auto" (ring), "ring", "rhd" or "native".
-  std::string interTransport = "auto";
+  // The algorithms of the two phases of hierarchical allreduce (defaults:
+  // BOOSTCOMM_HIER_INTRA_ALGO, BOOSTCOMM_HIER_INTER_ALGO). "auto" means the
+  // same for both: the library's built-in choice for that phase.
+  // Intra-node: "auto" = shm when the node's ranks share a segment, else
+  // ring; "shm" (shm where it can run, else ring: the same as auto); "ring".
+  std::string intraAlgorithm = "auto";
+  // Inter-node: "auto" = ring; "ring", "rhd" or "native".
+  std::string interAlgorithm = "auto";
 };
 
 // "flat", "topology_aware", "auto"; empty when unknown.
@@ -159,9 +163,8 @@ class Communicator {
   void finalize();
   bool finalized() const;
 
-  detail::CommunicatorImpl& impl() { return *impl_; }
-
  private:
+  friend struct detail::Access;
   std::unique_ptr<detail::CommunicatorImpl> impl_;
 };
 

@@ -145,9 +145,9 @@ class OverlapEngine {
   std::string describeBuckets() const;
 
   class Impl;
-  Impl& impl() { return *impl_; }
 
  private:
+  friend struct detail::Access;
   std::unique_ptr<Impl> impl_;
 };
 

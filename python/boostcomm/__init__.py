@@ -46,13 +46,6 @@ def available_devices():
     return ["cpu"]
 
 
-def _missing(piece, issue):
-    """The library this module was built against lacks a piece."""
-    return NotImplementedError(
-        f"boostcomm: {piece} is not available in this build (the C++ library did not "
-        f"implement it when the Python module was built; see {issue}); rebuild once it lands")
-
-
 def _agree(local_error):
     """Collective: raise on every rank when any rank's arguments are bad.
 
@@ -218,8 +211,6 @@ class GradientGroup:
     """
 
     def __init__(self, tensors, bucket_bytes=0, first_bucket_bytes=0, average=False, algorithm=None):
-        if not hasattr(_C, "GradientGroup"):
-            raise _missing("GradientGroup", "include/boostcomm/gradient_group.h")
         self.tensors = list(tensors)
         self._native = _C.GradientGroup(_default(), self.tensors, bucket_bytes, first_bucket_bytes, average,
                                         algorithm)
@@ -239,8 +230,6 @@ class CollectiveFusion:
     """A batch of mixed collectives, planned and run together (see collective_fusion)."""
 
     def __init__(self, fuse=True, max_group_bytes=0, algorithm=None):
-        if not hasattr(_C, "CollectiveFusion"):
-            raise _missing("CollectiveFusion", "include/boostcomm/collective_fusion.h")
         self._native = _C.CollectiveFusion(_default(), fuse, max_group_bytes, algorithm)
         self._root_copies = []  # (dst, src) copied on the root before execute
         self._pending = False
@@ -340,15 +329,19 @@ def detect_topology(probe=True):
     return TopologyInfo(_C.detect_topology(comm, probe), comm.node_layout)
 
 
-def configure_comm_strategy(strategy="auto", intra_node_protocol="auto", inter_node_protocol="auto",
+def configure_comm_strategy(strategy="auto", intra_algorithm="auto", inter_algorithm="auto",
                             collective_algorithm="auto"):
     """How collectives use the machine layout (collective).
 
-    strategy: flat | topology_aware | auto. intra_node_protocol: auto | shm |
-    ring. inter_node_protocol: auto | ring | rhd | native.
+    strategy: flat | topology_aware | auto. intra_algorithm, inter_algorithm:
+    the algorithms of the two phases of hierarchical allreduce (C++
+    CommStrategy::intraAlgorithm / interAlgorithm, BOOSTCOMM_HIER_INTRA_ALGO /
+    BOOSTCOMM_HIER_INTER_ALGO); "auto" is the built-in choice of the phase.
+    intra_algorithm: auto (shm when the node's ranks share a segment, else
+    ring) | shm | ring. inter_algorithm: auto (ring) | ring | rhd | native.
     collective_algorithm: auto or an algorithm name. Applies to the default
     communicator and to boostcomm process groups created afterwards."""
-    args = (strategy, intra_node_protocol, inter_node_protocol, collective_algorithm)
+    args = (strategy, intra_algorithm, inter_algorithm, collective_algorithm)
     _default().configure_comm_strategy(*args)
     _state.strategy = args
 
@@ -368,8 +361,6 @@ class AutotuneResult:
 
 def reduce_scatter_autotune(input_tensor, reduce_op="sum", auto_strategy=True, output=None):
     """Reduce-scatter with the fastest algorithm for this size, measured on first use (collective)."""
-    if not hasattr(_C, "reduce_scatter_autotune"):
-        raise _missing("reduce_scatter_autotune", "include/boostcomm/tuning.h")
     comm = _default()
     if output is None:
         n = _numel(input_tensor)
@@ -461,8 +452,6 @@ class OverlapEngine:
 
     def __init__(self, named_tensors, bucket_bytes=0, first_bucket_bytes=0, average=False, timeout=None,
                  bucket_view=False):
-        if not hasattr(_C, "OverlapEngine"):
-            raise _missing("OverlapEngine", "include/boostcomm/overlap.h")
         names = [n for n, _ in named_tensors]
         self.tensors = [t for _, t in named_tensors]
         o = _state.overlap

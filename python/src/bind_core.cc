@@ -170,13 +170,13 @@ void bindCommunicator(py::module_& m) {
                        "strategy: unknown strategy '" << strategy << "'; valid: flat, topology_aware, auto");
             CommStrategy s;
             s.strategy = *parsed;
-            s.intraTransport = intra;
-            s.interTransport = inter;
+            s.intraAlgorithm = intra;
+            s.interAlgorithm = inter;
             s.collectiveAlgorithm = algorithm;
             py::gil_scoped_release release;
             c.configureCommStrategy(s);
           },
-          py::arg("strategy"), py::arg("intra_node_protocol"), py::arg("inter_node_protocol"),
+          py::arg("strategy"), py::arg("intra_algorithm"), py::arg("inter_algorithm"),
           py::arg("collective_algorithm"))
       .def_property_readonly("node_layout", &Communicator::nodeLayout)
       .def(

@@ -1,9 +1,4 @@
 // GradientGroup, CollectiveFusion, OverlapEngine and autotuning bindings.
-//
-// Each piece is compiled in when the library implements it (python/
-// CMakeLists.txt sets BC_PY_HAVE_* from the library's targets); otherwise
-// boostcomm/__init__.py raises NotImplementedError naming the missing piece
-// (see `features`).
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
@@ -12,22 +7,13 @@
 #include <vector>
 
 #include "bindings.h"
+#include "boostcomm/collective_fusion.h"
 #include "boostcomm/communicator.h"
+#include "boostcomm/gradient_group.h"
+#include "boostcomm/overlap.h"
+#include "boostcomm/tuning.h"
 #include "core/check.h"
 #include "views.h"
-
-#ifdef BC_PY_HAVE_GRADIENT_GROUP
-#include "boostcomm/gradient_group.h"
-#endif
-#ifdef BC_PY_HAVE_FUSION
-#include "boostcomm/collective_fusion.h"
-#endif
-#ifdef BC_PY_HAVE_OVERLAP
-#include "boostcomm/overlap.h"
-#endif
-#ifdef BC_PY_HAVE_TUNING
-#include "boostcomm/tuning.h"
-#endif
 
 namespace py = pybind11;
 
@@ -39,7 +25,6 @@ std::optional<std::chrono::milliseconds> toTimeout(std::optional<double> seconds
   return std::chrono::milliseconds(static_cast<long long>(*seconds * 1e3));
 }
 
-#ifdef BC_PY_HAVE_GRADIENT_GROUP
 // The group plus the Python objects whose memory it reads and writes.
 struct PyGradientGroup {
   std::unique_ptr<GradientGroup> group;
@@ -90,9 +75,7 @@ void bindGradientGroup(py::module_& m) {
         return d;
       });
 }
-#endif
 
-#ifdef BC_PY_HAVE_FUSION
 struct PyFusion {
   std::unique_ptr<CollectiveFusion> fusion;
   std::vector<py::object> owners;
@@ -173,9 +156,7 @@ void bindFusion(py::module_& m) {
         f.owners.clear();
       });
 }
-#endif
 
-#ifdef BC_PY_HAVE_OVERLAP
 struct PyOverlapEngine {
   std::unique_ptr<OverlapEngine> engine;
   std::vector<py::object> owners;
@@ -268,9 +249,7 @@ void bindOverlap(py::module_& m) {
         return d;
       });
 }
-#endif
 
-#ifdef BC_PY_HAVE_TUNING
 void bindTuning(py::module_& m) {
   m.def(
       "reduce_scatter_autotune",
@@ -297,37 +276,14 @@ void bindTuning(py::module_& m) {
       },
       py::arg("comm"), py::arg("input"), py::arg("output"), py::arg("op") = "sum", py::arg("auto_strategy") = true);
 }
-#endif
 
 }  // namespace
 
 void bindExtras(py::module_& m) {
-  py::dict features;
-#ifdef BC_PY_HAVE_GRADIENT_GROUP
   bindGradientGroup(m);
-  features["gradient_group"] = true;
-#else
-  features["gradient_group"] = false;
-#endif
-#ifdef BC_PY_HAVE_FUSION
   bindFusion(m);
-  features["collective_fusion"] = true;
-#else
-  features["collective_fusion"] = false;
-#endif
-#ifdef BC_PY_HAVE_OVERLAP
   bindOverlap(m);
-  features["overlap_engine"] = true;
-#else
-  features["overlap_engine"] = false;
-#endif
-#ifdef BC_PY_HAVE_TUNING
   bindTuning(m);
-  features["autotune"] = true;
-#else
-  features["autotune"] = false;
-#endif
-  m.attr("features") = features;
 }
 
 }  // namespace boostcomm::python

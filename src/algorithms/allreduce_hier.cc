@@ -3,7 +3,7 @@
 //      piece summed over its node — or, when the node communicator has a
 //      shared-memory engine, a shm allreduce of the piece (memory speed);
 //   2. inter-node allreduce of shard l among the ranks with local rank l on
-//      every node (ring by default, BOOSTCOMM_HIER_INTER), all local ranks in
+//      every node (ring by default, BOOSTCOMM_HIER_INTER_ALGO), all local ranks in
 //      parallel, each on its own shard: the slow links carry 2(N-1)/N of the
 //      vector per node, split over L parallel streams;
 //   3. intra-node allgather (ring) of the shards.

@@ -46,8 +46,8 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   hierMinBytes_ = core::tunableBytes(core::kTunableHierMinBytes);
   CommStrategy strategy;
   strategy.strategy = *parseStrategy(core::tunableEnum(core::kTunableStrategy));
-  strategy.interTransport = core::tunableEnum(core::kTunableHierInter);
-  strategy.intraTransport = core::tunableEnum(core::kTunableHierIntra);
+  strategy.interAlgorithm = core::tunableEnum(core::kTunableHierInterAlgo);
+  strategy.intraAlgorithm = core::tunableEnum(core::kTunableHierIntraAlgo);
   configureStrategy(strategy);
   // Node layout: declared (tests, emulation) or detected (collective call).
   if (auto declared = topology::layoutOverrideFromEnv(size_, rank_)) {

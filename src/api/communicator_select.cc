@@ -31,20 +31,20 @@ void CommunicatorImpl::configureStrategy(const CommStrategy& strategy) {
     for (const char* n : list) out += (out.empty() ? "" : ", ") + std::string(n);
     return out;
   };
-  BC_INVALID(strategy.intraTransport == "auto" || strategy.intraTransport == "shm" || strategy.intraTransport == "ring",
+  BC_INVALID(strategy.intraAlgorithm == "auto" || strategy.intraAlgorithm == "shm" || strategy.intraAlgorithm == "ring",
              rank_,
-             "configureCommStrategy: intra transport '" << strategy.intraTransport << "' is unknown (valid: "
-                                                        << names({"auto", "shm", "ring"}) << ")");
-  const std::string inter = strategy.interTransport == "auto" ? "ring" : strategy.interTransport;
+             "configureCommStrategy: intra algorithm '"
+                 << strategy.intraAlgorithm << "' is unknown (valid: " << names({"auto", "shm", "ring"}) << ")");
+  const std::string inter = strategy.interAlgorithm == "auto" ? "ring" : strategy.interAlgorithm;
   BC_INVALID(inter == "ring" || inter == "rhd" || inter == "native", rank_,
-             "configureCommStrategy: inter transport '" << strategy.interTransport << "' is unknown (valid: "
+             "configureCommStrategy: inter algorithm '" << strategy.interAlgorithm << "' is unknown (valid: "
                                                         << names({"auto", "ring", "rhd", "native"}) << ")");
   std::array<std::string, kNumCollectives> forced;
   if (strategy.collectiveAlgorithm != "auto") forced = algorithms::parseAlgoOverride(strategy.collectiveAlgorithm);
   std::lock_guard lock(mutex_);
   strategy_ = strategy.strategy;
   interAlgorithm_ = inter;
-  intraAlgorithm_ = strategy.intraTransport;
+  intraAlgorithm_ = strategy.intraAlgorithm;
   if (strategy.collectiveAlgorithm != "auto") {
     algoOverride_ = forced;
   }

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "api/access.h"
 #include "api/communicator_impl.h"
 #include "boostcomm/communicator.h"
 #include "boostcomm/topology.h"
@@ -13,7 +14,7 @@ namespace boostcomm {
 
 Topology detectTopology(Communicator& comm, const DetectOptions& options) {
   BC_CHECK(!comm.finalized(), ErrorCategory::kFinalized, -1, "detectTopology on a finalized communicator");
-  return topology::detectOnTransport(comm.impl().transport(), options);
+  return topology::detectOnTransport(detail::implOf(comm).transport(), options);
 }
 
 Topology loadTopologyFor(Communicator& comm, const std::string& path) {

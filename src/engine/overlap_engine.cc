@@ -6,6 +6,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "api/access.h"
 #include "core/check.h"
 #include "core/tunables.h"
 #include "engine/engine_impl.h"
@@ -253,7 +254,7 @@ std::size_t OverlapEngine::bucketCount() const { return impl_->bucketCount(); }
 std::string OverlapEngine::describeBuckets() const { return impl_->describeBuckets(); }
 
 void engine::attachTimeline(OverlapEngine& engine, std::shared_ptr<telemetry::Timeline> timeline) {
-  engine.impl().attachTimeline(std::move(timeline));
+  detail::implOf(engine).attachTimeline(std::move(timeline));
 }
 
 }  // namespace boostcomm

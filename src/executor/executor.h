@@ -40,7 +40,6 @@ class Execution {
   bool progress(transport::Transport& transport, bool* advanced = nullptr);
   bool done() const { return remaining_ == 0; }
   const Schedule* schedule() const { return schedule_; }
-  const Binding& binding() const { return binding_; }
 
   // Storage for Binding::nativeCounts/nativeDispls that lives as long as the
   // execution and keeps its capacity across reuse.

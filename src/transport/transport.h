@@ -3,7 +3,8 @@
 // Two services: non-blocking point-to-point (isend / irecv / test) that the
 // executor drives for boostcomm's own algorithms, and the backend's own
 // collectives ("native"), blocking or non-blocking. Implementations: MPI
-// (mpi/), in-process threads for unit tests (inproc/).
+// (mpi/), the simulated network (sim/); in-process threads for unit tests live
+// in the test-only library bc_testing (tests/testing/inproc_transport.h).
 //
 // Messages between one (source, destination, tag) triple are matched in the
 // order they were posted (MPI's non-overtaking rule); algorithms rely on it.
@@ -46,8 +47,6 @@ class Transport {
   virtual void irecv(void* buf, std::size_t bytes, int peer, int tag, Request& req) = 0;
   // True when req has completed (req is then inactive). Never blocks.
   virtual bool test(Request& req) = 0;
-  // Give the backend a chance to progress without a particular request.
-  virtual void poll() {}
 
   virtual void nativeAllreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                                Request* req) = 0;

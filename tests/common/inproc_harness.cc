@@ -10,8 +10,8 @@
 
 #include <gtest/gtest.h>
 
-#include "api/inproc_group.h"
 #include "boostcomm/error.h"
+#include "testing/inproc_group.h"
 
 namespace boostcomm::testing {
 namespace {

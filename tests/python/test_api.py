@@ -241,6 +241,13 @@ def test_configure_comm_strategy(comm):
     np.testing.assert_array_equal(x, reference(comm.size, 1000, np.float32))
     with pytest.raises(boostcomm.InvalidArgumentError, match="unknown strategy 'fastest'"):
         boostcomm.configure_comm_strategy("fastest", "auto", "auto", "auto")
+    # The phases' algorithms by name (C++ CommStrategy::intraAlgorithm / interAlgorithm).
+    boostcomm.configure_comm_strategy("topology_aware", intra_algorithm="ring", inter_algorithm="rhd")
+    x = rank_data(comm.rank, 100000, np.float32)
+    boostcomm.all_reduce(x)
+    np.testing.assert_array_equal(x, reference(comm.size, 100000, np.float32))
+    with pytest.raises(boostcomm.InvalidArgumentError, match="inter algorithm 'pigeon' is unknown"):
+        boostcomm.configure_comm_strategy("auto", inter_algorithm="pigeon")
     boostcomm.configure_comm_strategy()  # back to the defaults
 
 

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "api/inproc_group.h"
 #include "boostcomm/communicator.h"
 #include "boostcomm/error.h"
+#include "testing/inproc_group.h"
 
 namespace boostcomm {
 namespace {

@@ -18,11 +18,11 @@
 #include <tuple>
 #include <vector>
 
-#include "api/inproc_group.h"
 #include "boostcomm/communicator.h"
 #include "boostcomm/error.h"
 #include "common/collective_case.h"
 #include "common/inproc_harness.h"
+#include "testing/inproc_group.h"
 
 namespace boostcomm::testing {
 namespace {

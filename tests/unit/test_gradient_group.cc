@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "api/inproc_group.h"
 #include "boostcomm/boostcomm.h"
 #include "common/inproc_harness.h"
 #include "common/test_data.h"
+#include "testing/inproc_group.h"
 
 namespace {
 

@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "api/inproc_group.h"
 #include "boostcomm/boostcomm.h"
 #include "boostcomm/tuning.h"
 #include "common/inproc_harness.h"
 #include "core/tunables.h"
 #include "planner/bucketing.h"
+#include "testing/inproc_group.h"
 
 namespace {
 

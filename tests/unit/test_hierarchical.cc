@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "api/inproc_group.h"
 #include "boostcomm/boostcomm.h"
 #include "core/tunables.h"
+#include "testing/inproc_group.h"
 
 namespace boostcomm {
 namespace {
@@ -201,7 +201,7 @@ TEST_P(Hierarchical, StrategyPicksHierarchicalOnlyWhereItApplies) {
     comm.configureCommStrategy(s);
     EXPECT_NE(comm.selectedAlgorithm(Collective::kAllreduce, 1 << 20), "hier");
     s.strategy = Strategy::kAuto;
-    s.interTransport = "native";
+    s.interAlgorithm = "native";
     comm.configureCommStrategy(s);
     EXPECT_EQ(comm.selectedAlgorithm(Collective::kAllreduce, 1 << 20) == "hier", c.hierarchical);
     EXPECT_NE(comm.selectedAlgorithm(Collective::kAllreduce, 64), "hier");
@@ -216,10 +216,10 @@ TEST_P(Hierarchical, StrategyPicksHierarchicalOnlyWhereItApplies) {
       for (int r = 0; r < c.size; ++r) want += input(r, i);
       ASSERT_EQ(v[i], static_cast<float>(want)) << c.layout << " native inter phase, element " << i;
     }
-    s.interTransport = "carrier-pigeon";
+    s.interAlgorithm = "carrier-pigeon";
     try {
       comm.configureCommStrategy(s);
-      ADD_FAILURE() << "unknown inter transport accepted";
+      ADD_FAILURE() << "unknown inter algorithm accepted";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("native"), std::string::npos) << "lists valid names: " << e.what();
     }

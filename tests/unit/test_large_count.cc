@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "api/inproc_group.h"
 #include "boostcomm/boostcomm.h"
+#include "testing/inproc_group.h"
 
 namespace boostcomm {
 namespace {

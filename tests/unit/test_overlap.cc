@@ -9,7 +9,7 @@
 #include <mutex>
 #include <stdexcept>
 
-#include "api/inproc_group.h"
+#include "testing/inproc_group.h"
 #include "unit/test_overlap_case.h"
 
 namespace {

@@ -7,9 +7,9 @@
 #include <cstring>
 #include <vector>
 
-#include "api/inproc_group.h"
 #include "boostcomm/boostcomm.h"
 #include "core/tunables.h"
+#include "testing/inproc_group.h"
 
 namespace boostcomm {
 namespace {

@@ -9,7 +9,7 @@
 #include <numeric>
 #include <vector>
 
-#include "api/inproc_group.h"
+#include "testing/inproc_group.h"
 #include "api/schedule_cache.h"
 #include "boostcomm/boostcomm.h"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "algorithms/selection_map.h"
-#include "api/inproc_group.h"
+#include "testing/inproc_group.h"
 #include "boostcomm/boostcomm.h"
 #include "boostcomm/tuning.h"
 #include "boostcomm/version.h"

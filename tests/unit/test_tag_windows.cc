@@ -16,7 +16,7 @@
 #include "api/communicator_impl.h"
 #include "boostcomm/boostcomm.h"
 #include "core/tunables.h"
-#include "transport/inproc/inproc_transport.h"
+#include "testing/inproc_transport.h"
 
 namespace boostcomm {
 namespace {

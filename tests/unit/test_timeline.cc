@@ -11,9 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "api/inproc_group.h"
 #include "telemetry/stats.h"
 #include "telemetry/timeline.h"
+#include "testing/inproc_group.h"
 #include "unit/test_overlap_case.h"
 
 namespace {

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "api/inproc_group.h"
 #include "boostcomm/communicator.h"
 #include "boostcomm/error.h"
 #include "boostcomm/topology.h"
 #include "core/tunables.h"
+#include "testing/inproc_group.h"
 #include "topology/layout.h"
 #include "topology/probe.h"
 

@@ -19,7 +19,7 @@
 #include "common/test_data.h"
 #include "common/transport_checks.h"
 #include "core/tunables.h"
-#include "transport/inproc/inproc_transport.h"
+#include "testing/inproc_transport.h"
 
 namespace boostcomm::transport {
 namespace {

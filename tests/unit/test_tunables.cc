@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "api/inproc_group.h"
 #include "boostcomm/communicator.h"
 #include "boostcomm/error.h"
 #include "common/collective_case.h"
 #include "common/inproc_harness.h"
 #include "core/tunables.h"
+#include "testing/inproc_group.h"
 
 namespace boostcomm {
 namespace {

@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "api/communicator_impl.h"
-#include "api/inproc_group.h"
 #include "boostcomm/tuning.h"
 #include "boostcomm/version.h"
 #include "common/inproc_harness.h"
 #include "core/tunables.h"
+#include "testing/inproc_group.h"
 #include "tuning/tuned_selection.h"
 
 using namespace boostcomm;

@@ -158,12 +158,6 @@ bool MpiTransport::test(Request& req) {
   return !req.active();
 }
 
-void MpiTransport::poll() {
-  // MPI progresses only inside MPI calls; a probe is the cheapest such call.
-  int flag = 0;
-  checkMpi(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, MPI_STATUS_IGNORE), "MPI_Iprobe", rank_);
-}
-
 int MpiTransport::checkedCount(std::size_t count, const char* what) const {
   BC_INVALID(count <= static_cast<std::size_t>(INT_MAX), rank_,
              what << " = " << count << " exceeds INT_MAX elements; split the payload into chunks");

@@ -41,7 +41,6 @@ class MpiTransport final : public Transport {
   void isend(const void* buf, std::size_t bytes, int peer, int tag, Request& req) override;
   void irecv(void* buf, std::size_t bytes, int peer, int tag, Request& req) override;
   bool test(Request& req) override;
-  void poll() override;
 
   void nativeAllreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                        Request* req) override;

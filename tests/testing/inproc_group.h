@@ -1,5 +1,5 @@
 // In-process communicators for unit tests: N ranks as threads of one process,
-// over the inproc transport. Not part of the installed API.
+// over the inproc transport. Test-only (library bc_testing), never in libboostcomm.
 #pragma once
 
 #include <climits>

@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "algorithms/registry.h"
+#include "api/access.h"
 #include "api/communicator_impl.h"
 #include "boostcomm/gradient_group.h"
 #include "boostcomm/tuning.h"
@@ -99,7 +100,7 @@ TuningEntry Tuner::tune(Collective coll, ConstView send, View recv, ReduceOp op)
                              [&](int i) { runCollective(comm_, coll, send, recv, op, names[static_cast<std::size_t>(i)]); });
   const std::vector<double>& times = timings.medianUs;
   const tuning::CostParams params =
-      tuning::paramsFromTopology(topology_, comm_.impl().describeSelf().sharedMemory);
+      tuning::paramsFromTopology(topology_, detail::implOf(comm_).describeSelf().sharedMemory);
   for (std::size_t i = 0; i < names.size(); ++i) {
     double predicted = tuning::predictUs(params, coll, names[i], entry.bytes);
     if (!std::isfinite(predicted)) predicted = 0.0;
@@ -186,7 +187,7 @@ std::size_t Tuner::tuneBucketBytes(const std::vector<std::size_t>& tensorCounts,
 std::size_t Tuner::tuneChunkBytes(std::size_t bytes, const std::vector<std::size_t>& candidatesBytes,
                                   std::map<std::size_t, double>* timesUs) {
   BC_INVALID(!candidatesBytes.empty(), comm_.rank(), "tuneChunkBytes: no candidate chunk sizes");
-  detail::CommunicatorImpl& impl = comm_.impl();
+  detail::CommunicatorImpl& impl = detail::implOf(comm_);
   const std::shared_ptr<const tuning::TunedSelection> saved = impl.tunedSelection();
   // The chunk matters to the algorithms that pipeline with it: hier on
   // several nodes, ring otherwise (native and shm have their own units).

@@ -1,4 +1,4 @@
-#include "transport/inproc/inproc_transport.h"
+#include "testing/inproc_transport.h"
 
 #include <algorithm>
 #include <chrono>

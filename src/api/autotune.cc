@@ -2,6 +2,7 @@
 // and the *Autotune calls (measure once per size class, then reuse).
 #include <cstdio>
 
+#include "api/access.h"
 #include "api/communicator_impl.h"
 #include "boostcomm/tuning.h"
 #include "core/check.h"
@@ -13,7 +14,7 @@ namespace {
 
 std::shared_ptr<const tuning::TunedSelection> selectionFor(Communicator& comm,
                                                            std::shared_ptr<const TuningCache> cache) {
-  detail::CommunicatorImpl& impl = comm.impl();
+  detail::CommunicatorImpl& impl = detail::implOf(comm);
   const algorithms::CollectiveSpec self = impl.describeSelf();
   const tuning::CostParams params =
       tuning::paramsForCache(*cache, impl.layout(), comm.size(), self.sharedMemory, self.chunkBytes);
@@ -36,9 +37,9 @@ AutotuneResult autotune(Communicator& comm, Collective coll, ConstView input, Vi
   const TuningEntry* known = cache.lookup(coll, output.dtype, bytes);
   // Reuse only a decision measured at this dtype and within the same power
   // of two, among the same kind of candidates (flat only when autoStrategy is off).
-  const bool reusable = known != nullptr && known->dtype == output.dtype && known->bytes <= 2 * bytes &&
-                        bytes <= 2 * known->bytes &&
-                        (autoStrategy || comm.impl().describeSelf().layout->nodes() < 2 || known->winner != "hier");
+  const bool reusable =
+      known != nullptr && known->dtype == output.dtype && known->bytes <= 2 * bytes && bytes <= 2 * known->bytes &&
+      (autoStrategy || detail::implOf(comm).describeSelf().layout->nodes() < 2 || known->winner != "hier");
   if (reusable) {
     result.entry = *known;
     result.fromCache = true;
@@ -49,7 +50,7 @@ AutotuneResult autotune(Communicator& comm, Collective coll, ConstView input, Vi
     Tuner tuner(comm, options);
     result.entry = tuner.tune(coll, output.dtype, bytes);
     cache.upsert(result.entry);
-    comm.impl().setTunedSelection(selectionFor(comm, std::make_shared<TuningCache>(std::move(cache))));
+    detail::implOf(comm).setTunedSelection(selectionFor(comm, std::make_shared<TuningCache>(std::move(cache))));
   }
   result.selectedAlgorithm = result.entry.winner;
   result.defaultAlgorithm = result.entry.defaultAlgorithm;
@@ -91,12 +92,12 @@ bool applyTuningCache(Communicator& comm, const TuningCache& cache) {
     }
     return false;
   }
-  comm.impl().setTunedSelection(selectionFor(comm, std::make_shared<TuningCache>(cache)));
+  detail::implOf(comm).setTunedSelection(selectionFor(comm, std::make_shared<TuningCache>(cache)));
   return true;
 }
 
 TuningCache::LoadResult loadTuningCache(Communicator& comm, const std::string& path, TuningCache& out) {
-  const std::optional<std::string> text = tuning::readOnRankZero(comm.impl().transport(), path);
+  const std::optional<std::string> text = tuning::readOnRankZero(detail::implOf(comm).transport(), path);
   const TuningSignature job = currentSignature(comm);
   if (!text) {
     TuningCache::LoadResult missing;
@@ -108,7 +109,7 @@ TuningCache::LoadResult loadTuningCache(Communicator& comm, const std::string& p
 }
 
 std::shared_ptr<const TuningCache> tuningCacheOf(Communicator& comm) {
-  auto selection = comm.impl().tunedSelection();
+  auto selection = detail::implOf(comm).tunedSelection();
   return selection ? selection->sharedCache() : nullptr;
 }
 

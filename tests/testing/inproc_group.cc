@@ -1,10 +1,10 @@
-#include "api/inproc_group.h"
+#include "testing/inproc_group.h"
 
 #include <exception>
 #include <thread>
 
 #include "api/communicator_impl.h"
-#include "transport/inproc/inproc_transport.h"
+#include "testing/inproc_transport.h"
 
 namespace boostcomm::detail {
 

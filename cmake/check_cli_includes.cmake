@@ -1,0 +1,30 @@
+# cmake -DTOOLS_DIR=<tools/> -DLAYERS=<a;b;...> -DALLOWED=api/cli_internal.h [-DSTAMP=<file>] -P check_cli_includes.cmake
+#
+# The CLI (tools/) sees the public API (boostcomm/...), its own headers, and
+# ONE internal header, ${ALLOWED}. Its include path has to reach every layer
+# (that header includes them), so the compiler cannot tell a direct include
+# of, say, engine/engine_impl.h from the sanctioned one; this check can, and
+# runs before boostcomm_cli compiles. Relative climbs ("../src/...") are
+# refused too.
+cmake_minimum_required(VERSION 3.25)
+file(GLOB sources ${TOOLS_DIR}/*.cc ${TOOLS_DIR}/*.h)
+set(errors "")
+foreach(source IN LISTS sources)
+  file(STRINGS ${source} lines REGEX "^[ \t]*#[ \t]*include[ \t]*[<\"]")
+  foreach(line IN LISTS lines)
+    string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*[<\"]([^>\"]+)[>\"].*" "\\1" header "${line}")
+    string(REGEX MATCH "^[^/]+" first "${header}")
+    if(header MATCHES "\\.\\./")
+      list(APPEND errors "${source}: ${header} (relative climb out of tools/)")
+    elseif(first IN_LIST LAYERS AND NOT header STREQUAL ALLOWED)
+      list(APPEND errors "${source}: ${header} (tools/ may include only the public API and ${ALLOWED})")
+    endif()
+  endforeach()
+endforeach()
+if(errors)
+  list(JOIN errors "\n  " text)
+  message(FATAL_ERROR "Layering: internal headers included from tools/:\n  ${text}")
+endif()
+if(STAMP)
+  file(TOUCH ${STAMP})
+endif()
