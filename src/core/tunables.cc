@@ -20,6 +20,9 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
+
+extern char** environ;  // POSIX; declared by <unistd.h> only with _GNU_SOURCE
 
 #include "core/check.h"
 
@@ -188,6 +191,32 @@ std::int64_t cachedNumber(TunableKey key, TunableType type) {
 
 void invalidateAll() { generation().fetch_add(1, std::memory_order_acq_rel); }
 
+// Names renamed by issue 13 (one name per concept); the values kept their syntax.
+struct RetiredName {
+  const char* name;
+  const char* replacement;
+};
+constexpr RetiredName kRetiredNames[] = {
+    {"BOOSTCOMM_FUSION_BUCKET_BYTES", "BOOSTCOMM_BUCKET_BYTES"},
+    {"BOOSTCOMM_OVERLAP_BUCKET_BYTES", "BOOSTCOMM_BUCKET_BYTES"},
+    {"BOOSTCOMM_HIER_INTRA", "BOOSTCOMM_HIER_INTRA_ALGO"},
+    {"BOOSTCOMM_HIER_INTER", "BOOSTCOMM_HIER_INTER_ALGO"},
+};
+
+// BOOSTCOMM_* variables that are legitimately set but are not tunables of the
+// library (so a process started with them gets no warning):
+// - BOOSTCOMM_TEST_LARGE: tests/mpi/test_mpi_transport.cc, opts into a 2^31-byte message;
+// - BOOSTCOMM_CLI: the Makefile's path to the CLI, exported to recipes when
+//   given on make's command line (make bench BOOSTCOMM_CLI=...).
+constexpr const char* kNonTunableNames[] = {"BOOSTCOMM_TEST_LARGE", "BOOSTCOMM_CLI"};
+
+bool isTunableName(std::string_view name) {
+  for (const auto& t : kTunables) {
+    if (name == t.env) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::span<const TunableInfo> allTunables() { return kTunables; }
@@ -242,6 +271,39 @@ std::string tunableRule(const TunableInfo& info) {
 std::string tunableValue(const char* env) { return rawValue(find(env)).text; }
 
 bool tunableIsSet(const char* env) { return rawValue(find(env)).userSet; }
+
+std::vector<std::string> environmentNameWarnings(const char* const* env) {
+  constexpr std::string_view kPrefix = "BOOSTCOMM_";
+  std::vector<std::string> warnings;
+  for (; env != nullptr && *env != nullptr; ++env) {
+    const std::string_view entry(*env);
+    const std::string_view name = entry.substr(0, entry.find('='));
+    if (name.substr(0, kPrefix.size()) != kPrefix || isTunableName(name)) continue;
+    for (const RetiredName& r : kRetiredNames) {
+      if (name == r.name) {
+        raise(ErrorCategory::kInvalidArgument, -1,
+              std::string(r.name) + " was renamed to " + r.replacement + " (same values)");
+      }
+    }
+    bool known = false;
+    for (const char* allowed : kNonTunableNames) known = known || name == allowed;
+    if (!known) {
+      warnings.push_back("boostcomm: warning: " + shown(name) +
+                         " is not a boostcomm variable (see `boostcomm tunables`)");
+    }
+  }
+  return warnings;
+}
+
+void checkEnvironmentNames() {
+  static std::mutex mutex;
+  static std::set<std::string> printed;
+  const std::vector<std::string> warnings = environmentNameWarnings(environ);
+  std::lock_guard lock(mutex);
+  for (const std::string& w : warnings) {
+    if (printed.insert(w).second) std::fprintf(stderr, "%s\n", w.c_str());
+  }
+}
 
 void setTunableOverride(const char* env, const std::string& value) {
   (void)find(env);

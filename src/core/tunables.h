@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace boostcomm::core {
 
@@ -82,6 +83,18 @@ std::string tunableValue(const char* env);
 // Whether the user chose the value (an override or the environment variable
 // is set), as opposed to the registry default being in force.
 bool tunableIsSet(const char* env);
+
+// Environment names. A BOOSTCOMM_* variable that is not a tunable is either a
+// retired name (renamed: silently ignoring it would run with the default) or
+// a typo. environmentNameWarnings scans `env` (NAME=value entries, null
+// terminated, like environ): a retired name throws Error{kInvalidArgument}
+// naming its replacement; it returns one warning line per other BOOSTCOMM_*
+// name that is neither a tunable nor a known non-tunable (test and build
+// variables, listed in tunables.cc).
+std::vector<std::string> environmentNameWarnings(const char* const* env);
+// environmentNameWarnings(environ), each warning printed on stderr once per
+// process. Called by every communicator at creation.
+void checkEnvironmentNames();
 
 // Test hook: force a value until clearTunableOverride. Both invalidate every
 // cached value.
