@@ -16,6 +16,7 @@
 #include "boostcomm/boostcomm.h"
 #include "boostcomm/tuning.h"
 #include "common/inproc_harness.h"
+#include "common/tunable_override.h"
 #include "core/tunables.h"
 #include "planner/bucketing.h"
 #include "testing/inproc_group.h"
@@ -31,17 +32,7 @@ constexpr std::size_t kTunedBytes = 8 * 1024;    // two tensors per bucket
 constexpr std::size_t kOptionBytes = 16 * 1024;  // four tensors per bucket
 constexpr std::size_t kEnvBytes = 12 * 1024;     // three tensors per bucket
 
-// Sets a tunable for one scope, so a failing test leaves no override behind.
-class TunableOverride {
- public:
-  TunableOverride(const char* env, const std::string& value) : env_(env) { core::setTunableOverride(env, value); }
-  ~TunableOverride() { core::clearTunableOverride(env_); }
-  TunableOverride(const TunableOverride&) = delete;
-  TunableOverride& operator=(const TunableOverride&) = delete;
-
- private:
-  const char* env_;
-};
+using boostcomm::testing::TunableOverride;
 
 // Buckets planBuckets makes of the test's tensors under `bucketBytes`.
 std::size_t expectedBuckets(std::size_t bucketBytes) {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "boostcomm/boostcomm.h"
-#include "core/tunables.h"
+#include "common/tunable_override.h"
 #include "testing/inproc_group.h"
 
 namespace boostcomm {
@@ -36,12 +36,9 @@ bool pollUntil(const std::function<bool()>& cond, std::chrono::milliseconds dead
   return true;
 }
 
-class ProgressOverride {
- public:
-  explicit ProgressOverride(const char* mode) { core::setTunableOverride(core::kTunableProgress, mode); }
-  ~ProgressOverride() { core::clearTunableOverride(core::kTunableProgress); }
-  ProgressOverride(const ProgressOverride&) = delete;
-  ProgressOverride& operator=(const ProgressOverride&) = delete;
+// BOOSTCOMM_PROGRESS for one scope.
+struct ProgressOverride : testing::TunableOverride {
+  explicit ProgressOverride(const char* mode) : TunableOverride(core::kTunableProgress, mode) {}
 };
 
 // Integer inputs: every sum is exact, so results compare with ==.
