@@ -1,4 +1,4 @@
-// GradientGroup's bucket limit when the caller does not choose one: the size
+// GradientGroup's and OverlapEngine's bucket limit when the caller does not choose one: the size
 // `boostcomm tune` stored in the tuning cache (BOOSTCOMM_TUNING_CACHE) is in
 // force (stats, describe() and the bucket plan show it, and the step still
 // gives the float64 reference); an explicit option and
@@ -20,6 +20,7 @@
 #include "core/tunables.h"
 #include "planner/bucketing.h"
 #include "testing/inproc_group.h"
+#include "unit/test_overlap_case.h"
 
 namespace {
 
@@ -97,6 +98,46 @@ TEST(GradientGroupTuned, CacheBucketSizeIsUsedUnlessTheUserChoseOne) {
   std::filesystem::remove(path);
   // No cache: the registry default.
   detail::runInProcess(kRanks, [](Communicator& comm) { checkGroup(comm, {}, 25u << 20, "default"); });
+}
+
+// OverlapEngine over the same tensors, bucketBytes 0 unless `bucketBytes`:
+// the plan has the buckets of `wantBytes` and a few steps give the reference.
+void checkEngine(Communicator& comm, std::size_t bucketBytes, std::size_t wantBytes) {
+  boostcomm::testing::GradientSet g =
+      boostcomm::testing::makeGradients(std::vector<std::size_t>(kTensors, kCount), {DataType::kFloat32});
+  OverlapOptions o = OverlapOptions::fromEnvironment();
+  EXPECT_EQ(o.bucketBytes, 0u) << "fromEnvironment must leave the limit to the bucket component";
+  o.bucketBytes = bucketBytes;
+  o.firstBucketBytes = 0;
+  {
+    OverlapEngine engine(comm, g.tensors, o);
+    EXPECT_EQ(engine.bucketCount(), expectedBuckets(wantBytes));
+    const std::string text = engine.describeBuckets();
+    const std::size_t perBucket = wantBytes / (kCount * sizeof(float));
+    EXPECT_NE(text.find(std::to_string(std::min(perBucket, kTensors)) + " tensors"), std::string::npos) << text;
+  }
+  const auto r = boostcomm::testing::runEngineSteps(comm, g, o, 2, /*sameOrder=*/false);
+  EXPECT_EQ(r.failures, "");
+  EXPECT_EQ(r.buckets, expectedBuckets(wantBytes));
+}
+
+TEST(GradientGroupTuned, OverlapEngineUsesTheCacheBucketSizeToo) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("bc_ov_tuned_" + std::to_string(::getpid()) + ".json")).string();
+  TuningCache cache(boostcomm::testing::inProcessSignature(kRanks));
+  cache.bucketBytes = kTunedBytes;
+  cache.save(path);
+  {
+    const TunableOverride cacheFile(core::kTunableTuningCache, path);
+    detail::runInProcess(kRanks, [](Communicator& comm) {
+      checkEngine(comm, 0, kTunedBytes);
+      checkEngine(comm, kOptionBytes, kOptionBytes);  // an explicit option wins
+    });
+    const TunableOverride env(core::kTunableBucketBytes, std::to_string(kEnvBytes));
+    detail::runInProcess(kRanks, [](Communicator& comm) { checkEngine(comm, 0, kEnvBytes); });
+  }
+  std::filesystem::remove(path);
+  detail::runInProcess(kRanks, [](Communicator& comm) { checkEngine(comm, 0, 25u << 20); });
 }
 
 TEST(GradientGroupTuned, RanksWithDifferentTunedSizesFailOnEveryRank) {
