@@ -1,4 +1,5 @@
-// OverlapEngine on in-process groups (world sizes 1-3): results against the
+// OverlapEngine on in-process groups (world sizes 1, 2, 3, 5; progress by the
+// caller only, by the progress thread from creation, or auto): results against the
 // float64 reference and bitwise identical on every rank, for every buffer
 // strategy / stage count / ready order; bucket rebuild from the first step;
 // bucket-view mode (gradients in the engine's arena); misuse errors; failure propagation (an injected error, a rank that never
@@ -7,8 +8,11 @@
 
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
+#include <tuple>
 
+#include "common/tunable_override.h"
 #include "testing/inproc_group.h"
 #include "unit/test_overlap_case.h"
 
@@ -55,10 +59,21 @@ struct Config {
   bool enable;
 };
 
-class OverlapSweep : public ::testing::TestWithParam<int> {};
+// (world size, BOOSTCOMM_PROGRESS): "caller" keeps the engine's
+// useProgressThread() from starting a thread, so every bucket completes
+// inside markReady/finishBackward; "thread" has the thread from creation.
+class OverlapSweep : public ::testing::TestWithParam<std::tuple<int, const char*>> {
+ protected:
+  void SetUp() override { progress_.emplace(core::kTunableProgress, std::get<1>(GetParam())); }
+  void TearDown() override { progress_.reset(); }
+  static int worldSize() { return std::get<0>(GetParam()); }
+
+ private:
+  std::optional<boostcomm::testing::TunableOverride> progress_;
+};
 
 TEST_P(OverlapSweep, MatchesReferenceForEveryConfiguration) {
-  const int worldSize = GetParam();
+  const int worldSize = OverlapSweep::worldSize();
   for (const Config c : {Config{1, BufferStrategy::kPingPong, true}, Config{2, BufferStrategy::kPingPong, true},
                          Config{1, BufferStrategy::kSingle, true}, Config{3, BufferStrategy::kSingle, true},
                          Config{2, BufferStrategy::kPingPong, false}}) {
@@ -76,11 +91,11 @@ TEST_P(OverlapSweep, MatchesReferenceForEveryConfiguration) {
 TEST_P(OverlapSweep, AverageAndMixedDtypes) {
   OverlapOptions o = smallBuckets();
   o.average = true;
-  expectCorrect(GetParam(), o, false, {DataType::kFloat32, DataType::kFloat64, DataType::kBFloat16});
+  expectCorrect(worldSize(), o, false, {DataType::kFloat32, DataType::kFloat64, DataType::kBFloat16});
 }
 
 TEST_P(OverlapSweep, IntegerGradientsSum) {
-  expectCorrect(GetParam(), smallBuckets(), false, {DataType::kInt32, DataType::kInt64, DataType::kFloat32});
+  expectCorrect(worldSize(), smallBuckets(), false, {DataType::kInt32, DataType::kInt64, DataType::kFloat32});
 }
 
 TEST_P(OverlapSweep, BucketsFromFirstStepArrivalOrder) {
@@ -88,18 +103,18 @@ TEST_P(OverlapSweep, BucketsFromFirstStepArrivalOrder) {
   // after step 1 and results stay correct (and identical) afterwards.
   OverlapOptions o = smallBuckets();
   o.bucketsFromFirstStep = true;
-  expectCorrect(GetParam(), o, false, {DataType::kFloat32}, 4);
+  expectCorrect(worldSize(), o, false, {DataType::kFloat32}, 4);
 }
 
 TEST_P(OverlapSweep, OneBigBucketAndOneTensorPerBucket) {
   OverlapOptions big = smallBuckets();
   big.bucketBytes = 64 << 20;
   big.firstBucketBytes = 0;
-  expectCorrect(GetParam(), big, false, {DataType::kFloat32});
+  expectCorrect(worldSize(), big, false, {DataType::kFloat32});
   OverlapOptions tiny = smallBuckets();
   tiny.bucketBytes = 1;  // every tensor alone: all in place, no staging
   tiny.firstBucketBytes = 0;
-  expectCorrect(GetParam(), tiny, false, {DataType::kFloat32});
+  expectCorrect(worldSize(), tiny, false, {DataType::kFloat32});
 }
 
 TEST_P(OverlapSweep, BucketViewMatchesReference) {
@@ -111,29 +126,44 @@ TEST_P(OverlapSweep, BucketViewMatchesReference) {
       o.bucketView = true;
       o.stages = stages;
       o.enable = enable;
-      expectCorrect(GetParam(), o, /*sameOrder=*/false, {DataType::kFloat32, DataType::kFloat64});
+      expectCorrect(worldSize(), o, /*sameOrder=*/false, {DataType::kFloat32, DataType::kFloat64});
     }
   }
   OverlapOptions avg = smallBuckets();
   avg.bucketView = true;
   avg.average = true;
-  expectCorrect(GetParam(), avg, false, {DataType::kFloat32, DataType::kFloat64, DataType::kBFloat16});
+  expectCorrect(worldSize(), avg, false, {DataType::kFloat32, DataType::kFloat64, DataType::kBFloat16});
   OverlapOptions ints = smallBuckets();
   ints.bucketView = true;
-  expectCorrect(GetParam(), ints, false, {DataType::kInt32, DataType::kInt64, DataType::kFloat32});
+  expectCorrect(worldSize(), ints, false, {DataType::kInt32, DataType::kInt64, DataType::kFloat32});
   OverlapOptions big = smallBuckets();
   big.bucketView = true;
   big.bucketBytes = 64 << 20;  // one bucket
   big.firstBucketBytes = 0;
-  expectCorrect(GetParam(), big, false, {DataType::kFloat32});
+  expectCorrect(worldSize(), big, false, {DataType::kFloat32});
   OverlapOptions tiny = smallBuckets();
   tiny.bucketView = true;
   tiny.bucketBytes = 1;  // one tensor per bucket, each its own arena range
   tiny.firstBucketBytes = 0;
-  expectCorrect(GetParam(), tiny, false, {DataType::kFloat32});
+  expectCorrect(worldSize(), tiny, false, {DataType::kFloat32});
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, OverlapSweep, ::testing::Values(1, 2, 3));
+INSTANTIATE_TEST_SUITE_P(WorldSizes, OverlapSweep,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 5), ::testing::Values("caller", "thread", "auto")),
+                         [](const auto& info) {
+                           return "np" + std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
+                         });
+
+TEST(OverlapProgress, CallerModeKeepsTheThreadOffAndAutoStartsIt) {
+  for (const char* mode : {"caller", "auto"}) {
+    const boostcomm::testing::TunableOverride progress(core::kTunableProgress, mode);
+    detail::runInProcess(2, [&](Communicator& comm) {
+      GradientSet g = makeGradients({10, 20}, {DataType::kFloat32});
+      OverlapEngine engine(comm, g.tensors, smallBuckets());
+      EXPECT_EQ(comm.progressThread(), std::string(mode) == "auto") << mode;
+    });
+  }
+}
 
 TEST(OverlapBucketView, SlotsTakeTheInitialValuesAndCallerBuffersStayUntouched) {
   detail::runInProcess(2, [](Communicator& comm) {
