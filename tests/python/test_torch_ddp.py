@@ -4,6 +4,7 @@ parameters as DDP on gloo (and identical on every rank), the DDP comm hook,
 and overlap statistics under DDP."""
 
 import copy
+import time
 
 import numpy as np
 import pytest
@@ -74,6 +75,61 @@ def test_backend_errors(groups):
     t = torch.ones(3)
     dist.all_reduce(t, group=bc)
     assert torch.all(t == dist.get_world_size())
+
+
+def wait_completed(works, seconds=30.0):
+    """Polls is_completed() (never wait()) until every work completed; the
+    library's progress thread, not the caller, must finish them."""
+    deadline = time.monotonic() + seconds
+    while not all(w.is_completed() for w in works):
+        assert time.monotonic() < deadline, "boostcomm op not completed without wait() after %.0f s" % seconds
+        time.sleep(0.001)
+
+
+def test_async_op_completes_without_wait(groups):
+    _, bc = groups
+    rank, size = dist.get_rank(), dist.get_world_size()
+    t = torch.arange(1000, dtype=torch.float64) + rank
+    work = dist.all_reduce(t, group=bc, async_op=True)
+    fut = dist.all_reduce(torch.ones(3), group=bc, async_op=True).get_future()
+    wait_completed([work])
+    deadline = time.monotonic() + 30
+    while not fut.done():
+        assert time.monotonic() < deadline, "future not done without wait()"
+        time.sleep(0.001)
+    assert torch.equal(t, sum(torch.arange(1000, dtype=torch.float64) + r for r in range(size)))
+    assert torch.all(fut.value()[0] == size)
+
+
+def test_packed_temporaries_survive_until_completion(groups):
+    # reduce_scatter packs its input list and allgather gathers into a
+    # temporary: both live in the launch closure, which must outlive the
+    # collective. Many ops in flight of changing sizes make a freed temporary
+    # get reused (and the result wrong) if it is released early.
+    _, bc = groups
+    rank, size = dist.get_rank(), dist.get_world_size()
+    for it in range(40):
+        n = 1 + (it * 37) % 3000
+        pending = []
+        for k in range(4):
+            m = n + k
+            out = torch.empty(m, dtype=torch.float64)
+            ins = [torch.arange(m, dtype=torch.float64) * (r + 1) + rank * 1000 + k for r in range(size)]
+            pending.append(("rs", out, m, k, dist.reduce_scatter(out, ins, group=bc, async_op=True)))
+            del ins
+            outs = [torch.empty(m, dtype=torch.int64) for _ in range(size)]
+            inp = torch.arange(m, dtype=torch.int64) + rank * 100000 + k
+            pending.append(("ag", outs, m, k, dist.all_gather(outs, inp, group=bc, async_op=True)))
+            del inp
+            torch.randn(4 * m)  # allocate over what an early free would release
+        wait_completed([p[-1] for p in pending])
+        for kind, got, m, k, _ in pending:
+            if kind == "rs":
+                want = sum(torch.arange(m, dtype=torch.float64) * (rank + 1) + r * 1000 + k for r in range(size))
+                assert torch.equal(got, want), (it, k, "reduce_scatter")
+            else:
+                for r in range(size):
+                    assert torch.equal(got[r], torch.arange(m, dtype=torch.int64) + r * 100000 + k), (it, k, r)
 
 
 def make_model(seed):
