@@ -89,9 +89,11 @@ CommunicatorImpl::~CommunicatorImpl() {
 
 void CommunicatorImpl::checkUsable() const {
   BC_CHECK(!finalized_, ErrorCategory::kFinalized, rank_, "communicator used after finalize()");
-  if (failure_) {
+  // Set after a timeout or transport error, on whichever thread saw it: the
+  // communicator is unusable.
+  if (std::exception_ptr failure = engine_->failure()) {
     try {
-      std::rethrow_exception(failure_);
+      std::rethrow_exception(failure);
     } catch (const Error& e) {
       core::raise(e.category(), rank_, "communicator unusable after an earlier failure: " + e.detail());
     }
@@ -262,7 +264,6 @@ bool CommunicatorImpl::progressAll() {
 }
 
 void CommunicatorImpl::fail(std::exception_ptr error) {
-  failure_ = error;
   engine_->fail(error);
 }
 
@@ -284,7 +285,7 @@ bool CommunicatorImpl::tryFastAllreduce(const CallArgs& args, const CallOptions&
   // What validation would check, and an explicit algorithm (above the map).
   if (args.collective != Collective::kAllreduce || dtype >= kNumDataTypes || op >= kNumReduceOps ||
       send.dtype != recv.dtype || send.count != recv.count || recv.count == 0 || send.data == nullptr ||
-      recv.data == nullptr || !options.algorithm.empty() || finalized_ || failure_) {
+      recv.data == nullptr || !options.algorithm.empty() || finalized_ || engine_->failure()) {
     return false;
   }
   const std::size_t bytes = recv.count * dataTypeSize(recv.dtype);
@@ -330,8 +331,11 @@ bool CommunicatorImpl::test(WorkState& work) {
       progressAll();
     }
   }
+  // Done first: the error is published before done and may still be being
+  // written while the operation is not done.
+  if (!work.isDone()) return false;
   if (work.error()) std::rethrow_exception(work.error());
-  return work.isDone();
+  return true;
 }
 
 void CommunicatorImpl::wait(WorkState& work, std::optional<std::chrono::milliseconds> timeout) {
@@ -352,7 +356,7 @@ void CommunicatorImpl::onComplete(WorkState& work, std::function<void(std::excep
 
 void CommunicatorImpl::progressOnce() {
   executor::EngineLock lock(*engine_);
-  if (finalized_ || failure_ || engine_->idle()) return;
+  if (finalized_ || engine_->failure() || engine_->idle()) return;
   progressAll();
 }
 
@@ -422,7 +426,8 @@ void CommunicatorImpl::finalize() {
   if (finalized_) return;
   finalized_ = true;
   std::exception_ptr pending;
-  if (!failure_) {
+  const bool failed = engine_->failure() != nullptr;
+  if (!failed) {
     try {
       engine_->drain();
     } catch (...) {
@@ -431,7 +436,7 @@ void CommunicatorImpl::finalize() {
   }
   engine_->abandon(std::make_exception_ptr(
       Error(ErrorCategory::kFinalized, rank_, "communicator finalized before this operation completed")));
-  if (!failure_) engine_->releaseMemory();
+  if (!failed) engine_->releaseMemory();
   cache_.clear();
   intra_.reset();
   inter_.reset();

@@ -145,7 +145,6 @@ class CommunicatorImpl {
   int rank_ = 0;
   int size_ = 1;
   bool finalized_ = false;
-  std::exception_ptr failure_;  // set after a timeout or transport error: the communicator is unusable
 
   // Settings read once from the tunables registry.
   algorithms::SelectionTable table_;

@@ -40,6 +40,10 @@ class GradientGroupImpl {
   void bucketDone(std::size_t bucket, std::exception_ptr error);
   // After every launched Work completed: waits for their callbacks, ends the step.
   void finishStep();
+  // Waits until every launched bucket's callback has run (they all do: a
+  // failure completes every in-flight operation with the error), driving
+  // progress meanwhile; after it nothing of this step touches the buckets.
+  void settle();
   void checkStep(std::uint64_t step) const;
 
   Communicator& comm_;
@@ -88,6 +92,17 @@ GradientGroupImpl::~GradientGroupImpl() {
     if (inFlight_) wait(step_, std::nullopt);
   } catch (...) {
     // A destructor must not throw; the communicator reports the failure on its next call.
+  }
+  settle();  // no callback may still be unpacking into the buckets freed next
+}
+
+void GradientGroupImpl::settle() {
+  std::unique_lock lock(doneMutex_);
+  while (completed_ != launched_) {
+    if (doneCv_.wait_for(lock, std::chrono::milliseconds(1), [&] { return completed_ == launched_; })) break;
+    lock.unlock();
+    comm_.progress();
+    lock.lock();
   }
 }
 
@@ -143,8 +158,14 @@ void GradientGroupImpl::finishStep() {
 bool GradientGroupImpl::test(std::uint64_t stepId) {
   checkStep(stepId);
   if (!inFlight_ || stepId != step_) return true;
-  for (Work& w : works_) {
-    if (w.valid() && !w.test()) return false;
+  try {
+    for (Work& w : works_) {
+      if (w.valid() && !w.test()) return false;
+    }
+  } catch (...) {
+    settle();
+    inFlight_ = false;
+    throw;
   }
   {
     std::lock_guard lock(doneMutex_);
@@ -169,8 +190,9 @@ void GradientGroupImpl::wait(std::uint64_t stepId, std::optional<std::chrono::mi
       w.wait(left);
     }
   } catch (...) {
-    // The failed collectives' callbacks have run (or will) with the error;
-    // the step is over either way.
+    // The failed collectives' callbacks run with the error; the step is
+    // over once they all have.
+    settle();
     inFlight_ = false;
     throw;
   }

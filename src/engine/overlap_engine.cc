@@ -221,8 +221,15 @@ void OverlapEngine::Impl::finishBackward() {
     std::vector<std::int64_t> order(arrival_.begin(), arrival_.end());
     arrival_.clear();
     lock.unlock();
-    comm_.broadcast(View(order.data(), order.size(), DataType::kInt64), 0);
-    buckets_.reorder(std::vector<std::size_t>(order.begin(), order.end()));
+    try {
+      comm_.broadcast(View(order.data(), order.size(), DataType::kInt64), 0);
+      buckets_.reorder(std::vector<std::size_t>(order.begin(), order.end()));
+    } catch (...) {
+      // The plan may be half rebuilt: no later step may run on it.
+      lock.lock();
+      failLocked(std::current_exception());
+      throw;
+    }
   }
 }
 

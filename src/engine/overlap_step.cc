@@ -212,6 +212,10 @@ void OverlapEngine::Impl::waitForStep(Lock& lock, bool launchedOnly) {
       // a timeout here fails the communicator, whose callbacks then run.
       doneCv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return error_ != nullptr; });
       failLocked(error);
+    } else if (!finished()) {
+      // That bucket is complete but its callback may still be unpacking on
+      // the progress thread: sleep until a callback reports, not spin.
+      doneCv_.wait_for(lock, std::chrono::milliseconds(1));
     }
   }
   rethrowIfFailedLocked();

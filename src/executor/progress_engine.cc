@@ -33,7 +33,15 @@ ProgressEngine::ProgressEngine(transport::Transport& world, core::SpinMutex& loc
   retired_.reserve(64);
 }
 
-ProgressEngine::~ProgressEngine() { setThreadEnabled(false); }
+ProgressEngine::~ProgressEngine() {
+  try {
+    setThreadEnabled(false);
+  } catch (...) {
+    // Destroyed from the progress thread itself (its last owner went away
+    // inside a callback): the thread cannot join itself; let it go.
+    if (thread_.joinable()) thread_.detach();
+  }
+}
 
 std::unique_ptr<Execution> ProgressEngine::acquireExecution() {
   if (freeExecutions_.empty()) return std::make_unique<Execution>();
@@ -60,7 +68,7 @@ std::uint64_t ProgressEngine::launch(std::unique_ptr<Execution> exec, std::share
   op.state = std::move(state);
   inFlight_.push_back(std::move(op));
   inFlightCount_.store(inFlight_.size(), std::memory_order_release);
-  if (thread_.joinable()) {
+  if (threadRunning_.load(std::memory_order_acquire)) {
     // Through the mutex: the thread checks the count and blocks atomically
     // under it, so this wake-up cannot fall between the two.
     { std::lock_guard lock(sleepMutex_); }
@@ -79,10 +87,19 @@ bool ProgressEngine::progress() {
       }
     }
   } catch (...) {
+    // Operations that finished earlier in this sweep did finish: complete
+    // them before failing the rest.
+    finishRetired();
     fail(std::current_exception());
     throw;
   }
   if (retired_.empty()) return advanced;
+  finishRetired();
+  return true;
+}
+
+void ProgressEngine::finishRetired() {
+  if (retired_.empty()) return;
   std::erase_if(inFlight_, [](const Operation& op) { return op.execution == nullptr; });
   inFlightCount_.store(inFlight_.size(), std::memory_order_release);
   for (Operation& op : retired_) {
@@ -91,7 +108,6 @@ bool ProgressEngine::progress() {
     if (op.state) complete(*op.state, nullptr);
   }
   retired_.clear();
-  return true;
 }
 
 bool ProgressEngine::retired(std::uint64_t id) const {
@@ -138,6 +154,7 @@ void ProgressEngine::complete(OpState& state, std::exception_ptr error) {
 }
 
 void ProgressEngine::fail(std::exception_ptr error) {
+  if (!failure_) failure_ = error;
   for (Operation& op : inFlight_) {
     if (op.state) complete(*op.state, error);
   }
@@ -171,12 +188,10 @@ void ProgressEngine::addCallback(OpState& state, CompletionCallback callback) {
 
 void ProgressEngine::takeCallbacks(std::vector<Due>& out) {
   if (due_.empty()) return;
-  if (out.empty()) {
-    out.swap(due_);
-  } else {
-    for (Due& d : due_) out.push_back(std::move(d));
-    due_.clear();
-  }
+  // Moved element by element: due_ keeps its capacity, so completions with
+  // callbacks do not allocate once warm.
+  for (Due& d : due_) out.push_back(std::move(d));
+  due_.clear();
 }
 
 void ProgressEngine::runCallbacks(std::vector<Due>& due) {
@@ -191,13 +206,17 @@ void ProgressEngine::runCallbacks(std::vector<Due>& due) {
 }
 
 void ProgressEngine::setThreadEnabled(bool on) {
+  std::lock_guard guard(threadMutex_);
   if (on == thread_.joinable()) return;
+  BC_INVALID(std::this_thread::get_id() != thread_.get_id(), -1,
+             "the progress thread cannot be stopped from itself (from a completion callback it runs)");
   if (on) {
     {
       std::lock_guard lock(sleepMutex_);
       stop_ = false;
     }
     thread_ = std::thread([this] { threadMain(); });
+    threadRunning_.store(true, std::memory_order_release);
     return;
   }
   {
@@ -206,6 +225,7 @@ void ProgressEngine::setThreadEnabled(bool on) {
   }
   sleepCv_.notify_all();
   thread_.join();
+  threadRunning_.store(false, std::memory_order_release);
 }
 
 void ProgressEngine::threadMain() {

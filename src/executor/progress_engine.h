@@ -107,8 +107,12 @@ class ProgressEngine {
 
   // [lock] Completes every in-flight operation with `error` (their
   // executions and scratch are leaked on purpose: the backend cannot cancel
-  // a collective and may still write into them).
+  // a collective and may still write into them) and remembers it: the
+  // engine, and so its communicator, is unusable from then on, whichever
+  // thread saw the error.
   void fail(std::exception_ptr error);
+  // [lock] The error that failed the engine; null while it is healthy.
+  std::exception_ptr failure() const { return failure_; }
   // [lock] Completes every in-flight operation with `error` and forgets it
   // (finalize after a failure, or an orderly finalize that drained first).
   void abandon(std::exception_ptr error);
@@ -128,9 +132,11 @@ class ProgressEngine {
   // (its error belongs to whoever it completes).
   static void runCallbacks(std::vector<Due>& due);
 
-  // Starts or stops the progress thread (not with the lock held).
+  // Starts or stops the progress thread (not with the lock held; any thread
+  // but the progress thread itself, e.g. not from a completion callback it
+  // runs: that is Error{kInvalidArgument}).
   void setThreadEnabled(bool on);
-  bool threadEnabled() const { return thread_.joinable(); }
+  bool threadEnabled() const { return threadRunning_.load(std::memory_order_acquire); }
 
  private:
   struct Operation {
@@ -142,6 +148,8 @@ class ProgressEngine {
     std::uint64_t sequence = 0;
   };
   void complete(OpState& state, std::exception_ptr error);
+  // Recycles the operations moved to retired_ and completes their states.
+  void finishRetired();
   void threadMain();
 
   core::SpinMutex& mutex_;
@@ -153,13 +161,16 @@ class ProgressEngine {
   std::vector<Due> due_;            // callbacks to run after unlocking
   std::uint64_t nextId_ = 1;
   std::size_t maxInFlight_ = 1 << 20;
+  std::exception_ptr failure_;
   // Published count of in-flight operations: the thread sleeps while it is 0.
   std::atomic<std::size_t> inFlightCount_{0};
 
   std::mutex sleepMutex_;
   std::condition_variable sleepCv_;
   bool stop_ = false;  // [sleepMutex_]
-  std::thread thread_;
+  std::mutex threadMutex_;  // serialises setThreadEnabled
+  std::atomic<bool> threadRunning_{false};
+  std::thread thread_;  // [threadMutex_]
 };
 
 // A lock on an engine that runs the due callbacks after unlocking.

@@ -148,7 +148,15 @@ void BucketSet::plan(const std::vector<std::size_t>& order) {
   if (needed != memoryBytes_) {
     // Collective when registered: every rank has the same plan (agreed).
     release();
-    allocate(needed);
+    try {
+      allocate(needed);
+    } catch (...) {
+      // No memory behind the plan: leave no buckets rather than a plan
+      // that points nowhere.
+      plan_ = {};
+      layout_.clear();
+      throw;
+    }
   }
 }
 

@@ -17,11 +17,11 @@ WorkBoostcomm::WorkBoostcomm(int rank, c10d::OpType type, std::vector<at::Tensor
       outputs_(std::move(outputs)),
       future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
 
-bool WorkBoostcomm::isCompleted() { return future_->completed(); }
-bool WorkBoostcomm::isSuccess() const { return future_->completed() && !future_->hasError(); }
-std::exception_ptr WorkBoostcomm::exception() const {
-  return future_->completed() && future_->hasError() ? future_->exception_ptr() : nullptr;
-}
+// c10d::Work's own state (finish() sets it, before the future completes):
+// what wait() waits for, so is_completed() is true once wait() returned.
+bool WorkBoostcomm::isCompleted() { return c10d::Work::isCompleted(); }
+bool WorkBoostcomm::isSuccess() const { return c10d::Work::isSuccess(); }
+std::exception_ptr WorkBoostcomm::exception() const { return c10d::Work::exception(); }
 std::vector<at::Tensor> WorkBoostcomm::result() { return outputs_; }
 c10::intrusive_ptr<c10::ivalue::Future> WorkBoostcomm::getFuture() { return future_; }
 
@@ -115,12 +115,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::enqueue(c10d::OpType type,
     work->complete(error);
   });
   if (!async_.load()) {
+    // Blocks on the c10d Work's condition variable (no CPU, so the overlap
+    // meter does not count the wait as compute) until the callback ran on
+    // the progress thread. An error stays with the returned Work (its wait
+    // and future report it), as in asynchronous mode.
     try {
-      op.wait();  // drives progress on this thread; the callback may still run on the progress thread
+      work->wait();
     } catch (...) {
-      // Delivered to the future by the callback.
     }
-    work->wait();
   }
   return work;
 }
