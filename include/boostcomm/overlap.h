@@ -9,9 +9,11 @@
 // Tensors are grouped into buckets (src/planner/bucketing.h) in reverse
 // declaration order, the order backward produces them (or, with
 // bucketsFromFirstStep, in the order rank 0 saw them arrive in the first
-// step, as PyTorch DDP does). A background thread per engine packs each ready
-// gradient into its bucket's staging buffer and launches the bucket's
-// allreduce once the bucket is full, while backward still runs. With
+// step, as PyTorch DDP does). markReady packs each ready gradient into its
+// bucket's staging buffer and launches the bucket's allreduce once the bucket
+// is full, while backward still runs; the communicator's progress thread
+// (Communicator::useProgressThread, started by the engine) completes it and
+// runs the callback that unpacks it (docs/ARCHITECTURE.md). With
 // OverlapOptions::bucketView the gradients live in the buckets (write them
 // through tensorView(i)) and nothing is copied.
 //
@@ -19,16 +21,19 @@
 // every rank issues the same collectives in the same order whatever order its
 // gradients become ready in.
 //
-// Threading: the engine's thread calls the Communicator while a step is in
-// progress (between the first markReady/beginBackward and the return of
+// Threading: the engine launches collectives from markReady and from bucket
+// completion callbacks (on the communicator's progress thread) while a step
+// is in progress (between the first markReady/beginBackward and the return of
 // finishBackward). The application must not issue other collectives on the
 // same Communicator during that window (they would interleave with the
 // engine's in a rank-dependent order); between steps it may.
 //
-// Errors: a failure on the engine's thread (a collective error, a timeout)
-// never escapes the thread: it fails the step, finishBackward() rethrows it,
-// and every later call rethrows it too (the communicator is unusable after a
-// timeout, as for any collective).
+// Errors: a failure in a callback (a collective error, a timeout) never
+// escapes it: it fails the step, finishBackward() rethrows it, and every
+// later call rethrows it too (the communicator is unusable after a timeout,
+// as for any collective). Construction is collective and agrees first: a bad
+// option on one rank (stages < 1, a null tensor, ...) or different options on
+// different ranks are errors on every rank, never a hang.
 #pragma once
 
 #include <chrono>
@@ -53,7 +58,9 @@ struct OverlapOptions {
   bool enable = true;  // false: every bucket launches in finishBackward (fusion, no overlap)
   int stages = 2;      // bucket collectives in flight at once (>= 1)
   BufferStrategy bufferStrategy = BufferStrategy::kPingPong;
-  std::size_t bucketBytes = 25u << 20;     // byte limit of a bucket
+  // Byte limit of a bucket; 0: BOOSTCOMM_BUCKET_BYTES when set, else the
+  // tuning cache's measured size, else 25 MiB (as for GradientGroup).
+  std::size_t bucketBytes = 0;
   std::size_t firstBucketBytes = 1u << 20;  // limit of the first bucket (0 = bucketBytes)
   bool average = false;                     // ReduceOp::kAvg instead of kSum (floating dtypes)
   bool bucketsFromFirstStep = false;        // rebuild buckets from rank 0's arrival order after step 1
@@ -70,13 +77,13 @@ struct OverlapOptions {
   // apply. bucketsFromFirstStep is rejected (Error{kInvalidArgument}): moving
   // the tensors would invalidate every tensorView the caller holds.
   bool bucketView = false;
-  // Deadline of every wait (finishBackward, and each bucket collective on the
-  // engine's thread); empty: BOOSTCOMM_TIMEOUT_MS (0 = none).
+  // Deadline of every wait (finishBackward, and each bucket collective);
+  // empty: BOOSTCOMM_TIMEOUT_MS (0 = none).
   std::optional<std::chrono::milliseconds> timeout;
   CallOptions call;          // algorithm override for the bucket collectives
   std::string timelinePath;  // Chrome-trace file (see BOOSTCOMM_TIMELINE); empty: none
   bool logSteps = false;     // one stats line per step on rank 0 (stderr)
-  // Called on the engine's thread just before bucket `bucket` launches (tests
+  // Called on the launching thread just before bucket `bucket` launches (tests
   // inject failures with it; tracing tools may record). An exception from it
   // fails the step like a collective error.
   std::function<void(std::size_t bucket)> beforeLaunch;

@@ -245,7 +245,7 @@ std::size_t OverlapEngine::Impl::bucketCount() const {
 
 std::string OverlapEngine::Impl::describeBuckets() const {
   std::lock_guard lock(mutex_);
-  return planner::describePlan(buckets_.plan());
+  return buckets_.describe();
 }
 
 // ---- public wrappers ----
