@@ -41,6 +41,7 @@ const char* toString(SelectionLayer layer) {
     case SelectionLayer::kTable: return "table";
     case SelectionLayer::kStrategy: return "strategy";
     case SelectionLayer::kTuned: return "tuned";
+    case SelectionLayer::kSelection: return "selection";
     case SelectionLayer::kForced: return "forced";
   }
   return "unknown";

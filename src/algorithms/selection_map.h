@@ -5,10 +5,13 @@
 // it, so what is reported is what runs.
 //
 // Layers, lowest first; a higher layer wins wherever it names an algorithm:
-//   table     the built-in table, or BOOSTCOMM_SELECTION for the collectives it names
-//   strategy  the strategy's hierarchical size rule (BOOSTCOMM_STRATEGY, BOOSTCOMM_HIER_MIN_BYTES)
-//   tuned     the tuned selection: measured winners and the cost model (src/tuning)
-//   forced    BOOSTCOMM_ALGO, or CommStrategy::collectiveAlgorithm
+//   table      the built-in table (measured on one host; docs/ALGORITHMS.md)
+//   strategy   the strategy's hierarchical size rule (BOOSTCOMM_STRATEGY, BOOSTCOMM_HIER_MIN_BYTES)
+//   tuned      the tuned selection: measured winners and the cost model (src/tuning)
+//   selection  BOOSTCOMM_SELECTION, in the byte ranges its rules name (an
+//              explicit user rule beats a measurement; outside its ranges the
+//              layers below decide)
+//   forced     BOOSTCOMM_ALGO, or CommStrategy::collectiveAlgorithm
 // CallOptions::algorithm is not a setting but part of the call: it stays
 // above the map (explicitAlgorithm below checks it by the forced rule).
 //
@@ -37,8 +40,8 @@
 
 namespace boostcomm::algorithms {
 
-enum class SelectionLayer : std::uint8_t { kTable, kStrategy, kTuned, kForced };
-inline constexpr int kNumSelectionLayers = 4;
+enum class SelectionLayer : std::uint8_t { kTable, kStrategy, kTuned, kSelection, kForced };
+inline constexpr int kNumSelectionLayers = 5;
 const char* toString(SelectionLayer layer);
 
 inline constexpr std::size_t kAnyBytes = static_cast<std::size_t>(-1);

@@ -37,7 +37,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   sharedMemory_ = transport_->sharedMemory() != nullptr;
   table_ = algorithms::SelectionTable::builtIn(sharedMemory_);
   core::checkEnvironmentNames();  // a retired BOOSTCOMM_* name is an error, an unknown one a warning
-  table_.applyOverride(core::tunableString(core::kTunableSelectionTable));
+  userSelection_.applyOverride(core::tunableString(core::kTunableSelectionTable));
   algoOverride_ = algorithms::parseAlgoOverride(core::tunableString(core::kTunableAlgo));
   defaultTimeout_ = std::chrono::milliseconds(core::tunableInt(core::kTunableTimeoutMs));
   chunkBytes_ = core::tunableBytes(core::kTunableRingChunkBytes);

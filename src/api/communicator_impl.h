@@ -147,7 +147,8 @@ class CommunicatorImpl {
   bool finalized_ = false;
 
   // Settings read once from the tunables registry.
-  algorithms::SelectionTable table_;
+  algorithms::SelectionTable table_;          // built in (the "table" layer)
+  algorithms::SelectionTable userSelection_;  // BOOSTCOMM_SELECTION's rules only (the "selection" layer)
   algorithms::SelectionMap selection_;  // every layer merged (rebuildSelection)
   std::size_t fastNativeMaxBytes_ = 0;  // allreduce payloads up to this go straight to the backend
   std::array<std::string, kNumCollectives> algoOverride_;

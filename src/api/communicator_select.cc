@@ -90,6 +90,10 @@ void CommunicatorImpl::rebuildSelection() {
         map.set(coll, SelectionLayer::kTuned, r.minBytes, r.maxBytes, r.algorithm);
       }
     }
+    // BOOSTCOMM_SELECTION: its ranges, above the tuned cache (first rule wins).
+    const std::vector<algorithms::SelectionRule>& user = userSelection_.rules(coll);
+    for (auto r = user.rbegin(); r != user.rend(); ++r)
+      map.set(coll, SelectionLayer::kSelection, r->minBytes, r->maxBytes, r->resolved);
     if (const std::string& forced = algoOverride_[static_cast<std::size_t>(c)]; !forced.empty())
       map.set(coll, SelectionLayer::kForced, 0, kAnyBytes, algorithms::findAlgorithm(coll, forced));
   }

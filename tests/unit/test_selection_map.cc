@@ -151,17 +151,31 @@ void expectReportedIsRun(Communicator& comm, Collective coll, std::size_t bytes,
 
 TEST(SelectionPrecedence, TableThenStrategyHierRule) {
   // Two nodes of two ranks: strategy auto runs hier from 64 KiB up.
+  // BOOSTCOMM_SELECTION names 0-32767 only: above it the layers below decide.
   Tunables t{{core::kTunableNodeLayout, "2,2"}, {core::kTunableHierMinBytes, "65536"},
-             {core::kTunableSelectionTable, "allreduce:0-1023=rd;1024-=ring"}};
+             {core::kTunableSelectionTable, "allreduce:0-1023=rd;1024-32767=ring"}};
   detail::runInProcess(4, [](Communicator& comm) {
     expectReportedIsRun(comm, Collective::kAllreduce, 512, "rd");          // BOOSTCOMM_SELECTION
     expectReportedIsRun(comm, Collective::kAllreduce, 4 * kKiB, "ring");   // BOOSTCOMM_SELECTION
-    expectReportedIsRun(comm, Collective::kAllreduce, 64 * kKiB, "hier");  // strategy over the table
+    expectReportedIsRun(comm, Collective::kAllreduce, 64 * kKiB, "hier");  // strategy over the built-in table
     expectReportedIsRun(comm, Collective::kAllgather, 64, "native");       // built-in table
     CommStrategy flat;
     flat.strategy = Strategy::kFlat;
     comm.configureCommStrategy(flat);  // rebuilds the map
+    // No strategy layer any more: the built-in table (native below 32 MiB without shm).
+    expectReportedIsRun(comm, Collective::kAllreduce, 64 * kKiB, "native");
+    expectReportedIsRun(comm, Collective::kAllreduce, 4 * kKiB, "ring");
+  });
+}
+
+TEST(SelectionPrecedence, UserSelectionBeatsStrategy) {
+  // An explicit BOOSTCOMM_SELECTION rule wins over the strategy's hier rule
+  // (and over a tuned cache: SelectionLayer order) in the ranges it names.
+  Tunables t{{core::kTunableNodeLayout, "2,2"}, {core::kTunableHierMinBytes, "65536"},
+             {core::kTunableSelectionTable, "allreduce:65536-=ring"}};
+  detail::runInProcess(4, [](Communicator& comm) {
     expectReportedIsRun(comm, Collective::kAllreduce, 64 * kKiB, "ring");
+    expectReportedIsRun(comm, Collective::kAllreduce, 512, "native");  // below its ranges: built-in table
   });
 }
 
