@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <cstdio>
+#include <mutex>
 #include <thread>
 
 #include "core/check.h"
@@ -360,10 +362,23 @@ void CommunicatorImpl::progressOnce() {
   progressAll();
 }
 
+bool CommunicatorImpl::threadsMayCallTransport() const {
+  // A progress thread calls MPI beside the application's threads: only
+  // MPI_THREAD_MULTIPLE allows that (boostcomm asks for it when it
+  // initialises MPI; an application may have chosen less).
+  if (dynamic_cast<const transport::MpiTransport*>(transport_.get()) == nullptr) return true;
+  return transport::mpiThreadLevel() >= MPI_THREAD_MULTIPLE;
+}
+
 void CommunicatorImpl::setProgressThread(bool on) {
   {
     std::lock_guard lock(mutex_);
     checkUsable();
+    BC_INVALID(!on || threadsMayCallTransport(), rank_,
+               "setProgressThread: a progress thread needs MPI_THREAD_MULTIPLE, but MPI was initialised with level "
+                   << transport::mpiThreadLevel()
+                   << " (initialise it with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...), or use "
+                      "BOOSTCOMM_PROGRESS=caller)");
   }
   engine_->setThreadEnabled(on);
 }
@@ -371,7 +386,19 @@ void CommunicatorImpl::setProgressThread(bool on) {
 bool CommunicatorImpl::progressThread() const { return engine_->threadEnabled(); }
 
 void CommunicatorImpl::useProgressThread() {
-  if (progressMode_ != ProgressMode::kCaller) setProgressThread(true);
+  if (progressMode_ == ProgressMode::kCaller) return;
+  if (!threadsMayCallTransport()) {
+    // Correct without a thread, only less overlapped: say so once.
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      if (rank_ == 0)
+        std::fprintf(stderr,
+                     "boostcomm: warning: MPI is not initialised with MPI_THREAD_MULTIPLE, so no progress thread "
+                     "runs; collectives advance only inside boostcomm calls (less overlap)\n");
+    });
+    return;
+  }
+  setProgressThread(true);
 }
 
 void* CommunicatorImpl::allocateBuffer(std::size_t bytes) {

@@ -63,7 +63,8 @@ class CommunicatorImpl {
   void setProgressThread(bool on);
   bool progressThread() const;
   // Clients that need background progress call this: starts the thread
-  // unless BOOSTCOMM_PROGRESS is "caller".
+  // unless BOOSTCOMM_PROGRESS is "caller" or MPI lacks MPI_THREAD_MULTIPLE
+  // (then it warns once and progress stays caller-driven).
   void useProgressThread();
 
   void configureStrategy(const CommStrategy& strategy);
@@ -101,6 +102,8 @@ class CommunicatorImpl {
 
  private:
   void checkUsable() const;
+  // Whether a progress thread may call the transport beside other threads.
+  bool threadsMayCallTransport() const;
   const algorithms::AlgorithmInfo& choose(const algorithms::CollectiveSpec& spec, const CallOptions& options) const;
   std::shared_ptr<const executor::Schedule> schedule(const algorithms::AlgorithmInfo& algo,
                                                      const algorithms::CollectiveSpec& spec);
