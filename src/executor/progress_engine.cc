@@ -244,7 +244,8 @@ void ProgressEngine::threadMain() {
       }
     }
     bool advanced = false;
-    if (mutex_.try_lock()) {
+    // A caller waiting for the lock will progress everything itself.
+    if (!mutex_.contended() && mutex_.try_lock()) {
       try {
         advanced = progress();
       } catch (...) {
