@@ -34,6 +34,7 @@ readonly kPackages=(
   python3-mpi4py
   python3-torch
   libtorch-dev
+  python3-torchvision  # DDP on torchvision models: scripts/compare_builds.sh, examples/python
 )
 
 check_only=0
