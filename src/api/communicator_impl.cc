@@ -456,7 +456,7 @@ void CommunicatorImpl::finalize() {
   const bool failed = engine_->failure() != nullptr;
   if (!failed) {
     try {
-      engine_->drain();
+      engine_->drain(deadlineFor({}), "finalize", rank_);
     } catch (...) {
       pending = std::current_exception();
     }

@@ -139,8 +139,21 @@ void ProgressEngine::driveUntilDone(std::uint64_t id, std::optional<std::chrono:
   }
 }
 
-void ProgressEngine::drain() {
-  while (!inFlight_.empty()) progress();
+void ProgressEngine::drain(std::optional<std::chrono::milliseconds> timeout, const char* what, int rank) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  std::uint32_t spins = 0;
+  while (!inFlight_.empty()) {
+    if (!progress()) std::this_thread::yield();
+    if (timeout && (++spins & 0xff) == 0 && Clock::now() - start > *timeout && !inFlight_.empty()) {
+      std::ostringstream os;
+      os << what << ": " << inFlight_.size() << " operation(s) still in flight after " << timeout->count()
+         << " ms (another rank may not have called them)";
+      auto error = std::make_exception_ptr(Error(ErrorCategory::kTimeout, rank, os.str()));
+      fail(error);
+      std::rethrow_exception(error);
+    }
+  }
 }
 
 void ProgressEngine::complete(OpState& state, std::exception_ptr error) {

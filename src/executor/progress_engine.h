@@ -98,8 +98,10 @@ class ProgressEngine {
   // [lock] Progresses until operation `id` retired. With a timeout, fails the
   // engine with Error{kTimeout} (message: `what` ...) when it passes.
   void driveUntilDone(std::uint64_t id, std::optional<std::chrono::milliseconds> timeout, const char* what, int rank);
-  // [lock] Progresses until nothing is in flight.
-  void drain();
+  // [lock] Progresses until nothing is in flight. With a timeout, fails the
+  // engine with Error{kTimeout} (naming `what`) when it passes.
+  void drain(std::optional<std::chrono::milliseconds> timeout = std::nullopt, const char* what = "drain",
+             int rank = -1);
   bool idle() const { return inFlight_.empty(); }
   bool retired(std::uint64_t id) const;
   std::size_t maxInFlight() const { return maxInFlight_; }

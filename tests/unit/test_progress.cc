@@ -134,6 +134,29 @@ TEST(OnComplete, RunsWithTheErrorWhenTheCommunicatorTimesOut) {
   EXPECT_NE(late, nullptr);
 }
 
+TEST(Finalize, DrainHasTheDefaultDeadline) {
+  // Rank 1 never joins rank 0's allreduce: with BOOSTCOMM_TIMEOUT_MS, rank
+  // 0's finalize() gives up after the deadline with kTimeout (and completes
+  // the Work with it) instead of waiting forever.
+  testing::TunableOverride timeout(core::kTunableTimeoutMs, "200");
+  auto group = detail::createInProcessGroup(2);
+  std::vector<float> a(64, 1.0f), b(64);
+  Work w = group[0]->allreduceAsync(std::span<const float>(a), std::span<float>(b), ReduceOp::kSum);
+  std::atomic<int> calls{0};
+  w.onComplete([&](std::exception_ptr e) { calls += e != nullptr ? 1 : 100; });
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    group[0]->finalize();
+    ADD_FAILURE() << "finalize returned although a peer never joined";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kTimeout) << e.what();
+    EXPECT_NE(std::string(e.what()).find("finalize"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  EXPECT_EQ(calls.load(), 1) << "the Work's callback must run once, with the error";
+  EXPECT_TRUE(group[0]->finalized());
+}
+
 // One callback chains a second collective from inside the first's callback.
 void chainFromCallback(Communicator& comm) {
   std::int64_t first = comm.rank() + 1;
