@@ -204,7 +204,7 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
         return false;
     }
   } catch (...) {
-    fail(std::current_exception());
+    engine_->fail(std::current_exception());
     throw;
   }
   ++sequence_;
@@ -246,37 +246,10 @@ std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs
   // schedules use it; the schedule's shape is the same on every rank.
   const bool blockingNative = blocking && !deadlineFor(options).has_value() && sched->nativeOnly();
   if (work) work->algorithm = algo.name;
-  try {
-    return engine_->launch(std::move(exec), std::move(sched), binding, sequence, tagBase, blockingNative,
-                           std::move(work));
-  } catch (...) {
-    // The in-flight cap progressed older operations and one failed.
-    fail(std::current_exception());
-    throw;
-  }
-}
-
-bool CommunicatorImpl::progressAll() {
-  try {
-    return engine_->progress();
-  } catch (...) {
-    fail(std::current_exception());
-    throw;
-  }
-}
-
-void CommunicatorImpl::fail(std::exception_ptr error) {
-  engine_->fail(error);
-}
-
-void CommunicatorImpl::driveUntilDone(std::uint64_t id, std::optional<std::chrono::milliseconds> timeout,
-                                      const char* what) {
-  try {
-    engine_->driveUntilDone(id, timeout, what, rank_);
-  } catch (...) {
-    fail(std::current_exception());
-    throw;
-  }
+  // A failure while the in-flight cap progresses older operations fails the
+  // engine itself (as every engine progress does).
+  return engine_->launch(std::move(exec), std::move(sched), binding, sequence, tagBase, blockingNative,
+                         std::move(work));
 }
 
 bool CommunicatorImpl::tryFastAllreduce(const CallArgs& args, const CallOptions& options) {
@@ -308,11 +281,11 @@ void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
     // The backend's blocking collective. Finish earlier asynchronous work
     // first: a peer may be waiting for our part of it, and we could not
     // progress it from inside the blocking call.
-    while (!engine_->idle()) progressAll();
+    engine_->drain();
     if (runNativeDirectly(args, spec_.count, options)) return;
   }
   const std::uint64_t id = launch(algo, args, options, /*blocking=*/true, nullptr);
-  driveUntilDone(id, deadline, toString(args.collective).data());
+  engine_->driveUntilDone(id, deadline, toString(args.collective).data(), rank_);
 }
 
 Work CommunicatorImpl::submit(const CallArgs& args, const CallOptions& options) {
@@ -321,7 +294,7 @@ Work CommunicatorImpl::submit(const CallArgs& args, const CallOptions& options) 
   auto work = std::make_shared<WorkState>();
   work->comm = this;
   launch(prepare(args, options), args, options, /*blocking=*/false, work);
-  progressAll();  // post the first steps now so peers can start
+  engine_->progress();  // post the first steps now so peers can start
   return Work(work);
 }
 
@@ -330,7 +303,7 @@ bool CommunicatorImpl::test(WorkState& work) {
     executor::EngineLock lock(*engine_);
     if (!work.isDone()) {
       checkUsable();
-      progressAll();
+      engine_->progress();
     }
   }
   // Done first: the error is published before done and may still be being
@@ -345,7 +318,7 @@ void CommunicatorImpl::wait(WorkState& work, std::optional<std::chrono::millisec
     executor::EngineLock lock(*engine_);
     if (!work.isDone()) {
       checkUsable();
-      driveUntilDone(work.id, timeout ? timeout : deadlineFor({}), "Work::wait");
+      engine_->driveUntilDone(work.id, timeout ? timeout : deadlineFor({}), "Work::wait", rank_);
     }
   }
   if (work.error()) std::rethrow_exception(work.error());
@@ -359,7 +332,7 @@ void CommunicatorImpl::onComplete(WorkState& work, std::function<void(std::excep
 void CommunicatorImpl::progressOnce() {
   executor::EngineLock lock(*engine_);
   if (finalized_ || engine_->failure() || engine_->idle()) return;
-  progressAll();
+  engine_->progress();
 }
 
 bool CommunicatorImpl::threadsMayCallTransport() const {
@@ -453,8 +426,7 @@ void CommunicatorImpl::finalize() {
   if (finalized_) return;
   finalized_ = true;
   std::exception_ptr pending;
-  const bool failed = engine_->failure() != nullptr;
-  if (!failed) {
+  if (!engine_->failure()) {
     try {
       engine_->drain(deadlineFor({}), "finalize", rank_);
     } catch (...) {
@@ -463,7 +435,8 @@ void CommunicatorImpl::finalize() {
   }
   engine_->abandon(std::make_exception_ptr(
       Error(ErrorCategory::kFinalized, rank_, "communicator finalized before this operation completed")));
-  if (!failed) engine_->releaseMemory();
+  // After a failure the backend may still write into leased memory: keep it.
+  if (!engine_->failure()) engine_->releaseMemory();
   cache_.clear();
   intra_.reset();
   inter_.reset();

@@ -124,11 +124,6 @@ class CommunicatorImpl {
   // Binds spec_'s schedule to the call's buffers and queues it on the engine.
   std::uint64_t launch(const algorithms::AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options,
                        bool blocking, std::shared_ptr<WorkState> work);
-  // Progresses the engine once (lock held); a transport error marks the
-  // communicator failed and is rethrown.
-  bool progressAll();
-  void driveUntilDone(std::uint64_t id, std::optional<std::chrono::milliseconds> timeout, const char* what);
-  void fail(std::exception_ptr error);
   std::optional<std::chrono::milliseconds> deadlineFor(const CallOptions& options) const;
   // The first hierarchical algorithm that can run `probe` (its layout), or null.
   static const algorithms::AlgorithmInfo* hierarchicalFor(const algorithms::CollectiveSpec& probe);

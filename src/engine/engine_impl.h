@@ -86,7 +86,6 @@ class OverlapEngine::Impl {
   std::string bucketLabel(std::size_t bucket) const { return "bucket " + std::to_string(bucket); }
 
   Communicator& comm_;
-  std::vector<GradientTensor> tensors_;
   OverlapOptions options_;
   int rank_ = 0;
   fusion::BucketSet buckets_;

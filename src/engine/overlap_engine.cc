@@ -78,13 +78,12 @@ std::vector<std::size_t> backwardOrder(std::size_t n) {
 
 OverlapEngine::Impl::Impl(Communicator& comm, std::vector<GradientTensor> tensors, OverlapOptions options)
     : comm_(comm),
-      tensors_(std::move(tensors)),
       options_(std::move(options)),
       rank_(comm.rank()),
-      buckets_(comm, viewsOf(tensors_), namesOf(tensors_), bucketOptions(options_), "OverlapEngine",
-               backwardOrder(tensors_.size())) {
+      buckets_(comm, viewsOf(tensors), namesOf(tensors), bucketOptions(options_), "OverlapEngine",
+               backwardOrder(tensors.size())) {
   progress_ = [this] { comm_.progress(); };
-  readyFlag_.assign(tensors_.size(), 0);
+  readyFlag_.assign(buckets_.tensorCount(), 0);
   if (!options_.timelinePath.empty()) {
     telemetry::TimelineOptions to;
     to.path = telemetry::rankTimelinePath(options_.timelinePath, rank_, comm_.size());
@@ -154,12 +153,12 @@ void OverlapEngine::Impl::beginBackward() {
 void OverlapEngine::Impl::markReady(std::size_t tensor) {
   Lock lock(mutex_);
   rethrowIfFailedLocked();
-  BC_INVALID(tensor < tensors_.size(), rank_,
-             "markReady: tensor " << tensor << " is out of range (" << tensors_.size() << " tensors declared)");
-  BC_INVALID(!finishing_, rank_, "markReady: tensor " << tensor << " '" << tensors_[tensor].name
+  BC_INVALID(tensor < buckets_.tensorCount(), rank_,
+             "markReady: tensor " << tensor << " is out of range (" << buckets_.tensorCount() << " tensors declared)");
+  BC_INVALID(!finishing_, rank_, "markReady: tensor " << tensor << " '" << buckets_.name(tensor)
                                                       << "' marked after finishBackward began");
   BC_INVALID(!readyFlag_[tensor], rank_,
-             "markReady: tensor " << tensor << " '" << tensors_[tensor].name << "' marked twice in one step");
+             "markReady: tensor " << tensor << " '" << buckets_.name(tensor) << "' marked twice in one step");
   const double now = telemetry::nowUs();
   if (!stepActive_) startStepLocked(now);
   readyFlag_[tensor] = 1;
@@ -182,11 +181,12 @@ void OverlapEngine::Impl::markReady(std::size_t tensor) {
 void OverlapEngine::Impl::finishBackward() {
   Lock lock(mutex_);
   rethrowIfFailedLocked();
-  if (readyCount_ != tensors_.size()) {
+  if (readyCount_ != buckets_.tensorCount()) {
     const auto missing = std::find(readyFlag_.begin(), readyFlag_.end(), 0) - readyFlag_.begin();
     BC_INVALID(false, rank_,
-               "finishBackward: " << (tensors_.size() - readyCount_) << " tensors were not marked ready, the first is "
-                                  << missing << " '" << tensors_[static_cast<std::size_t>(missing)].name << "'");
+               "finishBackward: " << (buckets_.tensorCount() - readyCount_)
+                                  << " tensors were not marked ready, the first is " << missing << " '"
+                                  << buckets_.name(static_cast<std::size_t>(missing)) << "'");
   }
   if (!stepActive_) startStepLocked(telemetry::nowUs());  // no tensors at all
   times_.waitStartUs = telemetry::nowUs();

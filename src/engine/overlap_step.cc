@@ -62,7 +62,7 @@ void OverlapEngine::Impl::pump(Lock& lock) {
           buckets_.packSlot(p.bucket, slot, progress_);
           if (timeline_) {
             const std::size_t tensor = buckets_.plan().buckets[p.bucket].slots[slot].tensor;
-            timeline_->complete("pack " + tensors_[tensor].name, "pack", kCopyTid, startUs,
+            timeline_->complete("pack " + buckets_.name(tensor), "pack", kCopyTid, startUs,
                                 telemetry::nowUs() - startUs, {{"bucket", p.bucket}, {"tensor", tensor}});
           }
         }
@@ -132,8 +132,8 @@ void OverlapEngine::Impl::bucketDone(std::size_t b, std::exception_ptr error) {
                         {{"bucket", b},
                          {"bytes", bucket.bytes()},
                          {"tensors", bucket.slots.size()},
-                         {"first", tensors_[bucket.slots.front().tensor].name},
-                         {"last", tensors_[bucket.slots.back().tensor].name},
+                         {"first", buckets_.name(bucket.slots.front().tensor)},
+                         {"last", buckets_.name(bucket.slots.back().tensor)},
                          {"algorithm", sb.work.valid() ? sb.work.algorithm() : "none"},
                          {"in_place", !buckets_.staged(b)}});
   }

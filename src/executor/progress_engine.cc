@@ -168,11 +168,7 @@ void ProgressEngine::complete(OpState& state, std::exception_ptr error) {
 
 void ProgressEngine::fail(std::exception_ptr error) {
   if (!failure_) failure_ = error;
-  for (Operation& op : inFlight_) {
-    if (op.state) complete(*op.state, error);
-  }
-  inFlight_.clear();
-  inFlightCount_.store(0, std::memory_order_release);
+  abandon(error);
   scratch_.abandon();
 }
 
