@@ -124,7 +124,7 @@ void BucketSet::plan(const std::vector<std::size_t>& order) {
 
   layout_.assign(plan_.buckets.size(), {});
   std::size_t needed = 0;
-  if (options_.bucketView || options_.stagingBuffers == 0) {
+  if (arenaLayout()) {
     for (std::size_t b = 0; b < plan_.buckets.size(); ++b) {
       layout_[b].offsetBytes = needed;
       needed += alignUp(plan_.buckets[b].bytes());
@@ -189,12 +189,12 @@ void BucketSet::release() {
 
 bool BucketSet::staged(std::size_t bucket) const {
   if (options_.bucketView) return false;
-  return options_.stagingBuffers == 0 || layout_[bucket].buffer >= 0;
+  return arenaLayout() || layout_[bucket].buffer >= 0;
 }
 
 View BucketSet::region(std::size_t bucket) const {
   const planner::Bucket& b = plan_.buckets[bucket];
-  if (options_.bucketView || options_.stagingBuffers == 0)
+  if (arenaLayout())
     return View(memory_ == nullptr ? nullptr : memory_ + layout_[bucket].offsetBytes, b.count, b.dtype);
   if (layout_[bucket].buffer < 0) return tensors_[b.slots.front().tensor];
   return View(memory_ + static_cast<std::size_t>(layout_[bucket].buffer) * bufferBytes_, b.count, b.dtype);

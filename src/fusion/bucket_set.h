@@ -102,6 +102,8 @@ class BucketSet {
     std::ptrdiff_t previousUser = -1;  // staging layout
     std::size_t offsetBytes = 0;       // arena layout: region start in the arena
   };
+  // A region per bucket in one arena (else: staging buffers, single tensors in place).
+  bool arenaLayout() const { return options_.bucketView || options_.stagingBuffers == 0; }
   void resolveBucketBytes();
   std::string localError() const;
   void plan(const std::vector<std::size_t>& order);
