@@ -101,6 +101,11 @@ void validate(const BenchOptions& o, int ranks) {
   if (o.iters < 1) throw UsageError("--iters must be at least 1");
   if (o.warmup < 0) throw UsageError("--warmup must not be negative");
   if (o.repeats < 1) throw UsageError("--repeats must be at least 1");
+  if (o.audit && o.auditMarginPercent < 0) throw UsageError("--audit-margin must not be negative");
+  if (o.audit && !o.algos.empty() &&
+      std::find(o.algos.begin(), o.algos.end(), std::string(kAlgoSelected)) == o.algos.end()) {
+    throw UsageError("--audit compares 'selected' with the other algorithms: add 'selected' to --algos");
+  }
   if (o.collective == Collective::kBarrier) throw UsageError("--collective barrier has no payload to sweep");
   if (o.collective == Collective::kBroadcast && (o.root < 0 || o.root >= ranks)) {
     throw UsageError("--root " + std::to_string(o.root) + " is not a rank of the " + std::to_string(ranks) +
@@ -174,12 +179,16 @@ class Sweep {
     r.bytes = plan.bytes;
     r.count = plan.count;
     r.countPerRank = plan.countPerRank;
+    // Warm-up first: the checked call that names the algorithm then sees
+    // the settled selection (BOOSTCOMM_TUNING_CACHE is read at the first
+    // call; online selection decides within a size's first calls).
+    prepareInputs(plan);
+    const int warmup = algo == kAlgoSelected ? std::max(o_.warmup, kSelectedMinWarmup) : o_.warmup;
+    for (int i = 0; i < warmup; ++i) callOnce(plan, algo, false);
     prepareInputs(plan);
     r.ranAlgorithm = callOnce(plan, algo, /*wantName=*/true);
-    // After the first call, which reads BOOSTCOMM_TUNING_CACHE.
     if (algo == kAlgoSelected) r.selectedAlgorithm = comm_.selectedAlgorithm(o_.collective, plan.bytes);
     mismatches = o_.check ? verify(plan, algo) : 0;
-    for (int i = 0; i < o_.warmup; ++i) callOnce(plan, algo, false);
     return r;
   }
 
@@ -411,9 +420,12 @@ int runBench(const BenchOptions& options, Communicator& comm) {
     printBenchSummary(meta, records);
     if (!options.outputPath.empty()) writeBenchJson(meta, records, options.outputPath);
   }
+  // Records are identical on every rank, so every rank reaches the same verdict.
+  const int slowSizes = options.audit ? auditSelection(meta, records, printer) : 0;
   comm.finalize();
   const bool anyFailed = std::any_of(records.begin(), records.end(), [](const BenchRecord& r) { return r.check == "fail"; });
-  return anyFailed ? 1 : 0;
+  if (anyFailed) return 1;
+  return slowSizes > 0 ? kAuditFailedExit : 0;
 }
 
 }  // namespace boostcomm::tools

@@ -35,7 +35,13 @@ struct BenchOptions {
   bool check = true;
   bool zeroCopy = false;  // buffers from Communicator::allocateBuffer (registered, zero-copy for "shm")
   std::string outputPath;  // JSON; empty: none
+  bool audit = false;      // compare 'selected' with the best measured algorithm per size
+  double auditMarginPercent = 10;  // --audit fails when selected is slower than best by more
 };
+
+// 'selected' runs at least this many warm-up calls: online selection
+// (docs/TUNING.md) tries its candidates in the first calls of a size class.
+inline constexpr int kSelectedMinWarmup = 8;
 
 // Algorithm names with a special meaning in --algos.
 inline constexpr const char* kAlgoSelected = "selected";  // no CallOptions::algorithm
@@ -71,7 +77,10 @@ struct BenchRecord {
 };
 
 // Runs the sweep on the MPI world `comm` and finalizes it; returns the exit code
-// (0 all checks passed, 1 some check failed). Throws UsageError / Error.
+// (0 all checks passed, 1 some check failed, kAuditFailedExit: --audit found
+// a size where the selection is slower than the best by more than the
+// margin). Throws UsageError / Error.
+inline constexpr int kAuditFailedExit = 3;
 int runBench(const BenchOptions& options, Communicator& comm);
 
 // One size of a sweep after rounding to whole elements (and to a multiple
@@ -94,6 +103,11 @@ void printBenchHeader(const BenchMeta& meta, const std::vector<std::string>& alg
 // One table block for all algorithms of one size; "vs_mpi" = time_mpi / time.
 void printSizeBlock(const BenchMeta& meta, const std::vector<BenchRecord>& records);
 void printBenchSummary(const BenchMeta& meta, const std::vector<BenchRecord>& records);
+// --audit: per size, the selected algorithm's time against the fastest
+// measured algorithm (not counting 'selected' and 'mpi'); rank 0 prints the
+// table when `print`. Returns the number of sizes slower than the best by
+// more than the margin.
+int auditSelection(const BenchMeta& meta, const std::vector<BenchRecord>& records, bool print);
 void writeBenchJson(const BenchMeta& meta, const std::vector<BenchRecord>& records, const std::string& path);
 
 // Single-thread memcpy bandwidth in GB/s (1e9 B/s): median of 5 copies of 64 MiB.

@@ -183,3 +183,41 @@ void writeBenchJson(const BenchMeta& meta, const std::vector<BenchRecord>& recor
 }
 
 }  // namespace boostcomm::tools
+
+namespace boostcomm::tools {
+
+int auditSelection(const BenchMeta& meta, const std::vector<BenchRecord>& records, bool print) {
+  const double margin = meta.options.auditMarginPercent / 100.0;
+  if (print) {
+    std::printf("#\n# audit: selected vs the fastest measured algorithm per size (fails above %.0f%%)\n",
+                meta.options.auditMarginPercent);
+    std::printf("# %10s  %-14s %12s  %-14s %12s  %7s  %s\n", "size", "selected", "time_us", "best", "time_us",
+                "ratio", "verdict");
+  }
+  int slow = 0;
+  int sizes = 0;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const BenchRecord& sel = records[i];
+    if (sel.algorithm != kAlgoSelected || sel.bytes == 0) continue;
+    const BenchRecord* best = nullptr;
+    for (const BenchRecord& r : records) {
+      if (r.bytes != sel.bytes || r.algorithm == kAlgoSelected || r.algorithm == kAlgoMpi || r.timeUs <= 0) continue;
+      if (best == nullptr || r.timeUs < best->timeUs) best = &r;
+    }
+    if (best == nullptr) continue;
+    ++sizes;
+    const double ratio = sel.timeUs / best->timeUs;
+    const bool ok = ratio <= 1.0 + margin;
+    slow += ok ? 0 : 1;
+    if (print) {
+      std::printf("  %10s  %-14s %12.2f  %-14s %12.2f  %6.2fx  %s\n", formatBytes(sel.bytes).c_str(),
+                  sel.ranAlgorithm.c_str(), sel.timeUs, best->algorithm.c_str(), best->timeUs, ratio,
+                  ok ? "ok" : "SLOW");
+    }
+  }
+  if (print) std::printf("# audit: %d of %d sizes within %.0f%% of the best\n", sizes - slow, sizes,
+                         meta.options.auditMarginPercent);
+  return slow;
+}
+
+}  // namespace boostcomm::tools

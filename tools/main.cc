@@ -130,6 +130,11 @@ int main(int argc, char** argv) {
                      "Allocate the bench buffers with Communicator::allocateBuffer (registered shared memory: "
                      "'shm' then reads and writes them in place; every algorithm and the mpi baseline use them)");
   benchCmd->add_option("--output", bench.outputPath, "Write results as JSON (schema: docs/BENCH_JSON.md)");
+  benchCmd->add_flag("--audit", bench.audit,
+                     "After the sweep, print per size the selected algorithm, the fastest measured one and their "
+                     "ratio; exit 3 when the selection is slower than the best by more than --audit-margin");
+  benchCmd->add_option("--audit-margin", bench.auditMarginPercent, "Allowed slowdown of 'selected' in percent")
+      ->capture_default_str();
 
   // --- tunables / algorithms / version ---
   bool markdown = false;

@@ -39,6 +39,7 @@ const AlgorithmInfo& requireRunnable(const AlgorithmInfo& algo, const Collective
 const char* toString(SelectionLayer layer) {
   switch (layer) {
     case SelectionLayer::kTable: return "table";
+    case SelectionLayer::kModel: return "model";
     case SelectionLayer::kStrategy: return "strategy";
     case SelectionLayer::kTuned: return "tuned";
     case SelectionLayer::kSelection: return "selection";
@@ -52,6 +53,13 @@ const AlgorithmInfo* SelectionRange::top() const {
     if (byLayer[static_cast<std::size_t>(l)] != nullptr) return byLayer[static_cast<std::size_t>(l)];
   }
   return nullptr;
+}
+
+SelectionLayer SelectionRange::topLayer() const {
+  for (int l = kNumSelectionLayers - 1; l >= 0; --l) {
+    if (byLayer[static_cast<std::size_t>(l)] != nullptr) return static_cast<SelectionLayer>(l);
+  }
+  return SelectionLayer::kTable;
 }
 
 SelectionMap::SelectionMap() {

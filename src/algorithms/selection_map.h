@@ -6,6 +6,10 @@
 //
 // Layers, lowest first; a higher layer wins wherever it names an algorithm:
 //   table      the built-in table (measured on one host; docs/ALGORITHMS.md)
+//   model      several nodes without a tuning cache: the cost model fed by the
+//              link facts learnt at the first call (tuning/model_selection.h),
+//              refined per size class by timing its leading candidates in
+//              place (api/online_selection.h); empty on one node
 //   strategy   the strategy's hierarchical size rule (BOOSTCOMM_STRATEGY, BOOSTCOMM_HIER_MIN_BYTES)
 //   tuned      the tuned selection: measured winners and the cost model (src/tuning)
 //   selection  BOOSTCOMM_SELECTION, in the byte ranges its rules name (an
@@ -40,8 +44,8 @@
 
 namespace boostcomm::algorithms {
 
-enum class SelectionLayer : std::uint8_t { kTable, kStrategy, kTuned, kSelection, kForced };
-inline constexpr int kNumSelectionLayers = 5;
+enum class SelectionLayer : std::uint8_t { kTable, kModel, kStrategy, kTuned, kSelection, kForced };
+inline constexpr int kNumSelectionLayers = 6;
 const char* toString(SelectionLayer layer);
 
 inline constexpr std::size_t kAnyBytes = static_cast<std::size_t>(-1);
@@ -54,6 +58,8 @@ struct SelectionRange {
 
   // The highest layer that names an algorithm here (null when none does).
   const AlgorithmInfo* top() const;
+  // That layer (kTable when none names one).
+  SelectionLayer topLayer() const;
 };
 
 class SelectionMap {

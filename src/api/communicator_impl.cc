@@ -19,6 +19,10 @@
 namespace boostcomm::detail {
 
 namespace {
+double elapsedUs(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+}
+
 // Tag windows the transport's tag range is cut into at least: with MPI_TAG_UB
 // at the standard's minimum (32767) that is 8 windows of 4096 tags, enough
 // for a flat ring over 2048 ranks (2(n-1) tags per chunk) or 12 hierarchical
@@ -58,9 +62,14 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   } else {
     layout_ = algorithms::layoutFromNodeIds(transport_->nodeIdOfEachRank());
   }
-  // BOOSTCOMM_TUNING_CACHE is read at the first collective call: reading it
-  // is collective, and in-process groups construct their ranks on one thread.
+  // BOOSTCOMM_TUNING_CACHE and the link probe happen at the first collective
+  // call: both are collective, and in-process groups construct their ranks
+  // on one thread. Until then a multi-node model uses its default link.
   tuningFromEnvPending_ = !core::tunableString(core::kTunableTuningCache).empty();
+  linkFactsPending_ = layout_.nodes() > 1;
+  firstCallPending_ = tuningFromEnvPending_ || linkFactsPending_;
+  online_ = OnlineSelection(core::tunableBool(core::kTunableSelectionTrials), core::tunableBool(core::kTunableLogSelection),
+                            static_cast<double>(core::tunableInt(core::kTunableTuneMarginPercent)));
   // Tags: call number q uses window q % tagWindows_, i.e. tags
   // [w * tagSpan_, (w + 1) * tagSpan_), all <= maxTag since
   // tagWindows_ * tagSpan_ <= maxTag + 1; its schedule keeps its step tags
@@ -166,7 +175,8 @@ const AlgorithmInfo& CommunicatorImpl::prepare(const CallArgs& args, const CallO
   spec.layout = &layout_;
   spec.interAlgorithm = interAlgorithm_.c_str();
   spec.tagSpan = tagSpan_;
-  const AlgorithmInfo& algo = choose(spec, options);
+  const AlgorithmInfo* tried = onlineChoice(spec, options);
+  const AlgorithmInfo& algo = tried != nullptr ? *tried : choose(spec, options);
   if (algorithms::isHierarchical(algo)) {
     ensureSubCommunicators();
     spec.intraSharedMemory = intraSharedMemory_ && intraAlgorithm_ != "ring";
@@ -273,27 +283,39 @@ bool CommunicatorImpl::tryFastAllreduce(const CallArgs& args, const CallOptions&
 
 void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
   executor::EngineLock lock(*engine_);
-  if (tuningFromEnvPending_) [[unlikely]] loadTuningFromEnv();
+  if (firstCallPending_) [[unlikely]] firstCallSetup();
   if (fastNativeMaxBytes_ > 0 && tryFastAllreduce(args, options)) return;
   const AlgorithmInfo& algo = prepare(args, options);
+  const OnlineSelection::Trial trial = trial_;
+  const auto start = std::chrono::steady_clock::now();
   const auto deadline = deadlineFor(options);
   if (algo.build == algorithms::buildNative && !deadline) {
     // The backend's blocking collective. Finish earlier asynchronous work
     // first: a peer may be waiting for our part of it, and we could not
     // progress it from inside the blocking call.
     engine_->drain();
-    if (runNativeDirectly(args, spec_.count, options)) return;
+    if (runNativeDirectly(args, spec_.count, options)) {
+      if (trial.index >= 0) online_.recordTime(trial, elapsedUs(start));
+      return;
+    }
   }
   const std::uint64_t id = launch(algo, args, options, /*blocking=*/true, nullptr);
   engine_->driveUntilDone(id, deadline, toString(args.collective).data(), rank_);
+  if (trial.index >= 0) online_.recordTime(trial, elapsedUs(start));
 }
 
 Work CommunicatorImpl::submit(const CallArgs& args, const CallOptions& options) {
   executor::EngineLock lock(*engine_);
-  if (tuningFromEnvPending_) [[unlikely]] loadTuningFromEnv();
+  if (firstCallPending_) [[unlikely]] firstCallSetup();
   auto work = std::make_shared<WorkState>();
   work->comm = this;
-  launch(prepare(args, options), args, options, /*blocking=*/false, work);
+  const AlgorithmInfo& algo = prepare(args, options);
+  const OnlineSelection::Trial trial = trial_;
+  const auto start = std::chrono::steady_clock::now();
+  launch(algo, args, options, /*blocking=*/false, work);
+  // Without a progress thread the engine sees completion only inside the
+  // caller's test/wait, which would time the caller's own work too.
+  if (trial.index >= 0 && engine_->threadEnabled()) online_.recordLaunch(trial, start, work);
   engine_->progress();  // post the first steps now so peers can start
   return Work(work);
 }

@@ -26,12 +26,15 @@
 #include "algorithms/selection.h"
 #include "algorithms/selection_map.h"
 #include "api/call.h"
+#include "api/online_selection.h"
 #include "api/schedule_cache.h"
 #include "boostcomm/communicator.h"
 #include "core/spin_mutex.h"
 #include "executor/executor.h"
 #include "executor/progress_engine.h"
 #include "transport/transport.h"
+#include "tuning/link_facts.h"
+#include "tuning/model_selection.h"
 
 namespace boostcomm::tuning {
 class TunedSelection;
@@ -125,11 +128,19 @@ class CommunicatorImpl {
   std::uint64_t launch(const algorithms::AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options,
                        bool blocking, std::shared_ptr<WorkState> work);
   std::optional<std::chrono::milliseconds> deadlineFor(const CallOptions& options) const;
+  // Where the model layer decides and the call's size class is still being
+  // tried, the candidate to run (null: the map decides); takes the class's
+  // decision when it is due.
+  const algorithms::AlgorithmInfo* onlineChoice(const algorithms::CollectiveSpec& spec, const CallOptions& options);
   // The first hierarchical algorithm that can run `probe` (its layout), or null.
   static const algorithms::AlgorithmInfo* hierarchicalFor(const algorithms::CollectiveSpec& probe);
   // BOOSTCOMM_TUNING_CACHE at the first collective (collective); installTuned
   // is setTunedSelection with mutex_ held.
   void loadTuningFromEnv();
+  // What the first collective call does before anything else (collective):
+  // reads BOOSTCOMM_TUNING_CACHE and learns the link facts of a multi-node
+  // layout (tuning/link_facts.h), rebuilding the selection from them.
+  void firstCallSetup();
   void installTuned(std::shared_ptr<const tuning::TunedSelection> tuned);
   // Splits the intra-node and inter-node communicators on first use (collective).
   void ensureSubCommunicators();
@@ -163,6 +174,14 @@ class CommunicatorImpl {
   bool intraSharedMemory_ = false;  // the intra-node transport has a shm engine
   std::shared_ptr<const tuning::TunedSelection> tuned_;  // null: untuned
   bool tuningFromEnvPending_ = false;  // BOOSTCOMM_TUNING_CACHE not read yet
+  bool linkFactsPending_ = false;      // several nodes: the link not probed yet
+  bool firstCallPending_ = false;      // either of the two
+  tuning::LinkFacts linkFacts_;        // the model's inputs beyond the layout
+  // Several nodes: the cost model's choice (the "model" layer), rebuilt with
+  // the selection; null on one node.
+  std::shared_ptr<const tuning::ModelSelection> model_;
+  OnlineSelection online_{false, false, 0.0};
+  OnlineSelection::Trial trial_;  // set by prepare(): where this call's time goes
 
   algorithms::NodeLayout layout_;
   std::unique_ptr<transport::Transport> intra_;

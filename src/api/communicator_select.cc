@@ -13,6 +13,7 @@
 // communicator_impl.cc.
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <initializer_list>
 
 #include "api/communicator_impl.h"
@@ -65,6 +66,15 @@ void CommunicatorImpl::rebuildSelection() {
   using algorithms::SelectionLayer;
   algorithms::SelectionMap map;
   CollectiveSpec probe = describeSelf();
+  model_.reset();
+  if (layout_.nodes() > 1) {
+    std::vector<int> perNode;
+    for (const auto& members : layout_.members) perNode.push_back(static_cast<int>(members.size()));
+    tuning::CostParams params =
+        tuning::paramsFor(size_, perNode, linkFacts_.coresPerNode, sharedMemory_, LinkModel{}, linkFacts_.inter);
+    params.chunkBytes = chunkBytes_;
+    model_ = std::make_shared<tuning::ModelSelection>(params, probe, strategy_ != Strategy::kFlat);
+  }
   for (int c = 0; c < kNumCollectives; ++c) {
     const auto coll = static_cast<Collective>(c);
     probe.collective = coll;
@@ -74,9 +84,19 @@ void CommunicatorImpl::rebuildSelection() {
     const std::vector<algorithms::SelectionRule>& rules = table_.rules(coll);
     for (auto r = rules.rbegin(); r != rules.rend(); ++r)
       map.set(coll, SelectionLayer::kTable, r->minBytes, r->maxBytes, r->resolved);
-    // Strategy: hierarchical from hierMinBytes_ (auto) or at every size
-    // (topology_aware), where this layout can run it at all.
-    if (strategy_ != Strategy::kFlat) {
+    // Model (several nodes): the cost model over every size, refined by the
+    // winners of online selection.
+    if (model_) {
+      for (const tuning::ModelRule& r : model_->rules(coll))
+        map.set(coll, SelectionLayer::kModel, r.minBytes, r.maxBytes, r.algorithm);
+      for (const OnlineSelection::Winner& w : online_.winners()) {
+        if (w.collective == coll) map.set(coll, SelectionLayer::kModel, w.minBytes, w.maxBytes, w.algorithm);
+      }
+    }
+    // Strategy: hierarchical at every size (topology_aware) or from
+    // BOOSTCOMM_HIER_MIN_BYTES > 0 up (auto), where this layout can run it
+    // at all; otherwise, under auto, the model decides.
+    if (strategy_ == Strategy::kTopologyAware || (strategy_ == Strategy::kAuto && hierMinBytes_ > 0)) {
       if (const AlgorithmInfo* hier = hierarchicalFor(probe)) {
         map.set(coll, SelectionLayer::kStrategy, strategy_ == Strategy::kAuto ? hierMinBytes_ : 0, kAnyBytes, hier);
       }
@@ -111,6 +131,41 @@ void CommunicatorImpl::rebuildSelection() {
   if (checkConsistency_ || defaultTimeout_.count() > 0) return;
   const AlgorithmInfo* native = algorithms::findAlgorithm(Collective::kAllreduce, "native");
   fastNativeMaxBytes_ = std::min<std::size_t>(selection_.topChoiceUpTo(*native), static_cast<std::size_t>(INT_MAX));
+  // Sizes that online selection may still try must reach onlineChoice().
+  if (model_ && online_.enabled()) fastNativeMaxBytes_ = std::min(fastNativeMaxBytes_, OnlineSelection::kMinBytes - 1);
+}
+
+const AlgorithmInfo* CommunicatorImpl::onlineChoice(const CollectiveSpec& spec, const CallOptions& options) {
+  trial_ = {};
+  if (!model_ || !online_.enabled() || !options.algorithm.empty()) return nullptr;
+  if (selection_.at(spec.collective, spec.payloadBytes()).topLayer() != algorithms::SelectionLayer::kModel)
+    return nullptr;
+  const AlgorithmInfo* candidate = nullptr;
+  if (online_.next(spec, *model_, candidate, trial_)) {
+    // Every rank reaches this call with its trials issued; finish them (a
+    // peer may wait for our part) and agree.
+    engine_->drain(deadlineFor(options), "online selection", rank_);
+    online_.decide(spec, *transport_);
+    rebuildSelection();
+    return nullptr;
+  }
+  return candidate;
+}
+
+void CommunicatorImpl::firstCallSetup() {
+  if (tuningFromEnvPending_) loadTuningFromEnv();
+  if (linkFactsPending_) {
+    linkFactsPending_ = false;
+    linkFacts_ = tuning::learnLinkFacts(*transport_, layout_);
+    if (online_.logging() && rank_ == 0) {
+      std::fprintf(stderr, "[boostcomm] link facts (%s nodes): inter-node %s %.1f us, %.3f GB/s; %d cores per node; "
+                   "probe took %.1f ms\n", layout_.describe().c_str(), linkFacts_.inter.measured ? "measured" : "default",
+                   linkFacts_.inter.latencyUs, linkFacts_.inter.bandwidthGBps, linkFacts_.coresPerNode,
+                   linkFacts_.probeMs);
+    }
+    rebuildSelection();
+  }
+  firstCallPending_ = false;
 }
 
 const AlgorithmInfo& CommunicatorImpl::choose(const CollectiveSpec& spec, const CallOptions& options) const {
@@ -153,6 +208,7 @@ void CommunicatorImpl::loadTuningFromEnv() {
 
 void CommunicatorImpl::installTuned(std::shared_ptr<const tuning::TunedSelection> tuned) {
   tuningFromEnvPending_ = false;  // an explicit selection replaces the env's
+  firstCallPending_ = linkFactsPending_;
   tuned_ = std::move(tuned);
   const std::int64_t envChunk = core::tunableInt(core::kTunableRingChunkBytes);
   chunkBytes_ = tuned_ && tuned_->chunkBytes() > 0 ? tuned_->chunkBytes() : static_cast<std::size_t>(envChunk);
@@ -162,7 +218,7 @@ void CommunicatorImpl::installTuned(std::shared_ptr<const tuning::TunedSelection
 
 std::shared_ptr<const tuning::TunedSelection> CommunicatorImpl::tunedSelection() {
   std::lock_guard lock(mutex_);
-  if (tuningFromEnvPending_) loadTuningFromEnv();
+  if (firstCallPending_) firstCallSetup();
   return tuned_;
 }
 

@@ -159,6 +159,7 @@ void ProgressEngine::drain(std::optional<std::chrono::milliseconds> timeout, con
 void ProgressEngine::complete(OpState& state, std::exception_ptr error) {
   if (state.isDone()) return;
   state.error_ = error;
+  state.doneAt = std::chrono::steady_clock::now();
   state.done_.store(true, std::memory_order_release);
   if (state.callback_) {
     due_.push_back({std::move(state.callback_), error});

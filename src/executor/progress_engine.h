@@ -64,6 +64,9 @@ class OpState {
   std::exception_ptr error() const { return error_; }  // valid once isDone()
   const char* algorithm = "";
   std::uint64_t id = 0;
+  // When the engine saw it complete (valid once isDone()): what online
+  // selection times asynchronous calls by.
+  std::chrono::steady_clock::time_point doneAt{};
 
  private:
   friend class ProgressEngine;

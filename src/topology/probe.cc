@@ -81,12 +81,17 @@ LinkModel fitLinkModel(std::span<const ProbePoint> points) {
 
 std::vector<ProbePoint> pingPong(transport::Transport& t, int peer, bool initiator,
                                  std::span<const std::size_t> sizes) {
+  return pingPong(t, peer, initiator, sizes, 0);
+}
+
+std::vector<ProbePoint> pingPong(transport::Transport& t, int peer, bool initiator,
+                                 std::span<const std::size_t> sizes, int fixedReps) {
   const std::size_t maxBytes = sizes.empty() ? 0 : *std::max_element(sizes.begin(), sizes.end());
   std::vector<unsigned char> buffer(std::max<std::size_t>(maxBytes, 1), 0x5a);
   std::vector<ProbePoint> points;
   std::vector<double> roundTripsUs;
   for (const std::size_t bytes : sizes) {
-    const int reps = repsFor(bytes);
+    const int reps = fixedReps > 0 ? fixedReps : repsFor(bytes);
     roundTripsUs.clear();
     for (int rep = -1; rep < reps; ++rep) {  // rep -1: warm-up (connection setup, page faults)
       transport::Request req;

@@ -27,6 +27,10 @@ LinkModel fitLinkModel(std::span<const ProbePoint> points);
 // fastest round trip per size); the other an
 // empty vector. Repetitions per size shrink with size (50 .. 4) to bound time.
 std::vector<ProbePoint> pingPong(transport::Transport& t, int peer, bool initiator, std::span<const std::size_t> sizes);
+// The same with `fixedReps` timed repetitions per size (after one warm-up):
+// a short probe with a known cost (the communicator's link facts).
+std::vector<ProbePoint> pingPong(transport::Transport& t, int peer, bool initiator, std::span<const std::size_t> sizes,
+                                 int fixedReps);
 
 // Waits for req, sleeping between polls: for ranks that only wait while
 // others measure, so they do not steal the measuring pair's cores.

@@ -34,6 +34,16 @@ constexpr double kDefaultReduceGBps = 6.0;
 // topo` measures 0.2-0.3 GB/s in these VMs. Either way native ranks last from
 // 32 MiB, which is all the model needs it for.
 constexpr double kFirstTouchGBps = 2.0;
+// Open MPI 4.1.4's allreduce between nodes over its TCP btl, on the emulated
+// 2 x 1 cluster at 1 Gbit/s (scripts/emucluster.sh; issue "Right by
+// default"): 14.4 / 62.6 / 257 ms at 1 / 4 / 16 MiB where boostcomm's rd
+// schedule takes 8.8 / 35.1 / 144 ms over the same link (1.6-1.8x), and
+// 5-8x slower than rd at 256 KiB; at 64 KiB and below (the btl's eager
+// limit) it is on par. The model charges native that factor above the eager
+// limit; online selection (api/online_selection.h) times native in place
+// anyway, so a link where MPI does better costs a few calls.
+constexpr double kNativeInterPenalty = 1.7;
+constexpr std::size_t kTcpEagerBytes = std::size_t{64} << 10;
 // boostcomm's schedule path (validate, cached schedule, executor) per call,
 // on top of the messages: ~1 us here (the native fast path skips it).
 constexpr double kScheduleCallUs = 1.0;
@@ -164,6 +174,7 @@ struct Model {
       const Link l = butterflyLink();
       double t = std::min({rdAllreduce(S, n, l), rhdAllreduce(S, n, l),
                            ringReduceScatter(S, n, ringLink()) + ringAllgather(S, n, ringLink())});
+      if (p.nodes > 1 && S > static_cast<double>(kTcpEagerBytes)) t *= kNativeInterPenalty;
       if (S >= static_cast<double>(core::kFreshAllocationBytes)) t += S * usPerByte(kFirstTouchGBps);
       return t;
     }

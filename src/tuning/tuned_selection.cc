@@ -10,15 +10,12 @@
 
 #include "core/tunables.h"
 #include "topology/detect.h"
+#include "tuning/model_selection.h"
 
 namespace boostcomm::tuning {
 namespace {
 
 constexpr std::size_t kOpen = std::numeric_limits<std::size_t>::max();
-// The cost model is sampled at payloads growing by 2^(1/4) (~19%) up to
-// 2^40 bytes; the last choice extends to infinity.
-constexpr double kModelStep = 1.189207115;
-constexpr double kModelTopBytes = 1099511627776.0;
 // The model is coarse: it moves away from native only when it predicts a
 // gain above 10%.
 constexpr double kModelNativeMargin = 0.10;
@@ -56,13 +53,7 @@ TunedSelection::TunedSelection(std::shared_ptr<const TuningCache> cache, const C
     const auto coll = static_cast<Collective>(c);
     if (coll == Collective::kBarrier) continue;
     std::vector<Rule>& rules = rules_[static_cast<std::size_t>(c)];
-    algorithms::CollectiveSpec spec = probe;
-    spec.collective = coll;
-    spec.count = 1;
-    std::vector<std::string> candidates;
-    for (const algorithms::AlgorithmInfo& a : algorithms::allAlgorithms()) {
-      if (a.collective == coll && a.unsupportedReason(spec).empty()) candidates.emplace_back(a.name);
-    }
+    const std::vector<std::string> candidates = runnableAlgorithms(probe, coll);
     auto push = [&rules](std::size_t lo, std::size_t hi, const algorithms::AlgorithmInfo* algo, bool measured) {
       if (lo > hi) return;
       if (!rules.empty() && rules.back().algorithm == algo && rules.back().measured == measured &&
@@ -72,19 +63,12 @@ TunedSelection::TunedSelection(std::shared_ptr<const TuningCache> cache, const C
       }
       rules.push_back({lo, hi, algo, measured});
     };
-    // [lo, hi] from the cost model, sampled geometrically (or left untuned).
+    // [lo, hi] from the cost model (or left untuned).
     auto fromModel = [&](std::size_t lo, std::size_t hi) {
       if (lo > hi) return;
       if (!modelFallback) return push(lo, hi, nullptr, false);
-      std::size_t at = lo;
-      while (at <= hi) {
-        const double next = std::max(static_cast<double>(at) * kModelStep, static_cast<double>(at) + 1.0);
-        const std::size_t end = next > kModelTopBytes ? hi : std::min(hi, static_cast<std::size_t>(next) - 1);
-        const Prediction best = predictBest(params, coll, std::max<std::size_t>(at, 1), candidates, kModelNativeMargin);
-        push(at, end, algorithms::findAlgorithm(coll, best.algorithm), false);
-        if (end == hi) break;
-        at = end + 1;
-      }
+      sampleModel(params, coll, candidates, lo, hi, kModelNativeMargin,
+                  [&](std::size_t a, std::size_t b, const algorithms::AlgorithmInfo* algo) { push(a, b, algo, false); });
     };
     const std::vector<const TuningEntry*> entries = entriesFor(*cache_, coll);
     std::size_t next = 0;  // first byte count not yet covered

@@ -150,21 +150,34 @@ void expectReportedIsRun(Communicator& comm, Collective coll, std::size_t bytes,
 }
 
 TEST(SelectionPrecedence, TableThenStrategyHierRule) {
-  // Two nodes of two ranks: strategy auto runs hier from 64 KiB up.
-  // BOOSTCOMM_SELECTION names 0-32767 only: above it the layers below decide.
+  // Two nodes of two ranks, BOOSTCOMM_HIER_MIN_BYTES set: strategy auto runs
+  // hier from 64 KiB up, above the model. BOOSTCOMM_SELECTION names 0-32767
+  // only: above it the layers below decide. Trials off: the model's choice
+  // is what runs.
   Tunables t{{core::kTunableNodeLayout, "2,2"}, {core::kTunableHierMinBytes, "65536"},
-             {core::kTunableSelectionTable, "allreduce:0-1023=rd;1024-32767=ring"}};
+             {core::kTunableSelectionTable, "allreduce:0-1023=rd;1024-32767=ring"},
+             {core::kTunableSelectionTrials, "0"}};
   detail::runInProcess(4, [](Communicator& comm) {
     expectReportedIsRun(comm, Collective::kAllreduce, 512, "rd");          // BOOSTCOMM_SELECTION
     expectReportedIsRun(comm, Collective::kAllreduce, 4 * kKiB, "ring");   // BOOSTCOMM_SELECTION
-    expectReportedIsRun(comm, Collective::kAllreduce, 64 * kKiB, "hier");  // strategy over the built-in table
-    expectReportedIsRun(comm, Collective::kAllgather, 64, "native");       // built-in table
+    expectReportedIsRun(comm, Collective::kAllreduce, 64 * kKiB, "hier");  // strategy over the model
+    expectReportedIsRun(comm, Collective::kAllgather, 64);                 // the model
     CommStrategy flat;
     flat.strategy = Strategy::kFlat;
     comm.configureCommStrategy(flat);  // rebuilds the map
-    // No strategy layer any more: the built-in table (native below 32 MiB without shm).
-    expectReportedIsRun(comm, Collective::kAllreduce, 64 * kKiB, "native");
+    // No strategy layer any more, and the model without hierarchical candidates.
+    EXPECT_NE(comm.selectedAlgorithm(Collective::kAllreduce, 64 * kKiB), "hier");
+    expectReportedIsRun(comm, Collective::kAllreduce, 64 * kKiB);
     expectReportedIsRun(comm, Collective::kAllreduce, 4 * kKiB, "ring");
+  });
+}
+
+TEST(SelectionPrecedence, OneNodeUsesTheBuiltInTable) {
+  // One node: no model, no link probe; the table measured on one host.
+  Tunables t{{core::kTunableShm, "0"}};
+  detail::runInProcess(3, [](Communicator& comm) {
+    expectReportedIsRun(comm, Collective::kAllreduce, 64 * kKiB, "native");
+    expectReportedIsRun(comm, Collective::kAllreduce, 32 * kMiB, "ring");
   });
 }
 
@@ -175,7 +188,7 @@ TEST(SelectionPrecedence, UserSelectionBeatsStrategy) {
              {core::kTunableSelectionTable, "allreduce:65536-=ring"}};
   detail::runInProcess(4, [](Communicator& comm) {
     expectReportedIsRun(comm, Collective::kAllreduce, 64 * kKiB, "ring");
-    expectReportedIsRun(comm, Collective::kAllreduce, 512, "native");  // below its ranges: built-in table
+    expectReportedIsRun(comm, Collective::kAllreduce, 512);  // below its ranges: the model (no trials below 4 KiB)
   });
 }
 
@@ -192,7 +205,8 @@ TuningEntry winner(Collective coll, std::size_t bytes, const std::string& name) 
 }
 
 TEST(SelectionPrecedence, TunedOverStrategyForcedOverTunedCallOverForced) {
-  Tunables t{{core::kTunableNodeLayout, "2,2"}, {core::kTunableTuningModel, "0"}};
+  Tunables t{{core::kTunableNodeLayout, "2,2"}, {core::kTunableTuningModel, "0"},
+             {core::kTunableHierMinBytes, "65536"}, {core::kTunableSelectionTrials, "0"}};
   detail::runInProcess(4, [](Communicator& comm) {
     TuningCache cache(currentSignature(comm));
     cache.upsert(winner(Collective::kAllreduce, kMiB, "rhd"));
@@ -200,12 +214,13 @@ TEST(SelectionPrecedence, TunedOverStrategyForcedOverTunedCallOverForced) {
     ASSERT_TRUE(applyTuningCache(comm, cache));
     expectReportedIsRun(comm, Collective::kAllreduce, kMiB, "rhd");        // tuned over strategy (hier)
     expectReportedIsRun(comm, Collective::kAllreduce, 4 * kKiB, "hier");   // tuned, below the hier size rule
-    expectReportedIsRun(comm, Collective::kAllreduce, 64, "native");       // untuned: the table
+    expectReportedIsRun(comm, Collective::kAllreduce, 64);                 // untuned: the model
     expectReportedIsRun(comm, Collective::kAllreduce, 16 * kMiB, "hier");  // untuned: the strategy
     CommStrategy flat;
     flat.strategy = Strategy::kFlat;
     comm.configureCommStrategy(flat);
-    expectReportedIsRun(comm, Collective::kAllreduce, 4 * kKiB, "native");  // flat forbids a tuned hier
+    EXPECT_NE(comm.selectedAlgorithm(Collective::kAllreduce, 4 * kKiB), "hier");  // flat forbids a tuned hier
+    expectReportedIsRun(comm, Collective::kAllreduce, 4 * kKiB);
     expectReportedIsRun(comm, Collective::kAllreduce, kMiB, "rhd");
     CommStrategy forced;
     forced.collectiveAlgorithm = "ring";

@@ -1,0 +1,132 @@
+#include "api/online_selection.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdio>
+#include <iomanip>
+#include <limits>
+#include <sstream>
+
+#include "core/check.h"
+
+namespace boostcomm::detail {
+namespace {
+
+constexpr double kNoTime = std::numeric_limits<double>::infinity();
+
+std::string describeBytes(std::size_t bytes) {
+  std::ostringstream os;
+  if (bytes >= (std::size_t{1} << 20)) {
+    os << (bytes >> 20) << " MiB";
+  } else if (bytes >= 1024) {
+    os << (bytes >> 10) << " KiB";
+  } else {
+    os << bytes << " B";
+  }
+  return os.str();
+}
+
+}  // namespace
+
+OnlineSelection::OnlineSelection(bool enabled, bool log, double nativeMarginPercent)
+    : enabled_(enabled), log_(log), nativeMargin_(nativeMarginPercent / 100.0) {}
+
+int OnlineSelection::classOf(std::size_t bytes) { return std::bit_width(bytes) - 1; }
+
+bool OnlineSelection::next(const algorithms::CollectiveSpec& spec, const tuning::ModelSelection& model,
+                           const algorithms::AlgorithmInfo*& algo, Trial& trial) {
+  algo = nullptr;
+  trial.index = -1;
+  const std::size_t bytes = spec.payloadBytes();
+  if (!enabled_ || bytes < kMinBytes || spec.collective == Collective::kBarrier) return false;
+  const int cls = classOf(bytes);
+  ClassState& s = state(spec.collective, cls);
+  if (s.decided) return false;
+  if (!s.started) {
+    // Every rank starts a class with the same call (same payload), so every
+    // rank ranks the same candidates.
+    s.started = true;
+    s.candidates = model.trialCandidates(spec.collective, bytes);
+    s.samples.assign(s.candidates.size() * kCallsPerCandidate, Sample{});
+    if (s.candidates.empty()) {
+      s.decided = true;  // fewer than two candidates: nothing to learn
+      return false;
+    }
+  }
+  if (s.calls == static_cast<int>(s.samples.size())) return true;
+  const int index = s.calls++;
+  const algorithms::AlgorithmInfo* candidate = s.candidates[static_cast<std::size_t>(index / kCallsPerCandidate)];
+  // This payload may be beyond a candidate (native's int counts, rd's
+  // power-of-two block layouts): the same answer on every rank; no time.
+  if (!candidate->unsupportedReason(spec).empty()) return false;
+  algo = candidate;
+  trial = {spec.collective, cls, index};
+  return false;
+}
+
+OnlineSelection::Sample* OnlineSelection::sample(const Trial& trial) {
+  if (trial.index < 0) return nullptr;
+  ClassState& s = state(trial.collective, trial.sizeClass);
+  return static_cast<std::size_t>(trial.index) < s.samples.size() ? &s.samples[static_cast<std::size_t>(trial.index)]
+                                                                  : nullptr;
+}
+
+void OnlineSelection::recordTime(const Trial& trial, double us) {
+  if (Sample* s = sample(trial)) s->us = us;
+}
+
+void OnlineSelection::recordLaunch(const Trial& trial, std::chrono::steady_clock::time_point start,
+                                   std::shared_ptr<const executor::OpState> state) {
+  if (Sample* s = sample(trial)) {
+    s->start = start;
+    s->state = std::move(state);
+  }
+}
+
+void OnlineSelection::decide(const algorithms::CollectiveSpec& spec, transport::Transport& world) {
+  const int cls = classOf(spec.payloadBytes());
+  ClassState& s = state(spec.collective, cls);
+  BC_INTERNAL(s.started && !s.decided && s.calls == static_cast<int>(s.samples.size()),
+              "online selection: decision before the trials of its class ended");
+  // Each candidate's fastest local time (infinity: none), then the slowest
+  // rank's: a collective is as fast as its slowest member.
+  const std::size_t n = s.candidates.size();
+  std::vector<double> fastest(n, kNoTime);
+  for (std::size_t i = 0; i < s.samples.size(); ++i) {
+    Sample& sample = s.samples[i];
+    double us = sample.us;
+    if (sample.state && sample.state->isDone() && !sample.state->error()) {
+      us = std::chrono::duration<double, std::micro>(sample.state->doneAt - sample.start).count();
+    }
+    if (us >= 0) fastest[i / kCallsPerCandidate] = std::min(fastest[i / kCallsPerCandidate], us);
+    sample.state.reset();
+  }
+  world.nativeAllreduce(fastest.data(), fastest.data(), n, DataType::kFloat64, ReduceOp::kMax, nullptr);
+  s.decided = true;
+  std::size_t best = n;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (fastest[i] < kNoTime && (best == n || fastest[i] < fastest[best])) best = i;
+  }
+  // Native (candidate 0) keeps the class within the margin: the safe default.
+  if (best != n && best != 0 && fastest[0] < kNoTime && fastest[0] <= fastest[best] * (1.0 + nativeMargin_)) best = 0;
+  const std::size_t lo = std::size_t{1} << cls;
+  const std::size_t hi = cls >= 63 ? static_cast<std::size_t>(-1) : (std::size_t{1} << (cls + 1)) - 1;
+  if (best != n) winners_.push_back({spec.collective, lo, hi, s.candidates[best]});
+  if (log_ && world.rank() == 0) {
+    std::ostringstream os;
+    os << "[boostcomm] selection: " << toString(spec.collective) << " " << describeBytes(lo) << " - "
+       << describeBytes(hi + 1) << ": tried";
+    for (std::size_t i = 0; i < n; ++i) {
+      os << " " << s.candidates[i]->name << " ";
+      if (fastest[i] < kNoTime) {
+        os << std::fixed << std::setprecision(1) << fastest[i] << " us";
+      } else {
+        os << "(no time)";
+      }
+    }
+    os << " (slowest rank); keeping " << (best != n ? s.candidates[best]->name : "the model's choice");
+    std::fprintf(stderr, "%s\n", os.str().c_str());
+  }
+}
+
+}  // namespace boostcomm::detail

@@ -1,0 +1,114 @@
+// Online selection: where the cost model picks a communicator's algorithms
+// (several nodes, no tuning cache: the "model" selection layer), the first
+// calls of each (collective, size class) time the model's leading
+// candidates in place, agree on the winner across ranks and keep it for
+// the life of the communicator. A wrong model then costs a few calls,
+// never a whole job.
+//
+// Terms. Size class c: payloads of [2^c, 2^(c+1)) bytes. Trial: one call of
+// a class run with a candidate chosen by the call's position in its class
+// (calls 0..R-1 candidate 0, R..2R-1 candidate 1, ...; R =
+// kCallsPerCandidate), so every rank runs the same candidate for the same
+// call. Decision: at the first call after the trials, the communicator
+// drains its work in flight and allreduces (MAX) each candidate's fastest
+// local time; the fastest slowest-rank time wins (native keeps it within
+// the tuning margin, BOOSTCOMM_TUNE_MARGIN_PERCENT). Every rank sees the
+// same maxima, so every rank keeps the same winner.
+//
+// Timing: a blocking call from its start to its return; an asynchronous
+// call from launch to the engine seeing it complete, only while a progress
+// thread runs (without one, completion is seen only inside the caller's
+// wait, which would time the caller's compute). A candidate without a time
+// on some rank cannot win; with no time at all the model's choice stays.
+//
+// Determinism: candidates sum in different orders, so results are bitwise
+// identical across ranks but may differ in the last bits between calls of a
+// class until it is decided, and between runs whose decisions differ.
+// BOOSTCOMM_SELECTION_TRIALS=0 pins the model's choice (run-to-run
+// reproducible); BOOSTCOMM_LOG_SELECTION=1 prints each decision on rank 0.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algorithms/registry.h"
+#include "executor/progress_engine.h"
+#include "transport/transport.h"
+#include "tuning/model_selection.h"
+
+namespace boostcomm::detail {
+
+class OnlineSelection {
+ public:
+  static constexpr int kCallsPerCandidate = 2;  // the fastest counts: the first pays schedule build and scratch
+  static constexpr std::size_t kMinBytes = 4096;  // below: latency-bound, the model's choice stands
+  static constexpr int kClasses = 64;
+
+  // Where a trial call's time goes (index < 0: not a trial).
+  struct Trial {
+    Collective collective = Collective::kAllreduce;
+    int sizeClass = 0;
+    int index = -1;
+  };
+  struct Winner {
+    Collective collective;
+    std::size_t minBytes;
+    std::size_t maxBytes;
+    const algorithms::AlgorithmInfo* algorithm;
+  };
+
+  OnlineSelection(bool enabled, bool log, double nativeMarginPercent);
+
+  bool enabled() const { return enabled_; }
+  bool logging() const { return log_; }
+  // The decided winners, for the selection map's model layer.
+  const std::vector<Winner>& winners() const { return winners_; }
+
+  // [comm lock] For a call of `spec` whose top selection layer is the model:
+  // true when the class's trials are over and a decision is due (the caller
+  // drains, then calls decide()). Otherwise sets `algo` to the candidate to
+  // try (null: nothing to try, use the map) and `trial` to where its time goes.
+  bool next(const algorithms::CollectiveSpec& spec, const tuning::ModelSelection& model,
+            const algorithms::AlgorithmInfo*& algo, Trial& trial);
+  // [comm lock] A blocking trial call took `us` here.
+  void recordTime(const Trial& trial, double us);
+  // [comm lock] An asynchronous trial call launched at `start`; its time is
+  // read from `state` at the decision (when it is complete by then).
+  void recordLaunch(const Trial& trial, std::chrono::steady_clock::time_point start,
+                    std::shared_ptr<const executor::OpState> state);
+  // [comm lock, nothing in flight] Collective over `world`: agrees on and
+  // keeps the winner of spec's class (the caller then rebuilds the
+  // selection map from winners()).
+  void decide(const algorithms::CollectiveSpec& spec, transport::Transport& world);
+
+ private:
+  struct Sample {
+    double us = -1.0;  // < 0: none
+    std::chrono::steady_clock::time_point start{};
+    std::shared_ptr<const executor::OpState> state;  // async: read at the decision
+  };
+  struct ClassState {
+    bool started = false;
+    bool decided = false;
+    int calls = 0;
+    std::vector<const algorithms::AlgorithmInfo*> candidates;
+    std::vector<Sample> samples;  // kCallsPerCandidate per candidate
+  };
+  static int classOf(std::size_t bytes);
+  ClassState& state(Collective coll, int cls) {
+    return classes_[static_cast<std::size_t>(coll)][static_cast<std::size_t>(cls)];
+  }
+  Sample* sample(const Trial& trial);
+
+  bool enabled_;
+  bool log_;
+  double nativeMargin_;
+  std::array<std::array<ClassState, kClasses>, kNumCollectives> classes_{};
+  std::vector<Winner> winners_;
+};
+
+}  // namespace boostcomm::detail

@@ -1,0 +1,93 @@
+#include "tuning/model_selection.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace boostcomm::tuning {
+namespace {
+
+constexpr std::size_t kOpen = std::numeric_limits<std::size_t>::max();
+constexpr double kModelStep = 1.189207115;  // 2^(1/4)
+constexpr double kModelTopBytes = 1099511627776.0;
+// The model is coarse: it moves away from native only when it predicts a
+// gain above 10% (the same margin as the tuned selection's model fallback).
+constexpr double kNativeMargin = 0.10;
+
+}  // namespace
+
+std::vector<std::string> runnableAlgorithms(const algorithms::CollectiveSpec& probe, Collective coll) {
+  algorithms::CollectiveSpec spec = probe;
+  spec.collective = coll;
+  spec.count = 1;
+  std::vector<std::string> names;
+  for (const algorithms::AlgorithmInfo& a : algorithms::allAlgorithms()) {
+    if (a.collective == coll && a.unsupportedReason(spec).empty()) names.emplace_back(a.name);
+  }
+  return names;
+}
+
+void sampleModel(const CostParams& params, Collective coll, const std::vector<std::string>& candidates,
+                 std::size_t lo, std::size_t hi, double nativeMargin,
+                 const std::function<void(std::size_t, std::size_t, const algorithms::AlgorithmInfo*)>& emit) {
+  if (lo > hi) return;
+  const algorithms::AlgorithmInfo* current = nullptr;
+  std::size_t currentLo = lo;
+  std::size_t at = lo;
+  while (true) {
+    const double next = std::max(static_cast<double>(at) * kModelStep, static_cast<double>(at) + 1.0);
+    const std::size_t end = next > kModelTopBytes ? hi : std::min(hi, static_cast<std::size_t>(next) - 1);
+    const Prediction best = predictBest(params, coll, std::max<std::size_t>(at, 1), candidates, nativeMargin);
+    const algorithms::AlgorithmInfo* algo = algorithms::findAlgorithm(coll, best.algorithm);
+    if (algo != current && at > lo) {
+      emit(currentLo, at - 1, current);
+      currentLo = at;
+    }
+    current = algo;
+    if (end == hi) break;
+    at = end + 1;
+  }
+  emit(currentLo, hi, current);
+}
+
+ModelSelection::ModelSelection(const CostParams& params, const algorithms::CollectiveSpec& probe, bool hierarchical)
+    : params_(params) {
+  for (int c = 0; c < kNumCollectives; ++c) {
+    const auto coll = static_cast<Collective>(c);
+    std::vector<std::string>& names = candidates_[static_cast<std::size_t>(c)];
+    names = runnableAlgorithms(probe, coll);
+    if (!hierarchical) {
+      std::erase_if(names, [coll](const std::string& n) {
+        const algorithms::AlgorithmInfo* a = algorithms::findAlgorithm(coll, n);
+        return a != nullptr && algorithms::isHierarchical(*a);
+      });
+    }
+    if (coll == Collective::kBarrier) continue;
+    std::vector<ModelRule>& rules = rules_[static_cast<std::size_t>(c)];
+    sampleModel(params_, coll, candidates_[static_cast<std::size_t>(c)], 0, kOpen, kNativeMargin,
+                [&rules](std::size_t lo, std::size_t hi, const algorithms::AlgorithmInfo* algo) {
+                  rules.push_back({lo, hi, algo});
+                });
+  }
+}
+
+std::vector<const algorithms::AlgorithmInfo*> ModelSelection::trialCandidates(Collective coll,
+                                                                              std::size_t bytes) const {
+  std::vector<std::pair<double, const algorithms::AlgorithmInfo*>> ranked;
+  for (const std::string& name : candidates_[static_cast<int>(coll)]) {
+    const double t = predictUs(params_, coll, name, std::max<std::size_t>(bytes, 1));
+    if (std::isfinite(t)) ranked.emplace_back(t, algorithms::findAlgorithm(coll, name));
+  }
+  std::sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<const algorithms::AlgorithmInfo*> out;
+  const algorithms::AlgorithmInfo* native = algorithms::findAlgorithm(coll, "native");
+  if (native != nullptr) out.push_back(native);
+  for (const auto& [t, algo] : ranked) {
+    if (static_cast<int>(out.size()) >= kMaxTrialCandidates || t > ranked.front().first * kTrialSpread) break;
+    if (algo != native) out.push_back(algo);
+  }
+  if (out.size() < 2) out.clear();
+  return out;
+}
+
+}  // namespace boostcomm::tuning

@@ -1,0 +1,185 @@
+// Online selection (api/online_selection.h) on in-process groups with a
+// declared multi-node layout: the first calls of a size class try the
+// model's candidates, every rank keeps the same winner, results stay exact
+// and bitwise identical across ranks while candidates change, and the knobs
+// (trials off, logging) do what they say.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "boostcomm/boostcomm.h"
+#include "core/tunables.h"
+#include "testing/inproc_group.h"
+
+namespace boostcomm {
+namespace {
+
+constexpr int kTrialCalls = 7;  // 3 candidates x 2 calls, then the decision
+
+class Tunables {
+ public:
+  Tunables(std::initializer_list<std::pair<const char*, std::string>> values) {
+    for (const auto& [name, value] : values) {
+      core::setTunableOverride(name, value);
+      names_.push_back(name);
+    }
+  }
+  ~Tunables() {
+    for (const char* name : names_) core::clearTunableOverride(name);
+  }
+
+ private:
+  std::vector<const char*> names_;
+};
+
+// Exactly representable inputs: every summation order gives the same sum,
+// so every call's result must equal the reference bit for bit.
+float input(int rank, std::size_t i) { return static_cast<float>((rank + 1) * 4 + static_cast<int>(i % 97)); }
+
+struct Seen {
+  std::mutex mutex;
+  std::vector<std::string> selected;
+  std::set<std::string> ran;
+  std::vector<std::vector<float>> results;
+};
+
+void runCalls(int ranks, const std::string& layout, std::size_t count, int calls, bool async, bool thread,
+              Seen& seen) {
+  Tunables t{{core::kTunableNodeLayout, layout}};
+  seen.results.assign(static_cast<std::size_t>(ranks * calls), {});
+  detail::runInProcess(ranks, [&](Communicator& comm) {
+    if (thread) comm.setProgressThread(true);
+    std::vector<float> send(count);
+    std::vector<float> recv(count);
+    for (std::size_t i = 0; i < count; ++i) send[i] = input(comm.rank(), i);
+    for (int call = 0; call < calls; ++call) {
+      std::string ran;
+      if (async) {
+        Work w = comm.allreduceAsync(std::span<const float>(send), std::span<float>(recv), ReduceOp::kSum);
+        ran = w.algorithm();
+        w.wait();
+      } else {
+        comm.allreduce(std::span<const float>(send), std::span<float>(recv), ReduceOp::kSum);
+      }
+      std::lock_guard lock(seen.mutex);
+      if (!ran.empty()) seen.ran.insert(ran);
+      seen.results[static_cast<std::size_t>(comm.rank() * calls + call)] = recv;
+    }
+    const std::string selected = comm.selectedAlgorithm(Collective::kAllreduce, count * sizeof(float));
+    std::lock_guard lock(seen.mutex);
+    seen.selected.push_back(selected);
+  });
+}
+
+void expectExactAndIdentical(const Seen& seen, int ranks, std::size_t count, int calls) {
+  double base = 0;
+  for (int r = 0; r < ranks; ++r) base += (r + 1) * 4;
+  for (std::size_t k = 0; k < seen.results.size(); ++k) {
+    const std::vector<float>& got = seen.results[k];
+    ASSERT_EQ(got.size(), count) << "result " << k;
+    for (std::size_t i = 0; i < count; ++i) {
+      const double want = base + static_cast<double>(ranks) * static_cast<double>(i % 97);
+      ASSERT_EQ(got[i], static_cast<float>(want)) << "rank " << k / calls << " call " << k % calls << " element " << i;
+    }
+    ASSERT_EQ(std::memcmp(got.data(), seen.results[static_cast<std::size_t>(k % calls)].data(), count * sizeof(float)),
+              0)
+        << "rank " << k / calls << " differs from rank 0 at call " << k % calls;
+  }
+}
+
+TEST(OnlineSelection, TriesCandidatesThenEveryRankKeepsOneWinner) {
+  const int ranks = 4;
+  const std::size_t count = 100003;  // 400 KB: a class the model decides on 2 x 2
+  Seen seen;
+  runCalls(ranks, "2,2", count, kTrialCalls + 3, /*async=*/false, /*thread=*/false, seen);
+  expectExactAndIdentical(seen, ranks, count, kTrialCalls + 3);
+  ASSERT_EQ(seen.selected.size(), static_cast<std::size_t>(ranks));
+  for (const std::string& s : seen.selected) EXPECT_EQ(s, seen.selected.front()) << "ranks kept different winners";
+}
+
+TEST(OnlineSelection, WinnerIsWhatRunsAfterTheDecision) {
+  Tunables t{{core::kTunableNodeLayout, "3,1"}};
+  detail::runInProcess(4, [&](Communicator& comm) {
+    std::vector<float> v(65536, 1.0f);
+    for (int call = 0; call < kTrialCalls; ++call)
+      comm.allreduce(std::span<const float>(v), std::span<float>(v), ReduceOp::kMax);
+    const std::string selected = comm.selectedAlgorithm(Collective::kAllreduce, v.size() * sizeof(float));
+    for (int call = 0; call < 3; ++call) {
+      Work w = comm.allreduceAsync(std::span<const float>(v), std::span<float>(v), ReduceOp::kMax);
+      EXPECT_EQ(std::string(w.algorithm()), selected);
+      w.wait();
+    }
+    EXPECT_EQ(v.front(), 1.0f);
+  });
+}
+
+TEST(OnlineSelection, AsyncCallsWithAProgressThreadAreTimed) {
+  const int ranks = 4;
+  const std::size_t count = 70001;
+  Seen seen;
+  runCalls(ranks, "2,2", count, kTrialCalls + 2, /*async=*/true, /*thread=*/true, seen);
+  expectExactAndIdentical(seen, ranks, count, kTrialCalls + 2);
+  for (const std::string& s : seen.selected) EXPECT_EQ(s, seen.selected.front());
+  // Native and at least one other candidate ran during the trials, and the
+  // winner is one of the candidates that ran.
+  EXPECT_TRUE(seen.ran.contains("native"));
+  EXPECT_GE(seen.ran.size(), 2u);
+  EXPECT_TRUE(seen.ran.contains(seen.selected.front())) << seen.selected.front();
+}
+
+TEST(OnlineSelection, TrialsOffPinsTheModelsChoice) {
+  Tunables t{{core::kTunableNodeLayout, "2,2"}, {core::kTunableSelectionTrials, "0"}};
+  detail::runInProcess(4, [&](Communicator& comm) {
+    std::vector<float> v(100003, 2.0f);
+    const std::string model = comm.selectedAlgorithm(Collective::kAllreduce, v.size() * sizeof(float));
+    for (int call = 0; call < kTrialCalls + 1; ++call) {
+      Work w = comm.allreduceAsync(std::span<const float>(v), std::span<float>(v), ReduceOp::kMin);
+      EXPECT_EQ(std::string(w.algorithm()), model) << "call " << call;
+      w.wait();
+    }
+  });
+}
+
+TEST(OnlineSelection, OneNodeHasNoTrials) {
+  Tunables t{{core::kTunableShm, "0"}};
+  detail::runInProcess(3, [&](Communicator& comm) {
+    std::vector<float> v(100003, 2.0f);
+    const std::string table = comm.selectedAlgorithm(Collective::kAllreduce, v.size() * sizeof(float));
+    for (int call = 0; call < kTrialCalls + 1; ++call) {
+      Work w = comm.allreduceAsync(std::span<const float>(v), std::span<float>(v), ReduceOp::kMax);
+      EXPECT_EQ(std::string(w.algorithm()), table) << "call " << call;
+      w.wait();
+    }
+  });
+}
+
+TEST(OnlineSelection, LogsOneLinePerDecisionAndTheLinkFacts) {
+  Tunables t{{core::kTunableNodeLayout, "2,2"}, {core::kTunableLogSelection, "1"}};
+  ::testing::internal::CaptureStderr();
+  detail::runInProcess(4, [&](Communicator& comm) {
+    std::vector<float> small(2048, 1.0f);   // 8 KiB class
+    std::vector<float> large(262144, 1.0f);  // 1 MiB class
+    for (int call = 0; call < kTrialCalls; ++call) {
+      comm.allreduce(std::span<const float>(small), std::span<float>(small), ReduceOp::kMax);
+      comm.allreduce(std::span<const float>(large), std::span<float>(large), ReduceOp::kMax);
+    }
+  });
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("[boostcomm] link facts (2x2 nodes): inter-node measured"), std::string::npos) << err;
+  std::size_t lines = 0;
+  for (std::size_t at = err.find("[boostcomm] selection: allreduce"); at != std::string::npos;
+       at = err.find("[boostcomm] selection: allreduce", at + 1))
+    ++lines;
+  EXPECT_EQ(lines, 2u) << err;
+  EXPECT_NE(err.find("8 KiB - 16 KiB: tried native"), std::string::npos) << err;
+  EXPECT_NE(err.find("1 MiB - 2 MiB: tried native"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace boostcomm
