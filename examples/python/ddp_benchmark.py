@@ -98,6 +98,9 @@ def block(ddp, opt, data, steps, sync, barrier_group):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", choices=["mlp", "transformer", "cnn"], default="mlp")
+    p.add_argument("--torchvision", metavar="ARCH",
+                   help="with --model cnn: torchvision.models.ARCH(num_classes=10) instead of the small CNN "
+                        "(e.g. resnet18, resnet50; python3-torchvision)")
     p.add_argument("--batch", type=int, default=16, help="per rank")
     p.add_argument("--steps", type=int, default=10, help="steps per timed block")
     p.add_argument("--reps", type=int, default=7, help="timed blocks per configuration (median)")
@@ -109,6 +112,13 @@ def main():
     p.add_argument("--stages", type=int, default=2, help="boostcomm collectives in flight at once")
     args = p.parse_args()
 
+    if args.torchvision:
+        if args.model != "cnn":
+            p.error("--torchvision needs --model cnn (its 3x32x32 image batches)")
+        import torchvision
+        if not hasattr(torchvision.models, args.torchvision):
+            p.error(f"--torchvision: torchvision.models has no '{args.torchvision}'")
+        MODELS["cnn"] = lambda: getattr(torchvision.models, args.torchvision)(num_classes=10)
     torch.set_num_threads(args.threads)
     boostcomm.configure_overlap(enable=args.overlap == "on", overlap_stages=args.stages)
     bct.init_process_group("gloo")
@@ -137,7 +147,7 @@ def main():
     overlap = boostcomm.get_overlap_stats()
 
     med = {k: statistics.median(v) for k, v in times.items()}
-    result = {"model": args.model, "parameters": sum(p.numel() for p in runs["gloo"][0].parameters()),
+    result = {"model": f"torchvision.{args.torchvision}" if args.torchvision else args.model, "parameters": sum(p.numel() for p in runs["gloo"][0].parameters()),
               "batch_per_rank": args.batch, "world_size": dist.get_world_size(), "steps": args.steps,
               "reps": args.reps, "threads": args.threads, "median_seconds": med, "samples_seconds": times}
     for name in runs:
@@ -149,7 +159,7 @@ def main():
     result["boostcomm_overlap"] = args.overlap
     result["boostcomm_stages"] = args.stages
     if rank == 0:
-        print(f"model {args.model}: {result['parameters']:,} parameters, batch {args.batch}/rank, "
+        print(f"model {result['model']}: {result['parameters']:,} parameters, batch {args.batch}/rank, "
               f"{dist.get_world_size()} ranks, {args.reps} x {args.steps} steps, {args.threads} thread(s)/rank")
         print(f"{'backend':10} {'step ms':>9} {'floor ms':>9} {'overhead ms':>12}")
         for name in runs:
