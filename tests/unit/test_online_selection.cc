@@ -14,7 +14,10 @@
 #include <vector>
 
 #include "boostcomm/boostcomm.h"
+#include "algorithms/node_layout.h"
+#include "algorithms/registry.h"
 #include "core/tunables.h"
+#include "tuning/model_selection.h"
 #include "testing/inproc_group.h"
 
 namespace boostcomm {
@@ -179,6 +182,42 @@ TEST(OnlineSelection, LogsOneLinePerDecisionAndTheLinkFacts) {
   EXPECT_EQ(lines, 2u) << err;
   EXPECT_NE(err.find("8 KiB - 16 KiB: tried native"), std::string::npos) << err;
   EXPECT_NE(err.find("1 MiB - 2 MiB: tried native"), std::string::npos) << err;
+}
+
+// The candidates a class tries: native first (the baseline the selection must
+// never lose to), then the model's fastest within 2x of its best, at most 3,
+// all runnable on the layout; the model's ranges tile every payload.
+TEST(ModelSelection, TrialCandidatesStartWithNativeAndAreRunnable) {
+  const algorithms::NodeLayout layout = algorithms::layoutFromSizes({2, 2});
+  algorithms::CollectiveSpec probe;
+  probe.size = 4;
+  probe.layout = &layout;
+  probe.chunkBytes = 1 << 20;
+  probe.maxChunks = 64;
+  probe.tagSpan = 4096;
+  const tuning::CostParams params =
+      tuning::paramsFor(4, {2, 2}, 2, false, LinkModel{}, LinkModel{});
+  const tuning::ModelSelection model(params, probe);
+  for (Collective coll : {Collective::kAllreduce, Collective::kAllgather, Collective::kBroadcast,
+                          Collective::kReduceScatter}) {
+    const std::vector<tuning::ModelRule>& rules = model.rules(coll);
+    ASSERT_FALSE(rules.empty());
+    EXPECT_EQ(rules.front().minBytes, 0u);
+    for (std::size_t i = 1; i < rules.size(); ++i) EXPECT_EQ(rules[i].minBytes, rules[i - 1].maxBytes + 1);
+    EXPECT_EQ(rules.back().maxBytes, static_cast<std::size_t>(-1));
+    for (std::size_t bytes : {std::size_t{4096}, std::size_t{1} << 20, std::size_t{64} << 20}) {
+      const auto candidates = model.trialCandidates(coll, bytes);
+      if (candidates.empty()) continue;  // nothing to learn: one runnable candidate
+      EXPECT_GE(candidates.size(), 2u);
+      EXPECT_LE(candidates.size(), 3u);
+      EXPECT_STREQ(candidates.front()->name, "native");
+      for (const auto* a : candidates) EXPECT_EQ(a->collective, coll);
+    }
+  }
+  // Strategy flat: no hierarchical candidate, no hierarchical range.
+  const tuning::ModelSelection flat(params, probe, /*hierarchical=*/false);
+  for (const tuning::ModelRule& r : flat.rules(Collective::kAllreduce)) EXPECT_FALSE(algorithms::isHierarchical(*r.algorithm));
+  for (const auto* a : flat.trialCandidates(Collective::kAllreduce, 1 << 20)) EXPECT_FALSE(algorithms::isHierarchical(*a));
 }
 
 }  // namespace
