@@ -3,12 +3,13 @@
 //
 // One node: nothing is probed (the built-in selection table was measured on
 // one host and decides there). Several nodes: the leaders of nodes 0 and 1
-// ping-pong a short sweep (8 B, 64 KiB, 2 MiB; one warm-up and
-// kLinkProbeReps timed round trips each), fit alpha/beta, and node 0's
+// ping-pong 8 B and 2 MiB (one warm-up and kLinkProbeReps timed round
+// trips each; the fastest counts): latency from the first, bandwidth from
+// what the second adds. Node 0's
 // leader broadcasts the fit and its core count, so every rank builds the
 // same model. 2 MiB exceeds a token-bucket shaper's burst (the emulated
 // cluster's is 500 KB at 1 Gbit/s) and TCP's first windows: smaller probes
-// measured 1.9 GB/s on a 1 Gbit/s link. Cost: ~20 round trips, dominated by
+// measured 1.9 GB/s on a 1 Gbit/s link. Cost: 8 round trips, dominated by
 // 4 x 2 x 2 MiB crossing the link: ~0.14 s at 1 Gbit/s, ~15 ms at 10 Gbit/s.
 // Rejected: probing every node pair (creation cost grows with N^2 for a fact
 // the model uses once: its slowest-link assumption) and reusing the full
