@@ -29,15 +29,19 @@ LinkFacts learnLinkFacts(transport::Transport& world, const algorithms::NodeLayo
   if (world.rank() == a || world.rank() == b) {
     const auto points = topology::pingPong(world, world.rank() == a ? b : a, world.rank() == a, kLinkProbeSizes,
                                            kLinkProbeReps);
-    if (world.rank() == a && points.size() == 2 && points[1].timeUs > points[0].timeUs) {
+    if (world.rank() == a && points.size() == 2 && points[1].timeUs > 0) {
       // Latency from the 8 B round trip, bandwidth from what the 2 MiB one
       // added. Not the weighted fit of `boostcomm topo`: with two points it
       // is the same line, and with a mid-size point inside a shaper's burst
       // its 1/t^2 weights let that point set the slope (1.8 GB/s fitted on
       // a 1 Gbit/s link).
+      // When noise in the small round trip swamps what 2 MiB added (a link
+      // too fast to resolve, e.g. threads of one process), the whole 2 MiB
+      // time gives a lower bound on the bandwidth.
       const double bytes = static_cast<double>(points[1].bytes - points[0].bytes);
-      fit = {points[0].timeUs, bytes / (points[1].timeUs - points[0].timeUs) * 1e-3,
-             static_cast<double>(std::thread::hardware_concurrency())};
+      double addedUs = points[1].timeUs - points[0].timeUs;
+      if (addedUs < 0.1 * points[1].timeUs) addedUs = points[1].timeUs;
+      fit = {points[0].timeUs, bytes / addedUs * 1e-3, static_cast<double>(std::thread::hardware_concurrency())};
     } else if (world.rank() == a) {
       fit[2] = static_cast<double>(std::thread::hardware_concurrency());
     }
