@@ -1,0 +1,87 @@
+"""`boostcomm tune` caches: per collective, one bar per measured size whose
+height is the winner's speedup over native (native time / winner time, the
+`x_native` column of the tune table) and whose colour and label name the
+winner; grey dots are the other candidates' speedups over native, so the
+margin to the runner-up shows too. One panel per collective."""
+
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from .common import decorate, field, format_bytes, layout, number
+
+
+def read(source):
+    doc = source.doc
+    entries = field(source, doc, "entries", "", list)
+    if not entries:
+        source.fail("entries", "empty: the cache holds no tuned size")
+    by_collective = {}
+    for i, entry in enumerate(entries):
+        where = f"entries[{i}]"
+        collective = field(source, entry, "collective", where, str)
+        size = number(source, entry, "bytes", where)
+        winner = field(source, entry, "winner", where, str)
+        candidates = field(source, entry, "candidates", where, list)
+        times = {}
+        for j, c in enumerate(candidates):
+            times[field(source, c, "algorithm", f"{where}.candidates[{j}]", str)] = number(
+                source, c, "time_us", f"{where}.candidates[{j}]")
+        if winner not in times:
+            source.fail(f"{where}.winner", f"'{winner}' is not among its candidates")
+        dtype = entry.get("dtype", "")
+        by_collective.setdefault(collective, []).append((size, str(dtype), winner, times))
+    for rows in by_collective.values():
+        rows.sort()
+    signature = doc.get("signature") if isinstance(doc.get("signature"), dict) else {}
+    meta = dict(doc.get("meta")) if isinstance(doc.get("meta"), dict) else {}
+    meta.setdefault("version", signature.get("version"))
+    return {"meta": meta, "ranks": signature.get("world_size", "?"), "collectives": by_collective}
+
+
+def speedup_over_native(times, algorithm):
+    """native time / algorithm's time; None when native was not measured."""
+    native = times.get("native")
+    return native / times[algorithm] if native and times[algorithm] > 0 else None
+
+
+def draw(sources):
+    if len(sources) > 1:
+        sources[1].fail(None, "tuning caches are plotted one file at a time (got several)")
+    source = sources[0]
+    d = read(source)
+    collectives = d["collectives"]
+    fig = Figure(figsize=(9, 2.2 + 2.6 * len(collectives)))
+    axes = fig.subplots(len(collectives), 1, squeeze=False)[:, 0]
+    colours = {}
+    dtypes = {dtype for rows in collectives.values() for _, dtype, _, _ in rows}
+    for ax, (collective, rows) in zip(axes, collectives.items()):
+        xs = list(range(len(rows)))
+        heights = []
+        for x, (size, _, winner, times) in zip(xs, rows):
+            colour = colours.setdefault(winner, f"C{len(colours) % 10}")
+            ratio = speedup_over_native(times, winner)
+            heights.append(ratio if ratio is not None else 0.0)
+            ax.bar(x, heights[-1], color=colour, width=0.6)
+            others = [speedup_over_native(times, a) for a in times if a not in (winner, "native")]
+            others = [o for o in others if o is not None]
+            ax.scatter([x] * len(others), others, s=10, color="0.4", zorder=3)
+            text = winner if ratio is not None else f"{winner}\n(no native)"
+            ax.text(x, heights[-1], f"{text}\n{heights[-1]:.2f}x" if ratio else text, ha="center", va="bottom",
+                    fontsize=7)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xticks(xs)
+        ax.set_xticklabels([format_bytes(size) + (f"\n{dtype}" if len(dtypes) > 1 else "")
+                            for size, dtype, _, _ in rows])
+        top = max(heights + [1.0] + [speedup_over_native(t, a) or 0 for _, _, _, t in rows for a in t])
+        ax.set_ylim(0, top * 1.35)
+        ax.set_title(f"{collective}", fontsize=9, loc="left")
+        ax.set_ylabel("speedup over native\n(native time / time)")
+        ax.grid(True, axis="y", alpha=0.3)
+    axes[-1].set_xlabel("message size S (bytes)" + (f", {dtypes.pop()}" if len(dtypes) == 1 else ""))
+    handles = [Patch(color=c, label=f"winner: {a}") for a, c in colours.items()]
+    handles.append(axes[0].scatter([], [], s=10, color="0.4", label="other candidates"))
+    axes[0].legend(handles=handles, fontsize=7, loc="upper left", ncol=min(4, len(handles)))
+    title = f"boostcomm tune: the winner per (collective, size) and its margin over native, {d['ranks']} ranks"
+    title_lines, footer_lines = decorate(fig, title, [(source, d["meta"])])
+    layout(fig, title_lines, footer_lines)
+    return fig
