@@ -225,6 +225,13 @@ def test_tuning_winner_and_margin(files):
     assert "tune -c allreduce,allgather" in suptitle(fig)
 
 
+def test_tuning_axis_cuts_one_outlier_only():
+    from boostcomm.plot import tuning as tuning_chart
+    assert tuning_chart.axis_top([1.0, 1.2, 2.0, 42.0]) == pytest.approx(1.35 * 2.0)
+    assert tuning_chart.axis_top([1.0, 3.0, 5.0]) == pytest.approx(1.35 * 5.0)  # no outlier: nothing cut
+    assert tuning_chart.axis_top([None, 0.5]) == pytest.approx(1.35)  # the 1x line stays in view
+
+
 # ---------------------------------------------------------------- command line and PNGs
 
 def run_plot(args, pythonpath=SOURCE_PYTHON):

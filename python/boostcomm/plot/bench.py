@@ -6,7 +6,7 @@ one colour per algorithm, one line style per file."""
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-from .common import decorate, field, format_bytes, layout, number
+from .common import decorate, field, format_bytes, layout, number, records
 
 _STYLES = ("-", "--", ":", "-.")
 _MARKERS = ("o", "s", "^", "D")
@@ -18,12 +18,8 @@ def read(source):
     meta = field(source, doc, "meta", "", dict)
     for key in ("collective", "ranks"):
         field(source, meta, key, "meta")
-    results = field(source, doc, "results", "", list)
-    if not results:
-        source.fail("results", "empty: the bench measured nothing")
     series = {}
-    for i, record in enumerate(results):
-        where = f"results[{i}]"
+    for where, record in records(source, doc, "results", "the bench measured nothing"):
         algorithm = field(source, record, "algorithm", where, str)
         size = number(source, record, "bytes", where)
         busbw = number(source, record, "busbw_GBps", where)
@@ -54,6 +50,11 @@ def _size_axis(ax, sizes):
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: format_bytes(x)))
 
 
+def _ratio_text(y, _pos=None):
+    """2 -> "2x", 0.25 -> "1/4x": tick labels of a log2 ratio axis."""
+    return f"{y:g}x" if y >= 0.1 else f"1/{1 / y:.0f}x"
+
+
 def _labels(sources):
     labels = [s.label for s in sources]
     if len(set(labels)) < len(labels):
@@ -77,7 +78,7 @@ def _title(data):
 def draw(sources, baseline=None):
     data = [read(s) for s in sources]
     labels = _labels(sources)
-    fig = Figure(figsize=(9, 7.5))
+    fig = Figure(figsize=(11.5, 7.5))
     bw_ax, speed_ax = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     colours = {}
     sizes = set()
@@ -106,7 +107,7 @@ def draw(sources, baseline=None):
             # The copy rate of one core, the reference the bench prints; not
             # drawn when it would squash the data (sweeps of small sizes only).
             peak = max(p[1] for points in d["series"].values() for p in points)
-            text = f"1-core memcpy {memcpy:.2f} GB/s{suffix}"
+            text = f"memcpy, 1 core: {memcpy:.2f} GB/s{suffix}"
             if memcpy <= 3 * peak:
                 bw_ax.axhline(memcpy, color="0.5", linestyle=style, linewidth=0.8, label=text)
             else:
@@ -123,7 +124,9 @@ def draw(sources, baseline=None):
     else:
         bw_ax.set_ylabel("bus bandwidth (GB/s, 1 GB = 1e9 B)")
     bw_ax.grid(True, which="both", alpha=0.3)
-    bw_ax.legend(fontsize=7, ncol=2 if len(bw_ax.get_lines()) > 8 else 1, loc="upper left")
+    # Legends right of the panels: the curves cross everywhere inside them.
+    outside = {"fontsize": 7, "loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0}
+    bw_ax.legend(**outside)
     base_text = "/".join(speedup_baselines) or "baseline"
     speed_ax.set_ylabel(f"speedup vs {base_text}\n({base_text} time / time)")
     speed_ax.set_xlabel("message size S (bytes, log2 axis; nccl-tests convention, docs/BENCH_JSON.md)")
@@ -131,11 +134,11 @@ def draw(sources, baseline=None):
     speed_ax.grid(True, alpha=0.3)
     if speedup_series:
         speed_ax.set_yscale("log", base=2)
-        speed_ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _pos: f"{y:g}x"))
-        speed_ax.legend(fontsize=7, ncol=2, loc="best")
+        speed_ax.yaxis.set_major_formatter(FuncFormatter(_ratio_text))
+        speed_ax.legend(**outside)
     else:
         speed_ax.text(0.5, 0.5, "no baseline (mpi or native) in this run: no speedup to show",
                       transform=speed_ax.transAxes, ha="center", va="center", fontsize=8)
     title_lines, footer_lines = decorate(fig, _title(data), [(s, d["meta"]) for s, d in zip(sources, data)])
-    layout(fig, title_lines, footer_lines)
+    layout(fig, title_lines, footer_lines, left_inches=1.15, right_inches=3.1)
     return fig

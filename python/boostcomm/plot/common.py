@@ -49,6 +49,15 @@ def field(source, obj, key, where, types=None, allow_none=False):
     return value
 
 
+def records(source, obj, key, nothing):
+    """(where, item) for each item of the array obj[key], which must not be
+    empty (`nothing` says what an empty one means)."""
+    items = field(source, obj, key, "", list)
+    if not items:
+        source.fail(key, f"empty: {nothing}")
+    return [(f"{key}[{i}]", item) for i, item in enumerate(items)]
+
+
 def number(source, obj, key, where, allow_none=False):
     value = field(source, obj, key, where, (int, float), allow_none)
     return None if value is None else float(value)
@@ -84,9 +93,10 @@ def provenance(source, meta):
     return command, footer
 
 
-def decorate(fig, title, sources_meta, width=110):
+def decorate(fig, title, sources_meta):
     """Title (plus the producing command of each file) on top, machine and
     date of each file in a footer. sources_meta: [(source, meta dict)]."""
+    width = int(fig.get_figwidth() * 14) - 3  # characters of 9 pt monospace per line
     lines = [title]
     footers = []
     commands = []
@@ -105,7 +115,7 @@ def decorate(fig, title, sources_meta, width=110):
     return len(lines), len(footers)
 
 
-def layout(fig, title_lines, footer_lines, left_inches=0.95):
+def layout(fig, title_lines, footer_lines, left_inches=0.95, right_inches=0.2):
     """Leaves room (in inches, so any figure size works) for the title block
     with the panels' own titles under it, the x label and footer, and the
     y labels."""
@@ -113,4 +123,4 @@ def layout(fig, title_lines, footer_lines, left_inches=0.95):
     top = 1.0 - (0.17 * title_lines + 0.45) / height
     bottom = (0.13 * footer_lines + 0.65) / height
     fig.subplots_adjust(top=max(top, 0.5), bottom=min(bottom, 0.4), left=min(left_inches / width, 0.4),
-                        right=1.0 - 0.2 / width)
+                        right=1.0 - right_inches / width)

@@ -51,7 +51,7 @@ def draw(sources):
         for name, values in d["modes"]:
             label = name if len(data) == 1 else f"{source.label}\n{name}"
             bars.append((label, values))
-    fig = Figure(figsize=(max(6.5, 1.4 * len(bars) + 2.5), 6))
+    fig = Figure(figsize=(max(8.5, 1.4 * len(bars) + 4.5), 6))
     ax = fig.subplots()
     xs = list(range(len(bars)))
     bottoms = [0.0] * len(bars)
@@ -60,7 +60,8 @@ def draw(sources):
         ax.bar(xs, heights, bottom=bottoms, color=colour, width=0.6, label=name, edgecolor="white", linewidth=0.5)
         bottoms = [b + h for b, h in zip(bottoms, heights)]
     steps = [v["step_time_s"] * 1e3 for _, v in bars]
-    ax.scatter(xs, steps, marker="_", s=900, color="black", zorder=3, label="measured step time")
+    ax.hlines(steps, [x - 0.36 for x in xs], [x + 0.36 for x in xs], color="black", linewidth=1.5, zorder=3,
+              label="measured step time")
     top = max(bottoms + steps) if bars else 1.0
     for x, (_, v), height in zip(xs, bars, bottoms):
         text = f"{v['speedup']:.2f}x\noverlap {100 * v['overlap_efficiency']:.0f}%"
@@ -73,10 +74,10 @@ def draw(sources):
     ax.set_ylabel("time per training step (ms)")
     ax.set_xlabel("mode (speedup = baseline step / step; overlap = hidden / sync time)")
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     models = "/".join(sorted({d["model"] for d in data}))
     ranks = "/".join(sorted({str(d["ranks"]) for d in data}))
     title = f"boostcomm replay: {models} on {ranks} ranks - step time split into compute and communication"
     title_lines, footer_lines = decorate(fig, title, [(s, d["meta"]) for s, d in zip(sources, data)])
-    layout(fig, title_lines, footer_lines)
+    layout(fig, title_lines, footer_lines, right_inches=2.0)
     return fig

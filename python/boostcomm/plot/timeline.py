@@ -151,7 +151,9 @@ def draw(sources, step=0, mode=None):
             if t not in texts:
                 handles.append(h)
                 texts.append(t)
-    axes[0, 0].legend(handles, texts, fontsize=7, loc="lower right", ncol=3)
+    # Above the first panel, right of its title: inside, it would hide bars.
+    axes[0, 0].legend(handles, texts, fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=len(texts),
+                      borderaxespad=0.2, frameon=False)
     meta = next(iter(d["labels"].values()), {})
     title = f"timeline: per-rank Gantt of step {step} - backward compute and bucket collectives"
     title_lines, footer_lines = decorate(fig, title, [(source, meta)])
