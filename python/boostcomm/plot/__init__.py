@@ -49,6 +49,22 @@ def figure(paths, step=0, mode=None, baseline=None):
 def save(fig, path, dpi=100):
     """Writes the figure (format from the suffix: .png, .svg, .pdf)."""
     try:
-        fig.savefig(path, dpi=dpi)
+        if str(path).lower().endswith(".png"):
+            _save_png(fig, path, dpi)
+        else:
+            fig.savefig(path, dpi=dpi)
     except OSError as e:
-        raise PlotError(path, f"cannot write ({e.strerror or e})") from None
+        raise PlotError(str(path), f"cannot write ({e.strerror or e})") from None
+
+
+def _save_png(fig, path, dpi):
+    """A 256-colour palette PNG: a chart has few colours, and the file is a
+    third of the RGB one (the committed docs/img stays small)."""
+    import io
+
+    from PIL import Image  # matplotlib's own dependency
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    buffer.seek(0)
+    Image.open(buffer).convert("RGB").quantize(colors=256).save(path, optimize=True)
