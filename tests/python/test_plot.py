@@ -200,8 +200,50 @@ def test_timeline_of_the_engine_alone(files, tmp_path):
     path = tmp_path / "engine.json"
     path.write_text("[\n" + "\n,".join(json.dumps(e) for e in events) + "\n")  # no "]": an interrupted run
     fig = plot.figure([str(path)], step=0)
-    assert len(fig.axes) == 1 and fig.axes[0].get_title(loc="left") == "step 0"
+    assert len(fig.axes) == 1 and fig.axes[0].get_title(loc="left").startswith("step 0: ")
     assert len({c.get_label() for c in fig.axes[0].containers} & {"collective", "wait for communication"}) == 2
+
+
+ENGINE_SCRIPT = """
+import time
+import numpy as np
+import boostcomm as abc
+abc.comm_init()
+grads = [(f"g{i}", np.ones(1 << 15, np.float32)) for i in range(12)]
+engine = abc.OverlapEngine(grads, bucket_bytes=1 << 18, first_bucket_bytes=1 << 16)
+for step in range(3):
+    for i in reversed(range(len(grads))):
+        time.sleep(0.001)
+        engine.mark_ready(i)
+    engine.finish_backward()
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir(os.environ.get("BOOSTCOMM_BUILT_PYTHON", "/nonexistent")),
+                    reason="no built package")
+def test_timeline_of_a_python_training_loop(tmp_path):
+    """BOOSTCOMM_TIMELINE in a Python program: the engine's own trace, titled with that program."""
+    script = tmp_path / "loop.py"
+    script.write_text(ENGINE_SCRIPT)
+    trace = tmp_path / "engine.json"
+    env = dict(os.environ, PYTHONPATH=os.environ["BOOSTCOMM_BUILT_PYTHON"], BOOSTCOMM_TIMELINE=str(trace))
+    done = subprocess.run([MPIEXEC, "-np", "2", "--oversubscribe", "--bind-to", "none", "-x", "PYTHONPATH", "-x",
+                           "BOOSTCOMM_TIMELINE", PYTHON, str(script)], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    rank1 = str(tmp_path / "engine.rank1.json")
+    events = load(rank1)
+    waits = sorted((e for e in events if e.get("cat") == "wait"), key=lambda e: e["ts"])
+    assert len(waits) == 3
+    fig = plot.figure([rank1], step=2)
+    ax = fig.axes[0]
+    start, end = waits[1]["ts"] + waits[1]["dur"], waits[2]["ts"] + waits[2]["dur"]
+    assert ax.get_title(loc="left") == f"step 2: {(end - start) / 1e3:.1f} ms"
+    expected = [e for e in events if e.get("cat") == "collective" and e["ts"] + e["dur"] > start and e["ts"] < end]
+    bars = {c.get_label(): c for c in ax.containers}
+    assert len(bars["collective"].patches) == len(expected) > 0
+    assert all(t.get_text().startswith("rank 1: ") for t in ax.get_yticklabels())
+    assert f"{PYTHON} {script}" in suptitle(fig)
 
 
 # ---------------------------------------------------------------- tuning

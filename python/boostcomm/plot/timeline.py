@@ -142,8 +142,8 @@ def draw(sources, step=0, mode=None):
     axes = fig.subplots(len(windows), 1, squeeze=False, gridspec_kw={"height_ratios": [max(r, 1) + 2 for r in rows]})
     for ax, (name, window) in zip(axes[:, 0], windows.items()):
         duration = (max(e for _, e in window.values()) - min(s for s, _ in window.values())) / 1e3
-        _draw_panel(ax, f"{name} (step {step}): {duration:.1f} ms" if not name.startswith("step") else name,
-                    spans, window, d["threads"])
+        label = name if name.startswith("step ") else f"{name} (step {step})"
+        _draw_panel(ax, f"{label}: {duration:.1f} ms", spans, window, d["threads"])
     axes[-1, 0].set_xlabel("time from the step's start (ms)")
     handles, texts = [], []
     for ax in axes[:, 0]:
