@@ -272,6 +272,10 @@ def test_tuning_axis_cuts_one_outlier_only():
     assert tuning_chart.axis_top([1.0, 1.2, 2.0, 42.0]) == pytest.approx(1.35 * 2.0)
     assert tuning_chart.axis_top([1.0, 3.0, 5.0]) == pytest.approx(1.35 * 5.0)  # no outlier: nothing cut
     assert tuning_chart.axis_top([None, 0.5]) == pytest.approx(1.35)  # the 1x line stays in view
+    # Slow candidates (dots far below 1x) do not make a 1.4x winner an outlier.
+    assert tuning_chart.axis_top([1.43, 1.0, 1.0], [0.05, 0.1, 0.1, 0.2]) == pytest.approx(1.35 * 1.43)
+    # A candidate above its winner stays in view; one 30x off the bars does not.
+    assert tuning_chart.axis_top([2.0, 1.0], [3.2, 30.0]) == pytest.approx(1.35 * 3.2)
 
 
 # ---------------------------------------------------------------- command line and PNGs

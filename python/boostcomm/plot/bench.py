@@ -3,6 +3,8 @@
 in the same run (raw MPI, else boostcomm's native). Several files overlay:
 one colour per algorithm, one line style per file."""
 
+import math
+
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
@@ -53,6 +55,14 @@ def _size_axis(ax, sizes):
 def _ratio_text(y, _pos=None):
     """2 -> "2x", 0.25 -> "1/4x": tick labels of a log2 ratio axis."""
     return f"{y:g}x" if y >= 0.1 else f"1/{1 / y:.0f}x"
+
+
+def _ratio_ticks(limits):
+    """Powers of two across `limits`, 1x always among them, at most ~8."""
+    low, high = (math.floor(math.log2(v)) for v in (max(limits[0], 1e-12), max(limits[1], 1e-12)))
+    high += 1
+    stride = max(1, math.ceil((high - low + 1) / 8))
+    return [2.0 ** e for e in range(low, high + 1) if e % stride == 0]
 
 
 def _labels(sources):
@@ -134,6 +144,8 @@ def draw(sources, baseline=None):
     speed_ax.grid(True, alpha=0.3)
     if speedup_series:
         speed_ax.set_yscale("log", base=2)
+        speed_ax.yaxis.set_major_locator(FixedLocator(_ratio_ticks(speed_ax.get_ylim())))
+        speed_ax.yaxis.set_minor_locator(NullLocator())
         speed_ax.yaxis.set_major_formatter(FuncFormatter(_ratio_text))
         speed_ax.legend(**outside)
     else:

@@ -40,12 +40,13 @@ def speedup_over_native(times, algorithm):
     return native / times[algorithm] if native and times[algorithm] > 0 else None
 
 
-def axis_top(values):
-    """Top of a panel's y axis: room over the values, but one outlier (42x
-    where the rest are 1-3x, a noisy sample) is cut at the axis, not allowed
-    to flatten every other bar."""
-    values = sorted(v for v in values if v is not None)
-    typical = [v for v in values if v <= 4 * values[len(values) // 2]] if values else []
+def axis_top(bars, dots=()):
+    """Top of a panel's y axis: room over the bars and dots, but a value far
+    above the bars' median (42x where the rest are 1-3x: a noisy sample) is
+    cut at the axis, not allowed to flatten every other bar."""
+    bars = sorted(b for b in bars if b is not None)
+    limit = max(4 * bars[len(bars) // 2], 4.0) if bars else 4.0
+    typical = [v for v in list(bars) + [d for d in dots if d is not None] if v <= limit]
     return 1.35 * max(typical + [1.0])
 
 
@@ -54,7 +55,7 @@ def _panel(ax, collective, rows, colours, dtypes):
     ratios = [speedup_over_native(times, winner) for _, _, winner, times in rows]
     others = [[speedup_over_native(times, a) for a in times if a not in (winner, "native")]
               for _, _, winner, times in rows]
-    top = axis_top(ratios + [o for row in others for o in row])
+    top = axis_top(ratios, [o for row in others for o in row])
     for x, (_, _, winner, _), ratio, other in zip(xs, rows, ratios, others):
         height = ratio if ratio is not None else 0.0
         ax.bar(x, height, color=colours.setdefault(winner, f"C{len(colours) % 10}"), width=0.6)
