@@ -1,6 +1,6 @@
 # boostcomm: the two commands are
 #   make demo   install missing Debian packages, build, replay ResNet-50 training on 2 ranks
-#               (baseline / fused / boosted before-after table)
+#               (baseline / fused / boosted before-after table, and its chart)
 #   make test   install missing Debian packages, build, run every test (ctest)
 # `make help` lists the rest. Variables below can be overridden:
 #   make test BUILD_TYPE=Debug CTEST_ARGS='-R mpi'
@@ -33,6 +33,10 @@ SKIP_DEPS  ?= 0
 BOOSTCOMM_CLI := $(BUILD_DIR)/tools/boostcomm
 DEMO_JSON     := $(BUILD_DIR)/demo_replay.json
 DEMO_ARGS     ?= replay --model resnet50 --comm-share 0.28 --steps 5 --output $(DEMO_JSON)
+DEMO_PNG      := $(BUILD_DIR)/demo_replay.png
+# Debian's interpreter (python3-matplotlib); the package from the source tree, as plotting reads JSON only.
+PYTHON        ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
+PLOT          := PYTHONPATH=python $(PYTHON) -m boostcomm.plot
 BENCH_JSON    := $(BUILD_DIR)/demo_bench.json
 BENCH_ARGS    ?= bench -b 8 -e 16M -f 4 -c allreduce -d float32 -o sum -n 20 -w 5 --output $(BENCH_JSON)
 
@@ -43,18 +47,19 @@ MPI_ENV := source scripts/mpirun_local.sh
 export OMPI_ALLOW_RUN_AS_ROOT ?= 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM ?= 1
 
-.PHONY: help deps configure build test demo bench install install-check clean
+.PHONY: help deps configure build test demo bench plots install install-check clean
 
 help:
-	@echo "make demo           deps + build + 2-rank 'boostcomm replay' of ResNet-50 (JSON in $(DEMO_JSON))"
+	@echo "make demo           deps + build + 2-rank 'boostcomm replay' of ResNet-50 (JSON in $(DEMO_JSON), chart $(DEMO_PNG))"
 	@echo "make bench          deps + build + 2-rank 'boostcomm bench' allreduce sweep (JSON in $(BENCH_JSON))"
+	@echo "make plots          deps + build + runs on this machine, charts into docs/img/ (docs/PLOTS.md)"
 	@echo "make test           deps + build + ctest (unit, MPI and large-count tests)"
 	@echo "make build          deps + configure + compile into $(BUILD_DIR)/ (the default goal)"
 	@echo "make install        install to PREFIX=$(PREFIX)"
 	@echo "make install-check  install to a temporary prefix and build examples/consumer against it"
 	@echo "make deps           only install missing Debian packages (scripts/install_deps.sh)"
 	@echo "make clean          remove $(BUILD_DIR)/"
-	@echo "variables: BUILD_DIR BUILD_TYPE JOBS CTEST_JOBS NP PREFIX CMAKE_ARGS CTEST_ARGS CTEST_TIMEOUT DEMO_ARGS BENCH_ARGS SKIP_DEPS"
+	@echo "variables: BUILD_DIR BUILD_TYPE JOBS CTEST_JOBS NP PREFIX CMAKE_ARGS CTEST_ARGS CTEST_TIMEOUT DEMO_ARGS BENCH_ARGS SKIP_DEPS PYTHON"
 
 deps:
 ifeq ($(SKIP_DEPS),1)
@@ -75,13 +80,20 @@ test: build
 	$(MPI_ENV); ctest --test-dir $(BUILD_DIR) --output-on-failure --no-tests=error \
 	  --timeout $(CTEST_TIMEOUT) -j $(CTEST_JOBS) $(CTEST_ARGS)
 
+# The chart only when this run wrote $(DEMO_JSON) (DEMO_ARGS may not), never from an old file.
 demo: build
+	rm -f $(DEMO_JSON)
 	$(MPI_ENV); mpirun -np $(NP) --oversubscribe --bind-to none $(BOOSTCOMM_CLI) $(DEMO_ARGS)
-	@echo "demo: results written to $(DEMO_JSON)"
+	@if [[ -f $(DEMO_JSON) ]]; then echo "demo: results written to $(DEMO_JSON)"; \
+	  $(PLOT) $(DEMO_JSON) -o $(DEMO_PNG) >/dev/null && echo "demo: chart written to $(DEMO_PNG)"; \
+	else echo "demo: no chart (DEMO_ARGS does not write $(DEMO_JSON))"; fi
 
 bench: build
 	$(MPI_ENV); mpirun -np $(NP) --oversubscribe --bind-to none $(BOOSTCOMM_CLI) $(BENCH_ARGS)
 	@echo "bench: results written to $(BENCH_JSON)"
+
+plots: build
+	scripts/make_plots.sh $(BUILD_DIR) docs/img
 
 install: build
 	cmake --install $(BUILD_DIR) --prefix $(PREFIX)

@@ -40,7 +40,7 @@ class CMakeBuild(build_ext):
 
 
 setup(
-    packages=["boostcomm"],
+    packages=["boostcomm", "boostcomm.plot"],  # plot: charts of the tools' JSON (docs/PLOTS.md)
     package_dir={"boostcomm": "python/boostcomm"},
     ext_modules=[Extension("boostcomm._boostcomm", sources=[])],
     cmdclass={"build_ext": CMakeBuild},

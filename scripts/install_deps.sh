@@ -35,6 +35,7 @@ readonly kPackages=(
   python3-torch
   libtorch-dev
   python3-torchvision  # DDP on torchvision models: scripts/compare_builds.sh, examples/python
+  python3-matplotlib   # charts from the tools' JSON: python3 -m boostcomm.plot (docs/PLOTS.md)
 )
 
 check_only=0

@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "api/cli_internal.h"
 #include "bench.h"
 #include "bench_json.h"
 #include "cli_util.h"
@@ -148,6 +149,7 @@ void writeBenchJson(const BenchMeta& meta, const std::vector<BenchRecord>& recor
   doc["meta"] = {
       {"schema_version", kSchemaVersion},
       {"tool", "boostcomm bench"},
+      {"command", telemetry::currentRunInfo().command},
       {"version", meta.version},
       {"date", meta.date},
       {"hostname", meta.hostname},

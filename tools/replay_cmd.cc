@@ -8,7 +8,9 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "api/cli_internal.h"
 #include "boostcomm/error.h"
+#include "boostcomm/version.h"
 #include "cli_util.h"
 #include "extra_commands.h"
 #include "replay.h"
@@ -27,7 +29,7 @@ struct ReplayCli {
   bool json = false;
 };
 
-nlohmann::json toJson(const ReplayReport& report, const ReplayOptions& o) {
+nlohmann::json toJson(const ReplayReport& report, const ReplayOptions& o, const telemetry::RunInfo& run) {
   nlohmann::json modes = nlohmann::json::object();
   for (const ModeResult& m : report.modes) {
     modes[m.mode] = {{"step_time_s", m.stepSeconds},
@@ -53,7 +55,11 @@ nlohmann::json toJson(const ReplayReport& report, const ReplayOptions& o) {
     if (m.mode == "boosted") boostedSpeedup = m.speedup;
   }
   const double measuredBound = measuredShare > 0 ? 1.0 / (1.0 - measuredShare) : 0.0;
-  return {{"model", report.model},
+  nlohmann::json meta = telemetry::toJson(run);
+  meta["tool"] = "boostcomm replay";
+  meta["version"] = versionString();
+  return {{"meta", meta},
+          {"model", report.model},
           {"baseline_comm_share_measured", measuredShare},
           {"speedup_bound_measured", measuredBound},
           {"boosted_fraction_of_bound", measuredBound > 0 ? boostedSpeedup / measuredBound : 0.0},
@@ -158,9 +164,10 @@ ExtraCommand addReplayCommand(CLI::App& app) {
     o.overlap.bufferStrategy = cli->buffersText == "single" ? BufferStrategy::kSingle : BufferStrategy::kPingPong;
     o.compute = cli->computeText == "spin" ? ComputeEmulation::kSpin : ComputeEmulation::kSleep;
     o.bucketView = cli->bucketViewText == "on";
+    const telemetry::RunInfo run = telemetry::currentRunInfo();  // the date is the run's start
     const ReplayReport report = runReplay(*comm, o);
     if (comm->rank() != 0) return 0;
-    const nlohmann::json j = toJson(report, o);
+    const nlohmann::json j = toJson(report, o, run);
     if (cli->json) {
       std::printf("%s\n", j.dump(2).c_str());
     } else {

@@ -93,6 +93,7 @@ class Replayer {
       to.pid = comm.rank();
       timeline_ = std::make_shared<telemetry::Timeline>(to);
       timeline_->nameProcess("rank " + std::to_string(comm.rank()));
+      timeline_->labelProcess(telemetry::currentRunInfo());
       timeline_->nameThread(kComputeTid, "caller (emulated backward)");
       timeline_->nameThread(kStepTid, "steps");
       timeline_->nameThread(kBaselineTid, "baseline per-tensor allreduce");

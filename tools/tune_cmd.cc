@@ -85,6 +85,8 @@ int runTune(const TuneArgs& a, Communicator& comm) {
     std::fflush(stdout);
   }
   if (loaded.status != TuningCache::LoadStatus::kLoaded) cache = TuningCache(signature);
+  const telemetry::RunInfo run = telemetry::currentRunInfo();
+  cache.meta = {{"tool", "boostcomm tune"}, {"command", run.command}, {"hostname", run.hostname}, {"date", run.date}};
 
   TuneOptions options;
   options.samples = a.samples;

@@ -92,6 +92,10 @@ class TuningCache {
   std::size_t chunkBytes = 0;   // pipelining chunk (BOOSTCOMM_RING_CHUNK_BYTES; hier pieces use it too)
   std::map<std::size_t, double> bucketTimesUs;  // candidate bucket size -> time
   std::map<std::size_t, double> chunkTimesUs;   // candidate chunk size -> time
+  // Who wrote the file ("command", "hostname", "date", set by `boostcomm tune`),
+  // kept as the JSON's "meta" object: informational (charts title with it),
+  // not part of the signature.
+  std::map<std::string, std::string> meta;
 
   // Replaces the entry of the same (collective, dtype, bytes).
   void upsert(TuningEntry entry);

@@ -19,8 +19,15 @@ Reference: docs/PYTHON.md.
 """
 
 import contextlib
+import importlib
 
-from . import _boostcomm as _C
+try:
+    _C = importlib.import_module(__name__ + "._boostcomm")
+except ImportError as _error:  # not built here, or its libraries (libmpi ...) are missing
+    # JSON-only tools (python3 -m boostcomm.plot) still import the package;
+    # native calls then raise this error (boostcomm/_unbuilt.py says why).
+    from . import _unbuilt
+    _C = _unbuilt.install(__name__ + "._boostcomm", _error)
 from . import _state
 
 __version__ = _C.__version__

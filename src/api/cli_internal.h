@@ -16,6 +16,7 @@
 //   simulate/*, transport/sim/sim_cluster.h
 //                          the simulator behind `boostcomm simulate`
 //   telemetry/timeline.h   replay's Chrome-trace timeline
+//   telemetry/run_info.h   the command, host and date the tools write into their JSON
 //   engine/engine_impl.h   engine::attachTimeline: replay traces the overlap engine
 //
 // Only tools/ compiles this header; it sits in api/ as the library's one
@@ -33,5 +34,6 @@
 #include "simulate/cluster_file.h"
 #include "simulate/predict.h"
 #include "simulate/replay_sim.h"
+#include "telemetry/run_info.h"
 #include "telemetry/timeline.h"
 #include "transport/sim/sim_cluster.h"

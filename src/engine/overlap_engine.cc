@@ -89,7 +89,9 @@ OverlapEngine::Impl::Impl(Communicator& comm, std::vector<GradientTensor> tensor
     to.path = telemetry::rankTimelinePath(options_.timelinePath, rank_, comm_.size());
     to.pid = rank_;
     to.maxEvents = static_cast<std::size_t>(core::tunableInt(core::kTunableTimelineMaxEvents));
-    attachTimeline(std::make_shared<telemetry::Timeline>(to));
+    auto timeline = std::make_shared<telemetry::Timeline>(to);
+    timeline->labelProcess(telemetry::currentRunInfo());
+    attachTimeline(std::move(timeline));
   }
   // Buckets complete while backward computes only if someone progresses them.
   comm_.useProgressThread();

@@ -110,6 +110,16 @@ void Timeline::nameThread(int tid, std::string_view name) {
   appendLocked(m);
 }
 
+void Timeline::labelProcess(const RunInfo& info) {
+  nlohmann::json args = toJson(info);
+  args["labels"] = info.command + " (" + info.hostname + ", " + info.date + ")";
+  nlohmann::json m = {{"name", "process_labels"}, {"ph", "M"}, {"pid", options_.pid}, {"tid", 0}, {"args", args}};
+  std::lock_guard lock(mutex_);
+  if (file_ == nullptr) return;
+  metadata_.push_back(m);
+  appendLocked(m);
+}
+
 void Timeline::complete(std::string_view name, std::string_view category, int tid, double startUs, double durationUs,
                         nlohmann::json args) {
   nlohmann::json e = {{"name", name}, {"cat", category}, {"ph", "X"}, {"pid", options_.pid}, {"tid", tid},

@@ -34,6 +34,8 @@
 #include <string_view>
 #include <vector>
 
+#include "telemetry/run_info.h"
+
 namespace boostcomm::telemetry {
 
 // Microseconds since the Unix epoch: the steady clock, anchored once per
@@ -60,6 +62,10 @@ class Timeline {
 
   void nameProcess(std::string_view name);
   void nameThread(int tid, std::string_view name);
+  // Where the trace came from: a "process_labels" metadata event (viewers
+  // show args.labels next to the process) whose args also carry the RunInfo
+  // fields, for charts (python3 -m boostcomm.plot) to title the timeline.
+  void labelProcess(const RunInfo& info);
   // A complete event ("ph":"X"): [startUs, startUs + durationUs) on thread tid.
   void complete(std::string_view name, std::string_view category, int tid, double startUs, double durationUs,
                 nlohmann::json args = nullptr);

@@ -3,6 +3,7 @@
 //
 //   {"format": "boostcomm-tuning-cache", "format_version": 1,
 //    "signature": {"world_size": 2, "ranks_per_node": [2], "hosts_hash": "9c1d...", "version": "0.1.0"},
+//    "meta": {"tool": "boostcomm tune", "command": "boostcomm tune ...", "hostname": "node1", "date": "2025-01-31T12:00:00Z"},
 //    "links": {"intra": {"latency_us": 0.34, "bandwidth_GBps": 0.84, "measured": true}, "inter": {...}},
 //    "cores_per_node": 2, "bucket_bytes": 4194304, "chunk_bytes": 1048576,
 //    "bucket_times_us": {"1048576": 812.5, ...}, "chunk_times_us": {...},
@@ -151,6 +152,7 @@ std::string TuningCache::toJson() const {
                     {"ranks_per_node", signature_.ranksPerNode},
                     {"hosts_hash", signature_.hostsHash},
                     {"version", signature_.version}};
+  if (!meta.empty()) j["meta"] = meta;
   j["links"] = {{"intra", linkToJson(intraNode)}, {"inter", linkToJson(interNode)}};
   j["cores_per_node"] = coresPerNode;
   j["bucket_bytes"] = bucketBytes;
@@ -197,6 +199,11 @@ TuningCache TuningCache::fromJson(const std::string& text) {
     if (j.contains("links")) {
       cache.intraNode = linkFromJson(j["links"].value("intra", json::object()));
       cache.interNode = linkFromJson(j["links"].value("inter", json::object()));
+    }
+    // Informational only: a field that is not a string is skipped, not an error.
+    const json meta = j.value("meta", json::object());
+    for (const auto& [key, value] : meta.items()) {
+      if (value.is_string()) cache.meta[key] = value.get<std::string>();
     }
     cache.coresPerNode = j.value("cores_per_node", 0);
     cache.bucketBytes = j.value("bucket_bytes", std::size_t{0});

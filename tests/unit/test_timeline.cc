@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "telemetry/run_info.h"
 #include "telemetry/stats.h"
 #include "telemetry/timeline.h"
 #include "testing/inproc_group.h"
@@ -138,6 +139,41 @@ TEST(Timeline, RankPathsAndMerge) {
     EXPECT_EQ(j[0]["pid"], 0);
     EXPECT_EQ(j[6]["pid"], 1);
   }
+}
+
+TEST(Timeline, ProcessLabelsCarryTheRunInfo) {
+  const telemetry::RunInfo info = telemetry::currentRunInfo();
+  // This test binary's own command line, as main() got it.
+  EXPECT_NE(info.command.find("test_"), std::string::npos) << info.command;
+  EXPECT_FALSE(info.hostname.empty());
+  ASSERT_EQ(info.date.size(), 20u) << info.date;  // 2025-01-31T12:00:00Z
+  EXPECT_EQ(info.date[10], 'T');
+  EXPECT_EQ(info.date.back(), 'Z');
+  const std::string path = tempPath("labels.json");
+  const std::string old = telemetry::rotatedTimelinePath(path);
+  {
+    telemetry::Timeline t({.path = path, .pid = 1, .maxEvents = 4});
+    t.labelProcess({"prog --x 'a b'", "host1", "2025-01-31T12:00:00Z"});
+    writeEvents(t, 5);  // rotates: both files must carry the labels
+  }
+  for (const std::string& file : {path, old}) {
+    const telemetry::TraceFile f = telemetry::readTrace(file);
+    ASSERT_FALSE(f.events.empty()) << file;
+    const nlohmann::json& m = f.events.front();
+    EXPECT_EQ(m["name"], "process_labels") << file;
+    EXPECT_EQ(m["ph"], "M");
+    EXPECT_EQ(m["pid"], 1);
+    EXPECT_EQ(m["args"]["command"], "prog --x 'a b'");
+    EXPECT_EQ(m["args"]["hostname"], "host1");
+    EXPECT_EQ(m["args"]["labels"], "prog --x 'a b' (host1, 2025-01-31T12:00:00Z)");
+  }
+}
+
+TEST(RunInfo, ShellJoinQuotesWhatAShellWouldSplit) {
+  EXPECT_EQ(telemetry::shellJoin({"boostcomm", "bench", "-b", "8", "--output", "out/x.json"}),
+            "boostcomm bench -b 8 --output out/x.json");
+  EXPECT_EQ(telemetry::shellJoin({"a b", "", "it's", "$HOME"}), "'a b' '' 'it'\\''s' '$HOME'");
+  EXPECT_EQ(telemetry::shellJoin({}), "");
 }
 
 TEST(Stats, UnionAndStepStats) {

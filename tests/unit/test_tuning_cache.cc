@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,7 @@ TuningCache sampleCache(const TuningSignature& sig) {
   cache.bucketBytes = 16 * kMiB;
   cache.chunkBytes = 256 * kKiB;
   cache.bucketTimesUs = {{kMiB, 900.0}, {16 * kMiB, 700.0}};
+  cache.meta = {{"command", "boostcomm tune -c 'all reduce'"}, {"hostname", "node1"}};
   return cache;
 }
 
@@ -97,6 +99,19 @@ TEST(TuningCache, JsonRoundTripKeepsEverything) {
   EXPECT_EQ(back.bucketTimesUs, cache.bucketTimesUs);
   EXPECT_TRUE(back.intraNode.measured);
   EXPECT_DOUBLE_EQ(back.intraNode.bandwidthGBps, 3.5);
+  EXPECT_EQ(back.meta, cache.meta);
+}
+
+TEST(TuningCache, MetaIsInformational) {
+  // Not part of the signature, and a non-string field in it is skipped, not a corrupt file.
+  nlohmann::json j = nlohmann::json::parse(sampleCache(signature(2)).toJson());
+  EXPECT_EQ(j["meta"]["hostname"], "node1");
+  j["meta"]["ranks"] = 2;
+  const TuningCache back = TuningCache::fromJson(j.dump());
+  EXPECT_EQ(back.meta.count("ranks"), 0u);
+  EXPECT_EQ(back.meta.at("hostname"), "node1");
+  j.erase("meta");
+  EXPECT_TRUE(TuningCache::fromJson(j.dump()).meta.empty());
 }
 
 TEST(TuningCache, SpeedupsComeFromTheStoredTimes) {
