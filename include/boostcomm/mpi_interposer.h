@@ -24,7 +24,9 @@ enum boostcomm_mpi_reason {
   BOOSTCOMM_MPI_OP = 10,           /* user op or an op boostcomm lacks */
   BOOSTCOMM_MPI_SMALL = 11,        /* below BOOSTCOMM_MPI_MIN_BYTES */
   BOOSTCOMM_MPI_COUNTS = 12,       /* MPI_Reduce_scatter with unequal recvcounts */
-  BOOSTCOMM_MPI_ARGUMENTS = 13     /* arguments MPI would reject */
+  BOOSTCOMM_MPI_ARGUMENTS = 13,    /* arguments MPI would reject */
+  BOOSTCOMM_MPI_NATIVE = 14        /* servable, and boostcomm's selection picks MPI's own algorithm at this
+                                      size: PMPI is called directly (not a fall-through) */
 };
 
 /* The reason of this thread's last collective intercepted from the

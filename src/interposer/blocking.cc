@@ -12,8 +12,10 @@ using namespace boostcomm::interposer;
 namespace {
 
 // One Plan per thread, reused: its staging vectors keep their capacity, so
-// the routed path allocates nothing after warm-up.
-thread_local Plan t_plan;
+// the routed path allocates nothing after warm-up. A plain pointer (the Plan
+// lives as long as the process): a thread_local with a destructor would add
+// a TLS-init call to every access.
+thread_local Plan* t_plan = nullptr;
 
 template <typename MakePlan, typename Pmpi>
 int blockingCall(Call call, const char* name, MPI_Comm comm, MakePlan makePlan, Pmpi pmpi) {
@@ -22,7 +24,8 @@ int blockingCall(Call call, const char* name, MPI_Comm comm, MakePlan makePlan, 
   Reason reason = Reason::kRouted;
   CommEntry* entry = routeComm(call, comm, true, reason);
   if (entry != nullptr) {
-    Plan& plan = t_plan;
+    if (t_plan == nullptr) t_plan = new Plan;
+    Plan& plan = *t_plan;
     plan.comm = comm;
     try {
       reason = makePlan(plan, *entry);
@@ -30,6 +33,7 @@ int blockingCall(Call call, const char* name, MPI_Comm comm, MakePlan makePlan, 
           plan.payloadBytes() < settings().minBytes) {
         reason = Reason::kSmall;
       }
+      if (reason == Reason::kRouted && selectsNative(*entry, plan)) reason = Reason::kNative;
       if (reason == Reason::kRouted) {
         Guard guard;
         plan.run(*entry->comm);

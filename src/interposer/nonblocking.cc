@@ -95,6 +95,7 @@ int nonblockingCall(Call call, const char* name, MPI_Comm comm, MPI_Request* req
           plan.payloadBytes() < settings().minBytes) {
         reason = Reason::kSmall;
       }
+      if (reason == Reason::kRouted && selectsNative(*entry, plan)) reason = Reason::kNative;
       if (reason == Reason::kRouted) {
         {
           Guard guard;

@@ -191,6 +191,12 @@ Reason Plan::reduceScatter(const void* sendbuf, void* recvbuf, const int* recvco
   return reduceScatterBlock(sendbuf, recvbuf, recvcounts[0], type, mpiOp, entry);
 }
 
+bool selectsNative(const CommEntry& entry, const Plan& plan) {
+  if (plan.collective == Collective::kBarrier) return entry.nativeBarrier;
+  if (plan.varying) return false;  // allgatherv: boostcomm's allgatherv path decides
+  return plan.payloadBytes() <= entry.nativeUpTo[static_cast<std::size_t>(plan.collective)];
+}
+
 Reason Plan::barrier() {
   finish = Finish::kNone;
   collective = Collective::kBarrier;

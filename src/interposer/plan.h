@@ -16,6 +16,9 @@
 namespace boostcomm::interposer {
 
 struct CommEntry;
+struct Plan;
+// Whether boostcomm's selection sends this call to MPI's own algorithm.
+bool selectsNative(const CommEntry& entry, const Plan& plan);
 
 struct Plan {
   Collective collective = Collective::kBarrier;

@@ -32,6 +32,7 @@ std::string_view reasonText(Reason reason) {
       "below BOOSTCOMM_MPI_MIN_BYTES",
       "unequal recvcounts",
       "invalid arguments (PMPI reports them)",
+      "selection: native",
   };
   return kText[static_cast<std::size_t>(reason)];
 }
@@ -63,19 +64,21 @@ void Stats::reduceAndPrint() const {
   PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
   PMPI_Comm_size(MPI_COMM_WORLD, &size);
   if (rank != 0) return;
-  std::fprintf(stderr, "boostcomm_mpi: calls summed over %d ranks, time of the slowest rank\n", size);
-  std::fprintf(stderr, "boostcomm_mpi: %-22s %10s %12s %10s %12s  fell-through reasons\n", "collective", "routed",
-               "routed ms", "fell", "fell ms");
+  std::fprintf(stderr, "boostcomm_mpi: calls summed over %d ranks, time of the slowest rank; native: boostcomm's "
+               "selection picked MPI's own algorithm, called directly\n", size);
+  std::fprintf(stderr, "boostcomm_mpi: %-22s %9s %11s %9s %11s %9s %11s  fell-through reasons\n", "collective", "routed",
+               "routed ms", "native", "native ms", "fell", "fell ms");
+  const auto native = static_cast<std::size_t>(Reason::kNative);
   for (int c = 0; c < kNumCalls; ++c) {
     const unsigned long long* row = &callsSum[static_cast<std::size_t>(c) * kNumReasons];
+    double ms[3];  // routed, native, fell through
+    for (int k = 0; k < 3; ++k) ms[k] = static_cast<double>(nsMax[static_cast<std::size_t>(c) * 3 + k]) / 1e6;
     unsigned long long fell = 0;
-    for (int r = 1; r < kNumReasons; ++r) fell += row[r];
-    if (row[0] == 0 && fell == 0) continue;
-    std::fprintf(stderr, "boostcomm_mpi: %-22s %10llu %12.3f %10llu %12.3f ",
-                 std::string(callName(static_cast<Call>(c))).c_str(), row[0],
-                 static_cast<double>(nsMax[static_cast<std::size_t>(c) * 2]) / 1e6, fell,
-                 static_cast<double>(nsMax[static_cast<std::size_t>(c) * 2 + 1]) / 1e6);
-    for (int r = 1; r < kNumReasons; ++r) {
+    for (std::size_t r = 1; r < native; ++r) fell += row[r];
+    if (row[0] == 0 && row[native] == 0 && fell == 0) continue;
+    std::fprintf(stderr, "boostcomm_mpi: %-22s %9llu %11.3f %9llu %11.3f %9llu %11.3f ",
+                 std::string(callName(static_cast<Call>(c))).c_str(), row[0], ms[0], row[native], ms[1], fell, ms[2]);
+    for (std::size_t r = 1; r < native; ++r) {
       if (row[r] > 0) std::fprintf(stderr, " [%llu: %s]", row[r], std::string(reasonText(static_cast<Reason>(r))).c_str());
     }
     std::fprintf(stderr, "\n");

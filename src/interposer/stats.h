@@ -41,10 +41,12 @@ enum class Reason : std::uint8_t {
   kSmall,           // below BOOSTCOMM_MPI_MIN_BYTES
   kCounts,          // MPI_Reduce_scatter with unequal recvcounts
   kArguments,       // arguments MPI would reject: PMPI reports the error
+  kNative,          // boostcomm's selection picks MPI's own algorithm: PMPI called directly
 };
-inline constexpr int kNumReasons = 14;
+inline constexpr int kNumReasons = 15;
 static_assert(static_cast<int>(Reason::kArguments) == BOOSTCOMM_MPI_ARGUMENTS &&
-                  static_cast<int>(Reason::kNotSeen) == BOOSTCOMM_MPI_NOT_SEEN,
+                  static_cast<int>(Reason::kNotSeen) == BOOSTCOMM_MPI_NOT_SEEN &&
+                  static_cast<int>(Reason::kNative) == BOOSTCOMM_MPI_NATIVE,
               "Reason and enum boostcomm_mpi_reason (include/boostcomm/mpi_interposer.h) must agree");
 std::string_view reasonText(Reason reason);
 
@@ -56,7 +58,8 @@ class Stats {
   void record(Call call, Reason reason, std::uint64_t ns) {
     Row& row = rows_[static_cast<std::size_t>(call)];
     row.calls[static_cast<std::size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
-    row.ns[reason == Reason::kRouted ? 0 : 1].fetch_add(ns, std::memory_order_relaxed);
+    const std::size_t kind = reason == Reason::kRouted ? 0 : reason == Reason::kNative ? 1 : 2;
+    row.ns[kind].fetch_add(ns, std::memory_order_relaxed);
   }
   // Collective over MPI_COMM_WORLD (sums over ranks, the slowest rank's
   // time); rank 0 prints the table on stderr. Called during MPI_Finalize.
@@ -65,7 +68,7 @@ class Stats {
  private:
   struct Row {
     std::array<std::atomic<std::uint64_t>, kNumReasons> calls{};
-    std::array<std::atomic<std::uint64_t>, 2> ns{};  // routed, fell through
+    std::array<std::atomic<std::uint64_t>, 3> ns{};  // routed, native, fell through
   };
   std::array<Row, kNumCalls> rows_{};
 };

@@ -12,7 +12,8 @@ extern int g_rank, g_size, g_failures, g_checks, g_expectPreload;
 /* The interposer's boostcomm_mpi_last_reason, or null without the preload. */
 int lastReason(void);
 /* Fails unless the last intercepted call ended with `reason` (only checked
- * with --expect-preload). */
+ * with --expect-preload); BOOSTCOMM_MPI_ROUTED also accepts
+ * BOOSTCOMM_MPI_NATIVE (boostcomm's selection chose MPI's own algorithm). */
 void expectReason(int reason, const char* what);
 void fail(const char* what);
 /* Fails unless the buffers are equal on this rank (tolerance for float sums)
