@@ -28,12 +28,7 @@ int blockingCall(Call call, const char* name, MPI_Comm comm, MakePlan makePlan, 
     Plan& plan = *t_plan;
     plan.comm = comm;
     try {
-      reason = makePlan(plan, *entry);
-      if (reason == Reason::kRouted && plan.collective != boostcomm::Collective::kBarrier &&
-          plan.payloadBytes() < settings().minBytes) {
-        reason = Reason::kSmall;
-      }
-      if (reason == Reason::kRouted && selectsNative(*entry, plan)) reason = Reason::kNative;
+      reason = sizeRules(makePlan(plan, *entry), *entry, plan);
       if (reason == Reason::kRouted) {
         Guard guard;
         plan.run(*entry->comm);
@@ -46,9 +41,7 @@ int blockingCall(Call call, const char* name, MPI_Comm comm, MakePlan makePlan, 
       return reportError(comm, name, e);
     }
   }
-  const int rc = pmpi();
-  if (entry != nullptr || reason != Reason::kRouted) timer.done(reason);
-  return rc;
+  return passThrough(timer, entry != nullptr, reason, pmpi);
 }
 
 }  // namespace

@@ -90,12 +90,7 @@ int nonblockingCall(Call call, const char* name, MPI_Comm comm, MPI_Request* req
     Plan& plan = pending->plan;
     plan.comm = comm;
     try {
-      reason = makePlan(plan, *entry);
-      if (reason == Reason::kRouted && plan.collective != boostcomm::Collective::kBarrier &&
-          plan.payloadBytes() < settings().minBytes) {
-        reason = Reason::kSmall;
-      }
-      if (reason == Reason::kRouted && selectsNative(*entry, plan)) reason = Reason::kNative;
+      reason = sizeRules(makePlan(plan, *entry), *entry, plan);
       if (reason == Reason::kRouted) {
         {
           Guard guard;
@@ -133,9 +128,7 @@ int nonblockingCall(Call call, const char* name, MPI_Comm comm, MPI_Request* req
       return reportError(comm, name, e);
     }
   }
-  const int rc = pmpi();
-  if (entry != nullptr || reason != Reason::kRouted) timer.done(reason);
-  return rc;
+  return passThrough(timer, entry != nullptr, reason, pmpi);
 }
 
 // Drives a routed request's Work on this thread (its callback completes the

@@ -13,21 +13,30 @@ constexpr DataType kBytes = DataType::kUInt8;
 
 unsigned char* byteAt(void* base, std::size_t offset) { return static_cast<unsigned char*>(base) + offset; }
 
+// The checks every reduction makes (type, op, the pair, count), in the order
+// that names the first failing one.
+Reason reductionArgs(MPI_Datatype type, MPI_Op mpiOp, int count, DataType& dtype, ReduceOp& op) {
+  const auto t = reductionType(type);
+  if (!t) return Reason::kDatatype;
+  const auto o = reductionOp(mpiOp);
+  if (!o) return Reason::kOp;
+  if (!reducesAlike(*t, *o)) return Reason::kDatatype;
+  if (count < 0) return Reason::kArguments;
+  dtype = *t;
+  op = *o;
+  return Reason::kRouted;
+}
+
 }  // namespace
 
 Reason Plan::allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op mpiOp) {
-  const auto dtype = reductionType(type);
-  if (!dtype) return Reason::kDatatype;
-  const auto reduceOp = reductionOp(mpiOp);
-  if (!reduceOp) return Reason::kOp;
-  if (!reducesAlike(*dtype, *reduceOp)) return Reason::kDatatype;
-  if (count < 0) return Reason::kArguments;
+  DataType dtype{};
+  if (const Reason r = reductionArgs(type, mpiOp, count, dtype, op); r != Reason::kRouted) return r;
   finish = Finish::kNone;
   collective = Collective::kAllreduce;
-  op = *reduceOp;
   const std::size_t n = static_cast<std::size_t>(count);
-  recv = View(recvbuf, n, *dtype);
-  send = ConstView(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, n, *dtype);
+  recv = View(recvbuf, n, dtype);
+  send = ConstView(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, n, dtype);
   return Reason::kRouted;
 }
 
@@ -156,27 +165,22 @@ Reason Plan::allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtyp
 
 Reason Plan::reduceScatterBlock(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op mpiOp,
                                 const CommEntry& entry) {
-  const auto dtype = reductionType(type);
-  if (!dtype) return Reason::kDatatype;
-  const auto reduceOp = reductionOp(mpiOp);
-  if (!reduceOp) return Reason::kOp;
-  if (!reducesAlike(*dtype, *reduceOp)) return Reason::kDatatype;
-  if (recvcount < 0) return Reason::kArguments;
+  DataType dtype{};
+  if (const Reason r = reductionArgs(type, mpiOp, recvcount, dtype, op); r != Reason::kRouted) return r;
   finish = Finish::kNone;
   collective = Collective::kReduceScatter;
-  op = *reduceOp;
   const std::size_t n = static_cast<std::size_t>(recvcount);
   const std::size_t total = n * static_cast<std::size_t>(entry.size);
-  recv = View(recvbuf, n, *dtype);
+  recv = View(recvbuf, n, dtype);
   if (sendbuf == MPI_IN_PLACE) {
     // The input is all of recvbuf; boostcomm's reduce_scatter reads and
     // writes separate buffers, so the input is copied aside first.
-    const std::size_t bytes = total * dataTypeSize(*dtype);
+    const std::size_t bytes = total * dataTypeSize(dtype);
     input.resize(bytes);
     if (bytes > 0) std::memcpy(input.data(), recvbuf, bytes);
-    send = ConstView(input.data(), total, *dtype);
+    send = ConstView(input.data(), total, dtype);
   } else {
-    send = ConstView(sendbuf, total, *dtype);
+    send = ConstView(sendbuf, total, dtype);
   }
   return Reason::kRouted;
 }
@@ -191,10 +195,13 @@ Reason Plan::reduceScatter(const void* sendbuf, void* recvbuf, const int* recvco
   return reduceScatterBlock(sendbuf, recvbuf, recvcounts[0], type, mpiOp, entry);
 }
 
-bool selectsNative(const CommEntry& entry, const Plan& plan) {
-  if (plan.collective == Collective::kBarrier) return entry.nativeBarrier;
-  if (plan.varying) return false;  // allgatherv: boostcomm's allgatherv path decides
-  return plan.payloadBytes() <= entry.nativeUpTo[static_cast<std::size_t>(plan.collective)];
+Reason sizeRules(Reason planned, const CommEntry& entry, const Plan& plan) {
+  if (planned != Reason::kRouted) return planned;
+  if (plan.collective == Collective::kBarrier) return entry.nativeBarrier ? Reason::kNative : Reason::kRouted;
+  const std::size_t bytes = plan.payloadBytes();
+  if (bytes < settings().minBytes) return Reason::kSmall;
+  if (plan.varying) return Reason::kRouted;  // allgatherv: boostcomm's allgatherv path decides
+  return bytes <= entry.nativeUpTo[static_cast<std::size_t>(plan.collective)] ? Reason::kNative : Reason::kRouted;
 }
 
 Reason Plan::barrier() {

@@ -17,8 +17,10 @@ namespace boostcomm::interposer {
 
 struct CommEntry;
 struct Plan;
-// Whether boostcomm's selection sends this call to MPI's own algorithm.
-bool selectsNative(const CommEntry& entry, const Plan& plan);
+// The size rules once a plan is made (`planned` == kRouted): below
+// BOOSTCOMM_MPI_MIN_BYTES it is kSmall; where boostcomm's selection sends the
+// call to MPI's own algorithm, kNative.
+Reason sizeRules(Reason planned, const CommEntry& entry, const Plan& plan);
 
 struct Plan {
   Collective collective = Collective::kBarrier;

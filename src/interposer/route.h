@@ -61,4 +61,13 @@ inline CommEntry* routeComm(Call call, MPI_Comm comm, bool blocking, Reason& rea
   return entry;
 }
 
+// The PMPI call of a call not routed; `counted`: the application's (not
+// boostcomm's own call on an internal communicator), so its reason is recorded.
+template <typename Pmpi>
+int passThrough(CallTimer& timer, bool counted, Reason reason, Pmpi pmpi) {
+  const int rc = pmpi();
+  if (counted || reason != Reason::kRouted) timer.done(reason);
+  return rc;
+}
+
 }  // namespace boostcomm::interposer
