@@ -16,12 +16,21 @@ namespace boostcomm::interposer {
 
 thread_local int Guard::depth_ = 0;
 
+namespace detail {
+std::atomic<bool> g_active{false};
+Settings g_settings;
+std::atomic<std::uint64_t> g_epoch{1};
+thread_local CacheLine t_cache;
+}  // namespace detail
+
 namespace {
 
+using detail::g_active;
+using detail::g_epoch;
+using detail::g_settings;
+
 std::mutex g_initMutex;
-std::atomic<bool> g_active{false};
 bool g_initDone = false;  // guarded by g_initMutex: settings read, keyvals made
-Settings g_settings;
 int g_commKeyval = MPI_KEYVAL_INVALID;
 int g_selfKeyval = MPI_KEYVAL_INVALID;
 CommEntry g_internal{CommKind::kInternal, Reason::kRouted, nullptr, 0, 1, false};
@@ -29,16 +38,6 @@ CommEntry g_internal{CommKind::kInternal, Reason::kRouted, nullptr, 0, 1, false}
 // Routed entries in creation order: finalized in reverse at MPI_Finalize.
 std::mutex g_routedMutex;
 std::vector<CommEntry*> g_routed;
-
-// The per-thread lookup cache is valid while no attribute of ours was set or
-// deleted since it was filled (a freed communicator's handle can be reused).
-std::atomic<std::uint64_t> g_epoch{1};
-struct CacheLine {
-  MPI_Comm comm = MPI_COMM_NULL;
-  CommEntry* entry = nullptr;
-  std::uint64_t epoch = 0;
-};
-thread_local CacheLine t_cache;
 
 // BOOSTCOMM_MPI_INTERPOSE: "all", "none", names, "-name" removes.
 std::array<bool, kNumCalls> parseEnabled(const std::string& text) {
@@ -119,7 +118,9 @@ int deleteSelfAttr(MPI_Comm, int, void*, void*) {
   return MPI_SUCCESS;
 }
 
-bool initialize() {
+}  // namespace
+
+bool detail::initialize() {
   std::lock_guard lock(g_initMutex);
   if (g_initDone) return g_active.load(std::memory_order_acquire);
   int initialized = 0, finalized = 0;
@@ -146,6 +147,8 @@ bool initialize() {
   g_active.store(true, std::memory_order_release);
   return true;
 }
+
+namespace {
 
 void attach(MPI_Comm comm, CommEntry* entry) {
   PMPI_Comm_set_attr(comm, g_commKeyval, entry);
@@ -200,7 +203,7 @@ CommEntry* create(MPI_Comm comm) {
   std::shared_ptr<Communicator> created;
   int ok = 1;
   try {
-    created = detail::createCommunicatorOverMpi(comm);
+    created = boostcomm::detail::createCommunicatorOverMpi(comm);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "boostcomm_mpi: rank %d: no boostcomm communicator (calls go to PMPI): %s\n", rank,
                  e.what());
@@ -238,21 +241,12 @@ CommEntry* create(MPI_Comm comm) {
 
 }  // namespace
 
-bool active() {
-  if (g_active.load(std::memory_order_acquire)) return true;
-  return initialize();
-}
-
-const Settings& settings() { return g_settings; }
-
-CommEntry* lookup(MPI_Comm comm) {
-  const std::uint64_t epoch = g_epoch.load(std::memory_order_acquire);
-  if (t_cache.comm == comm && t_cache.epoch == epoch) return t_cache.entry;
+CommEntry* detail::lookupSlow(MPI_Comm comm, std::uint64_t epoch) {
   void* value = nullptr;
   int found = 0;
   if (PMPI_Comm_get_attr(comm, g_commKeyval, &value, &found) != MPI_SUCCESS) return nullptr;
   CommEntry* entry = found ? static_cast<CommEntry*>(value) : nullptr;
-  if (entry != nullptr) t_cache = CacheLine{comm, entry, epoch};
+  if (entry != nullptr) detail::t_cache = detail::CacheLine{comm, entry, epoch};
   return entry;
 }
 

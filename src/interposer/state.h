@@ -28,7 +28,9 @@
 #include "transport/mpi/mpi_c.h"
 
 #include <array>
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -77,14 +79,38 @@ struct Settings {
   bool threadMultiple = false;
 };
 
+namespace detail {
+// Defined in state.cc; here so that the per-call checks inline.
+extern std::atomic<bool> g_active;
+extern Settings g_settings;
+extern std::atomic<std::uint64_t> g_epoch;
+struct CacheLine {
+  MPI_Comm comm = MPI_COMM_NULL;
+  CommEntry* entry = nullptr;
+  std::uint64_t epoch = 0;
+};
+extern thread_local CacheLine t_cache;
+bool initialize();
+CommEntry* lookupSlow(MPI_Comm comm, std::uint64_t epoch);
+}  // namespace detail
+
 // True between MPI_Init and the start of MPI_Finalize, with the settings read
 // (on the first call that finds MPI initialized).
-bool active();
-const Settings& settings();
+inline bool active() {
+  return detail::g_active.load(std::memory_order_acquire) || detail::initialize();
+}
+inline const Settings& settings() { return detail::g_settings; }
 
 // The entry of comm, or null when the interposer never saw it. Cheap: a
-// per-thread cache in front of MPI_Comm_get_attr.
-CommEntry* lookup(MPI_Comm comm);
+// per-thread cache, valid while no attribute of ours was set or deleted since
+// it was filled (a freed communicator's handle can be reused), in front of
+// MPI_Comm_get_attr.
+inline CommEntry* lookup(MPI_Comm comm) {
+  const std::uint64_t epoch = detail::g_epoch.load(std::memory_order_acquire);
+  const detail::CacheLine& line = detail::t_cache;
+  if (line.comm == comm && line.epoch == epoch) return line.entry;
+  return detail::lookupSlow(comm, epoch);
+}
 // For a blocking collective: the entry, set up collectively on first use
 // (see above). Never null.
 CommEntry& entryForBlocking(MPI_Comm comm);
