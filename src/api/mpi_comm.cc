@@ -1,0 +1,19 @@
+#include "api/mpi_comm.h"
+
+#include "api/communicator_impl.h"
+#include "shm/attach.h"
+#include "transport/mpi/mpi_errors.h"
+#include "transport/mpi/mpi_transport.h"
+
+namespace boostcomm::detail {
+
+std::shared_ptr<Communicator> createCommunicatorOverMpi(MPI_Comm comm) {
+  MPI_Comm dup = MPI_COMM_NULL;
+  transport::mpi::checkMpi(MPI_Comm_dup(comm, &dup), "MPI_Comm_dup", -1);
+  auto mpi = std::make_unique<transport::MpiTransport>(dup, true);  // frees dup on any later throw
+  shm::attachSharedMemory(*mpi);  // collective: every rank decides the same
+  auto impl = std::make_unique<CommunicatorImpl>(std::move(mpi), [] {});
+  return std::make_shared<Communicator>(std::move(impl));
+}
+
+}  // namespace boostcomm::detail
