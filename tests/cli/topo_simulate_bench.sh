@@ -28,7 +28,10 @@ import json, sys
 r = {(x["algorithm"], x["bytes"]): x["time_us"] for x in json.load(open(sys.argv[1]))["results"]}
 assert len(r) == 6 and all(v > 0 for v in r.values()), r
 # Open MPI's per-call temporary from 32 MiB: native pays fresh pages, ring does not.
-assert r[("native", 64 << 20)] > 2 * r[("ring", 64 << 20)], r
+# How much that costs comes from the first-touch rate `topo` just measured: 2-6x
+# on a quiet host, 1.6x while other jobs load the machine, so the check asks
+# for a clear gap (25%), not a quiet-host figure.
+assert r[("native", 64 << 20)] > 1.25 * r[("ring", 64 << 20)], r
 PY
 if "$bin" simulate --topology "$tmp/missing.json" allreduce -b 1M -e 1M > "$tmp/err.txt" 2>&1; then
   echo "simulate accepted a missing topology file" >&2; exit 1
