@@ -3,7 +3,10 @@
 // they are created: create groups inside the scope.
 #pragma once
 
+#include <initializer_list>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/tunables.h"
 
@@ -18,6 +21,25 @@ class TunableOverride {
 
  private:
   const char* env_;
+};
+
+// Several tunables for one scope: {{core::kTunableNodeLayout, "2,2"}, ...}.
+class Tunables {
+ public:
+  Tunables(std::initializer_list<std::pair<const char*, std::string>> values) {
+    for (const auto& [name, value] : values) {
+      core::setTunableOverride(name, value);
+      names_.push_back(name);
+    }
+  }
+  ~Tunables() {
+    for (const char* name : names_) core::clearTunableOverride(name);
+  }
+  Tunables(const Tunables&) = delete;
+  Tunables& operator=(const Tunables&) = delete;
+
+ private:
+  std::vector<const char*> names_;
 };
 
 }  // namespace boostcomm::testing

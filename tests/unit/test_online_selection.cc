@@ -16,6 +16,7 @@
 #include "boostcomm/boostcomm.h"
 #include "algorithms/node_layout.h"
 #include "algorithms/registry.h"
+#include "common/tunable_override.h"
 #include "core/tunables.h"
 #include "tuning/model_selection.h"
 #include "testing/inproc_group.h"
@@ -25,21 +26,7 @@ namespace {
 
 constexpr int kTrialCalls = 9;  // at most 4 candidates x 2 calls, then the decision
 
-class Tunables {
- public:
-  Tunables(std::initializer_list<std::pair<const char*, std::string>> values) {
-    for (const auto& [name, value] : values) {
-      core::setTunableOverride(name, value);
-      names_.push_back(name);
-    }
-  }
-  ~Tunables() {
-    for (const char* name : names_) core::clearTunableOverride(name);
-  }
-
- private:
-  std::vector<const char*> names_;
-};
+using testing::Tunables;
 
 // Exactly representable inputs: every summation order gives the same sum,
 // so every call's result must equal the reference bit for bit.
@@ -136,30 +123,27 @@ TEST(OnlineSelection, AsyncCallsWithAProgressThreadAreTimed) {
   EXPECT_TRUE(seen.ran.contains(seen.selected.front())) << seen.selected.front();
 }
 
-TEST(OnlineSelection, TrialsOffPinsTheModelsChoice) {
-  Tunables t{{core::kTunableNodeLayout, "2,2"}, {core::kTunableSelectionTrials, "0"}};
-  detail::runInProcess(4, [&](Communicator& comm) {
+// Every call of a class runs what selectedAlgorithm reported before the first.
+void expectNoTrials(int ranks) {
+  detail::runInProcess(ranks, [&](Communicator& comm) {
     std::vector<float> v(100003, 2.0f);
-    const std::string model = comm.selectedAlgorithm(Collective::kAllreduce, v.size() * sizeof(float));
+    const std::string before = comm.selectedAlgorithm(Collective::kAllreduce, v.size() * sizeof(float));
     for (int call = 0; call < kTrialCalls + 1; ++call) {
       Work w = comm.allreduceAsync(std::span<const float>(v), std::span<float>(v), ReduceOp::kMin);
-      EXPECT_EQ(std::string(w.algorithm()), model) << "call " << call;
+      EXPECT_EQ(std::string(w.algorithm()), before) << "call " << call;
       w.wait();
     }
   });
 }
 
+TEST(OnlineSelection, TrialsOffPinsTheModelsChoice) {
+  Tunables t{{core::kTunableNodeLayout, "2,2"}, {core::kTunableSelectionTrials, "0"}};
+  expectNoTrials(4);
+}
+
 TEST(OnlineSelection, OneNodeHasNoTrials) {
   Tunables t{{core::kTunableShm, "0"}};
-  detail::runInProcess(3, [&](Communicator& comm) {
-    std::vector<float> v(100003, 2.0f);
-    const std::string table = comm.selectedAlgorithm(Collective::kAllreduce, v.size() * sizeof(float));
-    for (int call = 0; call < kTrialCalls + 1; ++call) {
-      Work w = comm.allreduceAsync(std::span<const float>(v), std::span<float>(v), ReduceOp::kMax);
-      EXPECT_EQ(std::string(w.algorithm()), table) << "call " << call;
-      w.wait();
-    }
-  });
+  expectNoTrials(3);
 }
 
 TEST(OnlineSelection, LogsOneLinePerDecisionAndTheLinkFacts) {

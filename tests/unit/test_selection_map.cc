@@ -16,6 +16,7 @@
 #include "boostcomm/tuning.h"
 #include "boostcomm/version.h"
 #include "common/inproc_harness.h"
+#include "common/tunable_override.h"
 #include "core/tunables.h"
 
 namespace boostcomm {
@@ -43,22 +44,7 @@ algorithms::CollectiveSpec allreduceSpec(std::size_t bytes, int size) {
   return spec;
 }
 
-// Sets tunables for one scope (read when a communicator is created).
-class Tunables {
- public:
-  Tunables(std::initializer_list<std::pair<const char*, std::string>> values) {
-    for (const auto& [name, value] : values) {
-      core::setTunableOverride(name, value);
-      names_.push_back(name);
-    }
-  }
-  ~Tunables() {
-    for (const char* name : names_) core::clearTunableOverride(name);
-  }
-
- private:
-  std::vector<const char*> names_;
-};
+using testing::Tunables;  // read when a communicator is created
 
 TEST(SelectionMap, SplitsRangesPerLayerAndMergesEqualNeighbours) {
   SelectionMap map;
