@@ -121,6 +121,29 @@ void bindCommunicator(py::module_& m) {
           py::arg("input"), py::arg("output"), py::arg("op") = "sum", py::arg("algorithm") = py::none(),
           py::arg("async_op") = false)
       .def(
+          "all_reduce_many",
+          [](Communicator& c, py::sequence tensors, const std::string& op, std::optional<std::string> algorithm,
+             bool asyncOp) {
+            std::vector<View> views;
+            std::vector<py::object> owners;
+            views.reserve(py::len(tensors));
+            owners.reserve(py::len(tensors));
+            std::size_t i = 0;
+            for (py::handle t : tensors) {
+              const std::string what = "tensors[" + std::to_string(i++) + "]";
+              ArrayRef ref = toArray(t, what.c_str(), c.rank(), true);
+              views.push_back(ref.view);
+              owners.push_back(ref.owner);
+            }
+            const ReduceOp rop = reduceOpFromName(op, c.rank());
+            const CallOptions o = callOptions(algorithm);
+            return dispatch(
+                asyncOp, std::move(owners), [&] { c.allreduceMany(views, rop, o); },
+                [&] { return c.allreduceManyAsync(views, rop, o); });
+          },
+          py::arg("tensors"), py::arg("op") = "sum", py::arg("algorithm") = py::none(), py::arg("async_op") = false,
+          "One allreduce over a list of tensors, in place, without packing them (one dtype).")
+      .def(
           "all_gather",
           [](Communicator& c, py::handle send, py::handle recv, std::optional<std::string> algorithm, bool asyncOp) {
             SendRecv io = sendRecv(c, send, recv);

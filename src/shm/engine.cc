@@ -120,13 +120,15 @@ void ShmEngine::plan(ShmOp& op) {
   std::int32_t index = 0;
   std::uint64_t offset = 0;
   const void* input = c.collective == Collective::kBroadcast ? c.recv : c.send;
-  op.zeroCopyIn = lookup(input, inputBytes, index, offset);
-  op.zeroCopyOut = lookup(c.recv, resultBytes, index, offset);
+  op.zeroCopyIn = c.list == nullptr && lookup(input, inputBytes, index, offset);
+  op.zeroCopyOut = c.list == nullptr && lookup(c.recv, resultBytes, index, offset);
 }
 
 void ShmEngine::start(const transport::SharedMemoryCall& call, transport::Request& req) {
   BC_INTERNAL(!req.active(), "shm start: request is still active");
   BC_INVALID(call.collective != Collective::kBarrier, rank_, "shm: barrier is not a shared-memory collective");
+  BC_INTERNAL(call.list == nullptr || call.collective == Collective::kAllreduce,
+              "shm: only allreduce runs on a segment list");
   if (head_ == queue_.size()) {
     queue_.clear();
     head_ = 0;

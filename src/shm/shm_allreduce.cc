@@ -127,6 +127,8 @@ bool copyInReduceInput(ShmEngine& e, ShmOp& op) {
       const std::size_t bs = static_cast<std::size_t>(b);
       std::memcpy(slot + bs * op.chunkCount * es, send + (bs * op.call.count + start) * es, len * es);
     }
+  } else if (op.call.list != nullptr) {
+    op.call.list->gather(slot, op.call.listOffsetBytes + start * es, len * es);
   } else {
     std::memcpy(slot, send + start * es, len * es);
   }
@@ -191,6 +193,10 @@ bool copyOutReduced(ShmEngine& e, ShmOp& op) {
     if (s.count == 0) continue;
     const char* src = e.peerResult(r) != nullptr ? e.peerResult(r) + (start + s.offset) * es
                                                  : e.slot(r, chunk) + s.offset * es;
+    if (op.call.list != nullptr) {
+      op.call.list->scatter(op.call.listOffsetBytes + (start + s.offset) * es, src, s.count * es);
+      continue;
+    }
     char* dst = recv + (start + s.offset) * es;
     if (src != dst) std::memcpy(dst, src, s.count * es);
   }
