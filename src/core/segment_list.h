@@ -44,6 +44,9 @@ class SegmentList {
   char* segmentData(std::size_t i) const { return data_[i]; }
   std::size_t segmentBegin(std::size_t i) const { return begin_[i]; }
   std::size_t segmentBytes(std::size_t i) const { return begin_[i + 1] - begin_[i]; }
+  // The storage, for a peer that reads this list's layout through CMA (shm/cma.h).
+  char* const* dataArray() const { return data_.data(); }
+  const std::size_t* beginArray() const { return begin_.data(); }
 
   // Index of the segment holding byte `offset` (offset < totalBytes()).
   std::size_t find(std::size_t offset) const {
