@@ -187,14 +187,33 @@ bool reduceChunk(ShmEngine& e, ShmOp& op) {
   return true;
 }
 
+namespace {
+
+// The next chunk to copy out, once this rank reduced it and every rank
+// published its slice of it; false when there is none yet.
+struct OutChunk {
+  std::uint64_t index = 0;  // relative to the collective's first chunk
+  std::uint64_t chunk = 0;  // engine-wide
+  std::size_t es = 0, len = 0, start = 0;
+};
+bool nextOutChunk(const ShmEngine& e, const ShmOp& op, OutChunk& out) {
+  if (op.outNext >= op.reduceNext) return false;
+  out.index = op.outNext;
+  out.chunk = op.firstChunk + out.index;
+  if (!e.allReached(&RankControl::reduced, out.chunk + 1)) return false;
+  out.es = dataTypeSize(op.call.dtype);
+  out.len = chunkLength(op, op.call.count, out.index);
+  out.start = static_cast<std::size_t>(out.index) * op.chunkCount;
+  return true;
+}
+
+}  // namespace
+
 bool copyOutReduced(ShmEngine& e, ShmOp& op) {
-  if (isReduceScatter(op) || op.outNext >= op.reduceNext) return false;
-  const std::uint64_t c = op.outNext;
-  const std::uint64_t chunk = op.firstChunk + c;
-  if (!e.allReached(&RankControl::reduced, chunk + 1)) return false;
-  const std::size_t es = dataTypeSize(op.call.dtype);
-  const std::size_t len = chunkLength(op, op.call.count, c);
-  const std::size_t start = static_cast<std::size_t>(c) * op.chunkCount;
+  OutChunk o;
+  if (isReduceScatter(op) || !nextOutChunk(e, op, o)) return false;
+  const std::uint64_t chunk = o.chunk;
+  const std::size_t es = o.es, len = o.len, start = o.start;
   char* recv = static_cast<char*>(op.call.recv);
   for (int i = 0; i < e.size(); ++i) {
     // Start after this rank, so ranks do not all read the same peer at once.
@@ -255,13 +274,10 @@ bool cmaReduceChunk(ShmEngine& e, ShmOp& op) {
 }
 
 bool cmaCopyOut(ShmEngine& e, ShmOp& op) {
-  if (op.outNext >= op.reduceNext) return false;
-  const std::uint64_t c = op.outNext;
-  const std::uint64_t chunk = op.firstChunk + c;
-  if (!e.allReached(&RankControl::reduced, chunk + 1)) return false;
-  const std::size_t es = dataTypeSize(op.call.dtype);
-  const std::size_t len = chunkLength(op, op.call.count, c);
-  const std::size_t start = static_cast<std::size_t>(c) * op.chunkCount;
+  OutChunk o;
+  if (!nextOutChunk(e, op, o)) return false;
+  const std::uint64_t chunk = o.chunk;
+  const std::size_t es = o.es, len = o.len, start = o.start;
   for (int i = 1; i < e.size(); ++i) {
     // Start after this rank, so ranks do not all read the same peer at once.
     const int r = (e.rank() + i) % e.size();

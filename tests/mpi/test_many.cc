@@ -34,12 +34,6 @@ void fail(const Communicator& comm, const std::string& what) {
   std::fprintf(stderr, "rank %d: %s\n", comm.rank(), what.c_str());
 }
 
-std::vector<std::size_t> shapeOf(std::size_t segments, std::size_t scale) {
-  static const std::size_t kLengths[] = {1, 0, 7, 13, 2, 31, 1, 97, 0, 3, 257, 5, 1021, 11};
-  std::vector<std::size_t> out;
-  for (std::size_t i = 0; i < segments; ++i) out.push_back(kLengths[i % std::size(kLengths)] * (i % 3 == 2 ? scale : 1));
-  return out;
-}
 
 // One list: fill, reduce, check against the reference here and bitwise across ranks.
 void runList(Communicator& comm, const std::vector<std::size_t>& counts, DataType dtype, ReduceOp op,
@@ -97,12 +91,12 @@ void sweep(Communicator& comm) {
     for (DataType dtype : kAllDataTypes) {
       for (ReduceOp op : kAllReduceOps) {
         if (op == ReduceOp::kAvg && !isFloatingPoint(dtype)) continue;
-        for (std::size_t n : {0, 1, 2, 161}) runList(comm, shapeOf(n, 1), dtype, op, algo, seed++, n == 2);
+        for (std::size_t n : {0, 1, 2, 161}) runList(comm, listShape(n, 1), dtype, op, algo, seed++, n == 2);
       }
     }
     // Several shm chunks (256 KiB) and ring chunks (1 MiB) per list, straddled.
-    runList(comm, shapeOf(161, 2003), DataType::kFloat32, ReduceOp::kSum, algo, seed++, false);
-    runList(comm, shapeOf(60, 4099), DataType::kBFloat16, ReduceOp::kMax, algo, seed++, true);
+    runList(comm, listShape(161, 2003), DataType::kFloat32, ReduceOp::kSum, algo, seed++, false);
+    runList(comm, listShape(60, 4099), DataType::kBFloat16, ReduceOp::kMax, algo, seed++, true);
   }
 }
 
@@ -122,7 +116,7 @@ void inFlight(Communicator& comm) {
   std::vector<Work> works;
   for (int l = 0; l < kLists; ++l) {
     std::vector<View> segments;
-    for (std::size_t n : shapeOf(30 + l, 500)) {
+    for (std::size_t n : listShape(30 + l, 500)) {
       memory[l].emplace_back(n, static_cast<float>(comm.rank() + l));
       segments.emplace_back(memory[l].back().data(), n, DataType::kFloat32);
     }
@@ -145,7 +139,7 @@ void inFlight(Communicator& comm) {
 
 void drivers(Communicator& comm) {
   // GradientGroup and OverlapEngine default to segment lists: same results as the reference.
-  std::vector<std::size_t> counts = shapeOf(161, 997);
+  std::vector<std::size_t> counts = listShape(161, 997);
   std::vector<std::vector<float>> memory;
   std::vector<View> views;
   std::vector<GradientTensor> named;

@@ -79,13 +79,6 @@ TEST(SegmentList, FindPiecesAndRuns) {
 
 // ------------------------------------------------------------ allreduceMany
 
-// Segment lengths: 0, 1, odd and primes, repeated to `segments` entries.
-std::vector<std::size_t> shapeOf(std::size_t segments, std::size_t scale) {
-  static const std::size_t kLengths[] = {1, 0, 7, 13, 2, 31, 1, 97, 0, 3, 257, 5, 1021, 11};
-  std::vector<std::size_t> out;
-  for (std::size_t i = 0; i < segments; ++i) out.push_back(kLengths[i % std::size(kLengths)] * (i % 3 == 2 ? scale : 1));
-  return out;
-}
 
 struct ListCase {
   std::vector<std::size_t> counts;
@@ -178,7 +171,7 @@ TEST_P(ManySweep, EveryDtypeOpAlgorithmAndShape) {
     for (DataType dtype : kAllDataTypes) {
       for (ReduceOp op : kAllReduceOps) {
         if (op == ReduceOp::kAvg && !isFloatingPoint(dtype)) continue;
-        for (std::size_t segments : {0, 1, 2, 161}) cases.push_back({shapeOf(segments, 1), dtype, op, algo});
+        for (std::size_t segments : {0, 1, 2, 161}) cases.push_back({listShape(segments, 1), dtype, op, algo});
       }
     }
   }
@@ -197,8 +190,8 @@ TEST(Many, TinyChunksStraddleSegments) {
     std::vector<ListCase> cases;
     for (const std::string& algo : algorithmsFor(worldSize)) {
       for (DataType dtype : {DataType::kFloat32, DataType::kFloat16, DataType::kInt64, DataType::kUInt8}) {
-        cases.push_back({shapeOf(161, 3), dtype, ReduceOp::kSum, algo});
-        cases.push_back({shapeOf(40, 5), dtype, ReduceOp::kMax, algo});
+        cases.push_back({listShape(161, 3), dtype, ReduceOp::kSum, algo});
+        cases.push_back({listShape(40, 5), dtype, ReduceOp::kMax, algo});
       }
     }
     const auto failures = runListCases(worldSize, cases);
@@ -215,7 +208,7 @@ TEST(Many, SeveralInFlight) {
     std::vector<Work> works;
     for (int l = 0; l < kLists; ++l) {
       std::vector<View> segments;
-      for (std::size_t n : shapeOf(20 + l, 2)) {
+      for (std::size_t n : listShape(20 + l, 2)) {
         memory[l].emplace_back(n, static_cast<float>(comm.rank() + l));
         segments.emplace_back(memory[l].back().data(), n, DataType::kFloat32);
       }
