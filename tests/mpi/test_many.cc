@@ -19,6 +19,7 @@
 
 #include "boostcomm/boostcomm.h"
 #include "common/collective_case.h"
+#include "common/mpi_report.h"
 #include "common/test_data.h"
 #include "models/model_profile.h"
 
@@ -27,12 +28,9 @@ namespace {
 using namespace boostcomm;
 using namespace boostcomm::testing;
 
-int gFailures = 0;
+MpiReport* gReport = nullptr;
 
-void fail(const Communicator& comm, const std::string& what) {
-  ++gFailures;
-  std::fprintf(stderr, "rank %d: %s\n", comm.rank(), what.c_str());
-}
+void fail(const Communicator&, const std::string& what) { gReport->fail(what); }
 
 
 // One list: fill, reduce, check against the reference here and bitwise across ranks.
@@ -211,21 +209,12 @@ void badInput(Communicator& comm) {
 
 int main() {
   auto comm = Communicator::createMpiWorld();
-  auto section = [&](const char* name, void (*fn)(Communicator&)) {
-    try {
-      fn(*comm);
-    } catch (const std::exception& e) {
-      fail(*comm, std::string(name) + ": threw " + e.what());
-    }
-  };
-  section("sweep", sweep);
-  section("resnet50", resnet50);
-  section("in flight", inFlight);
-  section("drivers", drivers);
-  section("bad input", badInput);
-  int total = 0;
-  MPI_Allreduce(&gFailures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (comm->rank() == 0) std::printf("%s: %d failure(s) across %d ranks\n", total ? "FAILED" : "PASSED", total, comm->size());
-  comm->finalize();
-  return total == 0 ? 0 : 1;
+  MpiReport report(*comm);
+  gReport = &report;
+  report.section("sweep", sweep);
+  report.section("resnet50", resnet50);
+  report.section("in flight", inFlight);
+  report.section("drivers", drivers);
+  report.section("bad input", badInput);
+  return report.finish();
 }
