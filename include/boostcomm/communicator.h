@@ -128,6 +128,11 @@ class Communicator {
   // memory it names must, until the Work completes).
   void allreduceMany(std::span<const View> segments, ReduceOp op, const CallOptions& options = {});
   Work allreduceManyAsync(std::span<const View> segments, ReduceOp op, const CallOptions& options = {});
+  // The same for broadcast: every segment on every rank = that segment on root
+  // (one broadcast of the list; shm and native through a staging copy, binomial
+  // addressing the segments directly). Same checks and agreement (root too).
+  void broadcastMany(std::span<const View> segments, int root, const CallOptions& options = {});
+  Work broadcastManyAsync(std::span<const View> segments, int root, const CallOptions& options = {});
 
   void barrier(const CallOptions& options = {});
   Work barrierAsync(const CallOptions& options = {});

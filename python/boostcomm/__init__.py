@@ -33,7 +33,7 @@ Work = _C.Work
 
 __all__ = [
     "comm_init", "comm_finalize", "get_communicator", "available_devices",
-    "all_reduce", "all_reduce_many", "all_gather", "broadcast", "reduce_scatter", "barrier",
+    "all_reduce", "all_reduce_many", "all_gather", "broadcast", "broadcast_many", "reduce_scatter", "barrier",
     "GradientGroup", "collective_fusion", "CollectiveFusion", "OverlapEngine",
     "detect_topology", "configure_comm_strategy", "reduce_scatter_autotune",
     "configure_overlap", "get_overlap_stats",
@@ -177,6 +177,14 @@ def all_reduce_many(tensors, op="sum", algorithm=None, async_op=False):
     on every rank otherwise). Returns the tensors, or a Work when async_op."""
     tensors = list(tensors)
     work = _default().all_reduce_many(tensors, op, algorithm, async_op)
+    return work if async_op else tensors
+
+
+def broadcast_many(tensors, root=0, algorithm=None, async_op=False):
+    """Every tensor on every rank = that tensor on root, as ONE broadcast of
+    the list (in place; one dtype; same shapes on every rank, checked)."""
+    tensors = list(tensors)
+    work = _default().broadcast_many(tensors, root, algorithm, async_op)
     return work if async_op else tensors
 
 

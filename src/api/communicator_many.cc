@@ -22,9 +22,10 @@ namespace detail {
 
 namespace {
 
-CallArgs listArgs(const core::SegmentList& list, DataType dtype, ReduceOp op) {
+CallArgs listArgs(Collective collective, const core::SegmentList& list, DataType dtype, ReduceOp op, int root) {
   CallArgs a;
-  a.collective = Collective::kAllreduce;
+  a.collective = collective;
+  a.root = root;
   const std::size_t count = list.totalBytes() / dataTypeSize(dtype);
   // send/recv carry only count and dtype; the list stands in as a non-null
   // placeholder address for the argument checks (never dereferenced).
@@ -88,17 +89,19 @@ std::string describeSegments(std::span<const View> segments, core::SegmentList& 
 
 Work allreduceListAsync(Communicator& comm, const core::SegmentList& list, DataType dtype, ReduceOp op,
                         const CallOptions& options) {
-  return implOf(comm).submit(listArgs(list, dtype, op), options);
+  return implOf(comm).submit(listArgs(Collective::kAllreduce, list, dtype, op, 0), options);
 }
 
 namespace {
 
-// The agreed shape: the counts and dtype in order (empty segments too) and the op.
-std::uint64_t listSignature(std::span<const View> segments, ReduceOp op) {
+// The agreed shape: the counts and dtype in order (empty segments too), the
+// collective, and its op or root.
+std::uint64_t listSignature(std::span<const View> segments, Collective collective, std::uint64_t opOrRoot) {
   std::vector<planner::TensorInfo> infos;
   infos.reserve(segments.size());
   for (const View& v : segments) infos.push_back({v.count, v.dtype});
-  return mixSignature(planner::tensorListSignature(infos), static_cast<std::uint64_t>(op));
+  const std::uint64_t h = mixSignature(planner::tensorListSignature(infos), static_cast<std::uint64_t>(collective));
+  return mixSignature(h, opOrRoot);
 }
 
 std::string localError(std::span<const View> segments, ReduceOp op, core::SegmentList& list, DataType& dtype) {
@@ -123,8 +126,25 @@ Work Communicator::allreduceManyAsync(std::span<const View> segments, ReduceOp o
   core::SegmentList list;
   DataType dtype = DataType::kFloat32;
   const std::string error = detail::localError(segments, op, list, dtype);
-  detail::agreeAcrossRanks(*this, detail::listSignature(segments, op), error, "allreduceMany");
+  detail::agreeAcrossRanks(*this, detail::listSignature(segments, Collective::kAllreduce, static_cast<std::uint64_t>(op)),
+                           error, "allreduceMany");
   return detail::allreduceListAsync(*this, list, dtype, op, options);
+}
+
+void Communicator::broadcastMany(std::span<const View> segments, int root, const CallOptions& options) {
+  broadcastManyAsync(segments, root, options).wait(options.timeout);
+}
+
+Work Communicator::broadcastManyAsync(std::span<const View> segments, int root, const CallOptions& options) {
+  core::SegmentList list;
+  DataType dtype = DataType::kFloat32;
+  std::string error = detail::describeSegments(segments, list, dtype);
+  if (error.empty() && (root < 0 || root >= size()))
+    error = "root " + std::to_string(root) + " is out of range [0, " + std::to_string(size()) + ")";
+  detail::agreeAcrossRanks(*this, detail::listSignature(segments, Collective::kBroadcast, static_cast<std::uint64_t>(root)),
+                           error, "broadcastMany");
+  return detail::implOf(*this).submit(detail::listArgs(Collective::kBroadcast, list, dtype, ReduceOp::kSum, root),
+                                      options);
 }
 
 }  // namespace boostcomm

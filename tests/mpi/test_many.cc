@@ -5,7 +5,7 @@
 // op on lists of 0, 1, 2 and 161 segments of odd and prime lengths, the real
 // ResNet-50 gradient list (161 tensors, 25.6M floats), several lists in
 // flight, GradientGroup and OverlapEngine in their default (segment-list)
-// mode; results checked on every rank against the float64 reference and
+// mode, broadcastMany on every broadcast algorithm; results checked on every rank against the float64 reference and
 // across ranks bitwise (hash allgather); bad lists fail on every rank.
 // Own main; exits non-zero when any rank saw a failure.
 #include <mpi.h>
@@ -182,6 +182,36 @@ void drivers(Communicator& comm) {
   }
 }
 
+void broadcasts(Communicator& comm) {
+  std::vector<std::string> algos = comm.algorithms(Collective::kBroadcast);
+  algos.insert(algos.begin(), "");
+  std::uint64_t seed = 900;
+  for (const std::string& algo : algos) {
+    for (std::size_t scale : {std::size_t{1}, std::size_t{3001}}) {
+      const int root = static_cast<int>(seed % static_cast<std::uint64_t>(comm.size()));
+      std::vector<std::vector<unsigned char>> mine, expected;
+      std::vector<View> segments;
+      for (std::size_t count : listShape(161, scale)) {
+        mine.emplace_back(count * 2);
+        expected.emplace_back(count * 2);
+        fillBytes(mine.back().data(), mine.back().size(), seed + segments.size(), comm.rank());
+        fillBytes(expected.back().data(), expected.back().size(), seed + segments.size(), root);
+        segments.emplace_back(mine.back().data(), count, DataType::kFloat16);
+      }
+      CallOptions options;
+      options.algorithm = algo;
+      comm.broadcastMany(segments, root, options);
+      for (std::size_t i = 0; i < mine.size(); ++i)
+        if (mine[i] != expected[i]) {
+          fail(comm, "broadcastMany algo '" + algo + "' root " + std::to_string(root) + ": segment " +
+                         std::to_string(i) + " differs from the root's");
+          break;
+        }
+      ++seed;
+    }
+  }
+}
+
 void badInput(Communicator& comm) {
   std::vector<float> a(100, 1.0f);
   std::vector<View> segments{View(a.data(), 60, DataType::kFloat32), View(a.data() + 60, 40, DataType::kFloat32)};
@@ -215,6 +245,7 @@ int main() {
   report.section("resnet50", resnet50);
   report.section("in flight", inFlight);
   report.section("drivers", drivers);
+  report.section("broadcast", broadcasts);
   report.section("bad input", badInput);
   return report.finish();
 }

@@ -196,6 +196,16 @@ def test_all_reduce_many(comm, algorithm):
     work.wait()
 
 
+def test_broadcast_many(comm):
+    root = comm.size - 1
+    tensors = [np.full(n, comm.rank, dtype=np.float64) for n in (5, 0, 1, 4099)]
+    tensors[0] = torch.from_numpy(tensors[0])
+    boostcomm.broadcast_many(tensors, root=root)
+    for t in tensors:
+        got = t.numpy() if isinstance(t, torch.Tensor) else t
+        np.testing.assert_array_equal(got, np.full(got.shape, root, dtype=np.float64))
+
+
 def test_all_reduce_many_errors_on_every_rank(comm):
     a = np.zeros(100, dtype=np.float32)
     if comm.rank == 0:

@@ -224,6 +224,79 @@ TEST(Many, SeveralInFlight) {
   });
 }
 
+// ------------------------------------------------------------ broadcastMany
+
+// Every rank's segments end equal to the root's bytes (any bit pattern,
+// NaNs included), on every algorithm, every root, with straddling chunks.
+TEST(BroadcastMany, EveryAlgorithmAndRoot) {
+  TunableOverride chunk("BOOSTCOMM_RING_CHUNK_BYTES", "64");
+  for (int worldSize : {1, 2, 3, 5, 8}) {
+    std::vector<std::string> algos = inProcessAlgorithms(worldSize, Collective::kBroadcast);
+    algos.insert(algos.begin(), "");
+    std::mutex mutex;
+    std::vector<std::string> failures;
+    detail::runInProcess(worldSize, [&](Communicator& comm) {
+      std::uint64_t seed = 5;
+      for (const std::string& algo : algos) {
+        for (DataType dtype : {DataType::kFloat32, DataType::kBFloat16, DataType::kUInt8}) {
+          for (std::size_t n : {0, 1, 2, 161}) {
+            for (int root = 0; root < worldSize; ++root, ++seed) {
+              const std::size_t es = dataTypeSize(dtype);
+              std::vector<std::vector<unsigned char>> mine, expected;
+              std::vector<View> segments;
+              for (std::size_t count : listShape(n, 3)) {
+                mine.emplace_back(count * es);
+                expected.emplace_back(count * es);
+                fillBytes(mine.back().data(), mine.back().size(), seed + segments.size(), comm.rank());
+                fillBytes(expected.back().data(), expected.back().size(), seed + segments.size(), root);
+                segments.emplace_back(mine.back().data(), count, dtype);
+              }
+              CallOptions options;
+              options.algorithm = algo;
+              std::string bad;
+              try {
+                if (seed % 2) {
+                  comm.broadcastMany(segments, root, options);
+                } else {
+                  comm.broadcastManyAsync(segments, root, options).wait();
+                }
+                for (std::size_t i = 0; i < mine.size() && bad.empty(); ++i)
+                  if (mine[i] != expected[i]) bad = "segment " + std::to_string(i) + " differs from root's";
+              } catch (const std::exception& e) {
+                bad = e.what();
+              }
+              if (!bad.empty()) {
+                std::lock_guard lock(mutex);
+                failures.push_back("ws " + std::to_string(worldSize) + " algo '" + algo + "' " +
+                                   std::string(toString(dtype)) + " " + std::to_string(n) + " segments root " +
+                                   std::to_string(root) + " rank " + std::to_string(comm.rank()) + ": " + bad);
+              }
+            }
+          }
+        }
+      }
+    });
+    EXPECT_TRUE(failures.empty()) << formatFailures(failures);
+  }
+}
+
+TEST(BroadcastManyErrors, BadRootOrDifferentRootsFailEveryRank) {
+  auto errors = errorsOnEveryRank(3, [](Communicator& comm) {
+    std::vector<float> a(10, 1.0f);
+    std::vector<View> segments{View(a.data(), 10, DataType::kFloat32)};
+    comm.broadcastMany(segments, comm.rank() == 2 ? 7 : 0);
+  });
+  ASSERT_EQ(errors.size(), 3u);
+  for (const Error& e : errors) EXPECT_EQ(e.category(), ErrorCategory::kInvalidArgument) << e.what();
+  errors = errorsOnEveryRank(2, [](Communicator& comm) {
+    std::vector<float> a(10, 1.0f);
+    std::vector<View> segments{View(a.data(), 10, DataType::kFloat32)};
+    comm.broadcastMany(segments, comm.rank());
+  });
+  ASSERT_EQ(errors.size(), 2u);
+  for (const Error& e : errors) EXPECT_EQ(e.category(), ErrorCategory::kMismatch) << e.what();
+}
+
 // ------------------------------------------------------------ bad input
 
 TEST(ManyErrors, OverlapOnOneRankFailsEveryRank) {
