@@ -163,14 +163,20 @@ FusionMethod mpiPackedMethod(Communicator& comm, GradientSet& set) {
   return m;
 }
 
-FusionMethod gradientGroupMethod(Communicator& comm, GradientSet& set, std::size_t bucketBytes, bool bucketView) {
+FusionMethod gradientGroupMethod(Communicator& comm, GradientSet& set, std::size_t bucketBytes, GroupMode mode) {
   GradientGroupOptions options;
   options.bucketBytes = bucketBytes;
-  options.bucketView = bucketView;
-  auto group = std::make_shared<GradientGroup>(comm, set.views(), options);
+  options.bucketView = mode == GroupMode::kView;
+  options.packBuckets = mode == GroupMode::kPacked;
+  const std::vector<View> views = set.views();
+  comm.barrier();
+  const auto start = std::chrono::steady_clock::now();
+  auto group = std::make_shared<GradientGroup>(comm, views, options);
+  const double buildMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   FusionMethod m;
+  m.buildMs = maxOverRanks(buildMs);
   const std::size_t bytes = bucketBytes ? bucketBytes : 0;
-  m.name = bucketView ? "group_view" : "group_copy";
+  m.name = mode == GroupMode::kView ? "group_view" : mode == GroupMode::kPacked ? "group_packed" : "group_list";
   if (bytes != 0) m.name.append("@").append(std::to_string(bytes >> 20)).append("M");
   m.launchesPerStep = group->stats().collectivesPerStep;
   m.step = [group] { group->allreduce(); };

@@ -29,6 +29,7 @@ struct FusionMethod {
   // Rewrites small inputs before a timed block (repeated in-place sums grow).
   std::function<void()> refill;
   std::vector<double> stepUs;  // one per round
+  double buildMs = 0;          // constructing the method's group (max over ranks); 0: none
 };
 
 struct TimingOptions {
@@ -54,11 +55,14 @@ class GradientSet {
   std::vector<std::unique_ptr<std::byte[]>> storage_;
 };
 
-// The four gradient methods. The groups are created here and kept alive by
-// the returned methods; `bucketBytes` 0 takes the library default.
+// The gradient methods. The groups are created here and kept alive by the
+// returned methods; `bucketBytes` 0 takes the library default.
+// GradientGroup modes: list (the default: segment lists, no copies), packed
+// (pack/unpack into registered buckets), view (the tensors live in the buckets).
+enum class GroupMode { kList, kPacked, kView };
 FusionMethod mpiPerTensorMethod(Communicator& comm, GradientSet& set);
 FusionMethod mpiPackedMethod(Communicator& comm, GradientSet& set);
-FusionMethod gradientGroupMethod(Communicator& comm, GradientSet& set, std::size_t bucketBytes, bool bucketView);
+FusionMethod gradientGroupMethod(Communicator& comm, GradientSet& set, std::size_t bucketBytes, GroupMode mode);
 
 // The three-request pattern, per layer: an allgather of activations, an
 // allreduce of gradients and a broadcast of parameters. Methods: one blocking

@@ -28,7 +28,7 @@ struct FusionArgs {
   std::string model = "resnet50";
   std::string pattern = "gradients";
   std::string bucketBytes;  // comma-separated sizes; empty = library default
-  std::string methods = "mpi_per_tensor,mpi_packed,group_copy,group_view";
+  std::string methods = "mpi_per_tensor,mpi_packed,group_list,group_packed,group_view";
   int layers = 24;
   TimingOptions timing;
   std::string output;
@@ -57,8 +57,8 @@ Json reportBlock(const std::vector<FusionMethod*>& methods, const std::vector<st
   if (print) {
     std::printf("# bucket limit %s; speedup = median(%s) / median(method)\n",
                 bucketBytes ? formatBytes(bucketBytes).c_str() : "default", bestName.c_str());
-    std::printf("%-22s %9s %12s %12s %12s %8s  %s\n", "method", "launches", "median_ms", "min_ms", "max_ms",
-                "speedup", "check");
+    std::printf("%-22s %9s %12s %12s %12s %8s %9s  %s\n", "method", "launches", "median_ms", "min_ms", "max_ms",
+                "speedup", "build_ms", "check");
   }
   for (std::size_t i = 0; i < methods.size(); ++i) {
     const FusionMethod& m = *methods[i];
@@ -66,8 +66,8 @@ Json reportBlock(const std::vector<FusionMethod*>& methods, const std::vector<st
     const auto [lo, hi] = std::minmax_element(m.stepUs.begin(), m.stepUs.end());
     const double speedup = med > 0 && best > 0 ? best / med : 0;
     if (print)
-      std::printf("%-22s %9zu %12.3f %12.3f %12.3f %8.2f  %s\n", m.name.c_str(), m.launchesPerStep, med / 1e3,
-                  *lo / 1e3, *hi / 1e3, speedup, checks[i].empty() ? "ok" : ("FAIL: " + checks[i]).c_str());
+      std::printf("%-22s %9zu %12.3f %12.3f %12.3f %8.2f %9.2f  %s\n", m.name.c_str(), m.launchesPerStep, med / 1e3,
+                  *lo / 1e3, *hi / 1e3, speedup, m.buildMs, checks[i].empty() ? "ok" : ("FAIL: " + checks[i]).c_str());
     Json j;
     j["method"] = m.name;
     j["launches_per_step"] = m.launchesPerStep;
@@ -76,6 +76,7 @@ Json reportBlock(const std::vector<FusionMethod*>& methods, const std::vector<st
     for (double us : m.stepUs) steps.push_back(us / 1e3);
     j["step_ms"] = steps;
     j["speedup_vs_best_baseline"] = speedup;
+    if (m.buildMs > 0) j["build_ms"] = m.buildMs;
     j["check"] = checks[i].empty() ? "ok" : checks[i];
     block["methods"].push_back(j);
   }
@@ -144,8 +145,10 @@ int runFusion(const FusionArgs& a, Communicator& comm) {
     if (wanted(a, "mpi_packed")) base.push_back(mpiPackedMethod(comm, set));
     for (std::size_t bucketBytes : sizes) {
       std::vector<FusionMethod> groups;  // created per block: each holds registered buckets
-      if (wanted(a, "group_copy")) groups.push_back(gradientGroupMethod(comm, set, bucketBytes, false));
-      if (wanted(a, "group_view")) groups.push_back(gradientGroupMethod(comm, set, bucketBytes, true));
+      if (wanted(a, "group_list")) groups.push_back(gradientGroupMethod(comm, set, bucketBytes, GroupMode::kList));
+      if (wanted(a, "group_packed") || wanted(a, "group_copy"))
+        groups.push_back(gradientGroupMethod(comm, set, bucketBytes, GroupMode::kPacked));
+      if (wanted(a, "group_view")) groups.push_back(gradientGroupMethod(comm, set, bucketBytes, GroupMode::kView));
       std::vector<FusionMethod*> ptrs;
       for (FusionMethod& m : base) m.stepUs.clear(), ptrs.push_back(&m);
       for (FusionMethod& m : groups) ptrs.push_back(&m);

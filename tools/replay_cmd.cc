@@ -24,7 +24,7 @@ struct ReplayCli {
   std::string computeText = "sleep";
   std::string bucketText = "25M";
   std::string firstBucketText = "1M";
-  std::string buffersText = "pingpong";
+  std::string buffersText = "list";
   std::string bucketViewText = "on";
   bool json = false;
 };
@@ -77,7 +77,9 @@ nlohmann::json toJson(const ReplayReport& report, const ReplayOptions& o, const 
           {"bucket_bytes", o.overlap.bucketBytes},
           {"first_bucket_bytes", o.overlap.firstBucketBytes},
           {"stages", o.overlap.stages},
-          {"buffers", o.overlap.bufferStrategy == BufferStrategy::kPingPong ? "pingpong" : "single"},
+          {"buffers", o.overlap.bufferStrategy == BufferStrategy::kPingPong ? "pingpong"
+                      : o.overlap.bufferStrategy == BufferStrategy::kSingle ? "single"
+                                                                            : "list"},
           {"bucket_view", o.bucketView},
           {"modes", modes}};
 }
@@ -142,7 +144,8 @@ ExtraCommand addReplayCommand(CLI::App& app) {
   cmd->add_option("--first-bucket-bytes", cli->firstBucketText, "First bucket limit (boosted starts early)")
       ->capture_default_str();
   cmd->add_option("--stages", o.overlap.stages, "Bucket collectives in flight")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--buffers", cli->buffersText, "pingpong or single")->check(CLI::IsMember({"pingpong", "single"}))
+  cmd->add_option("--buffers", cli->buffersText, "list (in place, no staging copy), pingpong or single")
+      ->check(CLI::IsMember({"list", "pingpong", "single"}))
       ->capture_default_str();
   cmd->add_option("--bucket-view", cli->bucketViewText,
                   "on: fused/boosted gradients live in the buckets (no pack/unpack copies, as DDP's "
@@ -161,7 +164,9 @@ ExtraCommand addReplayCommand(CLI::App& app) {
     if (!first) throw UsageError("--first-bucket-bytes: '" + cli->firstBucketText + "' is not a size");
     o.overlap.bucketBytes = *bucket;
     o.overlap.firstBucketBytes = *first;
-    o.overlap.bufferStrategy = cli->buffersText == "single" ? BufferStrategy::kSingle : BufferStrategy::kPingPong;
+    o.overlap.bufferStrategy = cli->buffersText == "single"     ? BufferStrategy::kSingle
+                               : cli->buffersText == "pingpong" ? BufferStrategy::kPingPong
+                                                                : BufferStrategy::kSegmentList;
     o.compute = cli->computeText == "spin" ? ComputeEmulation::kSpin : ComputeEmulation::kSleep;
     o.bucketView = cli->bucketViewText == "on";
     const telemetry::RunInfo run = telemetry::currentRunInfo();  // the date is the run's start

@@ -113,6 +113,27 @@ class Communicator {
   void reduceScatter(ConstView send, View recv, ReduceOp op, const CallOptions& options = {});
   Work reduceScatterAsync(ConstView send, View recv, ReduceOp op, const CallOptions& options = {});
 
+  // Segment lists: one allreduce over the concatenation of `segments`, in
+  // place (e.g. a model's gradient tensors), without packing them into one
+  // buffer: the shared-memory engine copies in from and out to the segments,
+  // ring/rhd steps send, receive and reduce them directly (a chunk may
+  // straddle segments), native runs through a staging copy
+  // (docs/ALGORITHMS.md, "Segment lists"). One dtype for the whole list; the
+  // algorithm is selected by the total bytes, as allreduce. Every rank
+  // passes the same list shape (counts and dtype in order) and op. Checked
+  // on every call with one small allgather: overlapping segments, a null
+  // pointer, mixed dtypes on any rank, or lists that differ between ranks are
+  // an error on every rank (kInvalidArgument / kMismatch), before data moves.
+  // The async form copies the list: it need not outlive the call (the
+  // memory it names must, until the Work completes).
+  void allreduceMany(std::span<const View> segments, ReduceOp op, const CallOptions& options = {});
+  Work allreduceManyAsync(std::span<const View> segments, ReduceOp op, const CallOptions& options = {});
+  // The same for broadcast: every segment on every rank = that segment on root
+  // (one broadcast of the list; shm and native through a staging copy, binomial
+  // addressing the segments directly). Same checks and agreement (root too).
+  void broadcastMany(std::span<const View> segments, int root, const CallOptions& options = {});
+  Work broadcastManyAsync(std::span<const View> segments, int root, const CallOptions& options = {});
+
   void barrier(const CallOptions& options = {});
   Work barrierAsync(const CallOptions& options = {});
 

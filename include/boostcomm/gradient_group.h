@@ -8,14 +8,18 @@
 // k+1 runs. Bucket memory is registered (Communicator::allocateBuffer), so on
 // one node the shared-memory algorithm reads and writes it in place.
 //
-// Two modes:
-// - copy (default): the caller's tensors stay where they are; each step packs
-//   them into the buckets and unpacks the results back.
+// Three modes:
+// - segment lists (default): the caller's tensors stay where they are and
+//   each bucket is one collective over its tensors in place
+//   (Communicator::allreduceMany): no pack, no unpack, no bucket memory. The
+//   bucket limit only sets how many collectives a step pipelines.
 // - bucket view (like DDP's gradient_as_bucket_view): the tensors live *in*
-//   the buckets. tensorView(i) is the memory to write gradient i into; the
-//   result is left there; there is no pack and no unpack at all. The views
-//   passed at construction give only count and dtype (and initial contents,
-//   copied once, when their data is non-null).
+//   registered buckets. tensorView(i) is the memory to write gradient i into;
+//   the result is left there; on one node the shared-memory algorithm reads
+//   and writes it in place. The views passed at construction give only count
+//   and dtype (and initial contents, copied once, when their data is non-null).
+// - packed buckets (packBuckets): the former copy mode, kept for comparison:
+//   each step packs the tensors into registered buckets and unpacks them.
 //
 // Deterministic: the layout depends only on the tensor list and the options,
 // and every bucket is reduced by the same algorithm in the same order, so all
@@ -51,6 +55,9 @@ struct GradientGroupOptions {
   bool average = false;
   // true: tensors live in the buckets (see tensorView).
   bool bucketView = false;
+  // true: pack into registered buckets and unpack every step (the former
+  // default; slower wherever the copies cost as much as the collective).
+  bool packBuckets = false;
   // Algorithm / timeout of the bucket collectives.
   CallOptions call;
 };

@@ -50,6 +50,7 @@
 namespace boostcomm {
 
 enum class BufferStrategy {
+  kSegmentList,  // no staging: each bucket is reduced in place on its gradients (a segment list), nothing copied
   kPingPong,  // two staging buffers per stage: bucket k+1 packs while bucket k is on the wire
   kSingle,    // one per stage: packing of a bucket waits until its buffer's previous bucket unpacked
 };
@@ -57,7 +58,7 @@ enum class BufferStrategy {
 struct OverlapOptions {
   bool enable = true;  // false: every bucket launches in finishBackward (fusion, no overlap)
   int stages = 2;      // bucket collectives in flight at once (>= 1)
-  BufferStrategy bufferStrategy = BufferStrategy::kPingPong;
+  BufferStrategy bufferStrategy = BufferStrategy::kSegmentList;
   // Byte limit of a bucket; 0: BOOSTCOMM_BUCKET_BYTES when set, else the
   // tuning cache's measured size, else 25 MiB (as for GradientGroup).
   std::size_t bucketBytes = 0;

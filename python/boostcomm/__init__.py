@@ -40,7 +40,7 @@ Work = _C.Work
 
 __all__ = [
     "comm_init", "comm_finalize", "get_communicator", "available_devices",
-    "all_reduce", "all_gather", "broadcast", "reduce_scatter", "barrier",
+    "all_reduce", "all_reduce_many", "all_gather", "broadcast", "broadcast_many", "reduce_scatter", "barrier",
     "GradientGroup", "collective_fusion", "CollectiveFusion", "OverlapEngine",
     "detect_topology", "configure_comm_strategy", "reduce_scatter_autotune",
     "configure_overlap", "get_overlap_stats",
@@ -177,6 +177,24 @@ def all_reduce(tensor, op="sum", output=None, algorithm=None, async_op=False):
     return work if async_op else out
 
 
+def all_reduce_many(tensors, op="sum", algorithm=None, async_op=False):
+    """Every tensor = op over all ranks' tensor, as ONE collective over the
+    list (in place; no packing into a fused buffer). One dtype for the list;
+    every rank passes the same shapes in the same order (checked: an error
+    on every rank otherwise). Returns the tensors, or a Work when async_op."""
+    tensors = list(tensors)
+    work = _default().all_reduce_many(tensors, op, algorithm, async_op)
+    return work if async_op else tensors
+
+
+def broadcast_many(tensors, root=0, algorithm=None, async_op=False):
+    """Every tensor on every rank = that tensor on root, as ONE broadcast of
+    the list (in place; one dtype; same shapes on every rank, checked)."""
+    tensors = list(tensors)
+    work = _default().broadcast_many(tensors, root, algorithm, async_op)
+    return work if async_op else tensors
+
+
 def all_gather(tensor, output=None, algorithm=None, async_op=False):
     """output (world_size x tensor's shape when None) = every rank's tensor, in rank order."""
     comm = _default()
@@ -210,17 +228,47 @@ def barrier(async_op=False):
 
 # ---------------------------------------------------------------- fusion
 
+def _like(view, passed):
+    """A numpy view over boostcomm memory, as the kind of object `passed` is
+    (a torch tensor of its dtype for torch, else the array itself)."""
+    if not _is_torch(passed):
+        return view
+    import torch
+    # from_numpy shares the memory and keeps the array (and so its owner)
+    # alive. bfloat16 arrives as uint16 bits, which torch cannot import:
+    # reinterpret them as int16, then as bfloat16, in place.
+    if passed.dtype == torch.bfloat16:
+        view = view.view("int16")
+    out = torch.from_numpy(view)
+    return out.view(passed.dtype) if out.dtype != passed.dtype else out
+
+
 class GradientGroup:
     """Many gradient tensors synchronised by few collectives (fusion buckets).
 
     Construction is collective (every rank, same tensor list). all_reduce()
     replaces every tensor with the sum (average=True: the mean) over ranks.
+
+    Default: each bucket is one collective over its tensors where they are
+    (a segment list): nothing is packed or copied, and construction only
+    plans (no bucket memory). bucket_view=True: the tensors move into
+    registered bucket memory (their contents are copied once); use
+    group.tensors (new arrays/tensors over that memory, same shapes and
+    dtypes) from then on, e.g. as the .grad of the parameters (DDP's
+    gradient_as_bucket_view). pack_buckets=True: the former copy mode (pack
+    and unpack every step), for comparison.
     """
 
-    def __init__(self, tensors, bucket_bytes=0, first_bucket_bytes=0, average=False, algorithm=None):
-        self.tensors = list(tensors)
-        self._native = _C.GradientGroup(_default(), self.tensors, bucket_bytes, first_bucket_bytes, average,
-                                        algorithm)
+    def __init__(self, tensors, bucket_bytes=0, first_bucket_bytes=0, average=False, algorithm=None,
+                 bucket_view=False, pack_buckets=False):
+        originals = list(tensors)
+        self._native = _C.GradientGroup(_default(), originals, bucket_bytes, first_bucket_bytes, average,
+                                        algorithm, bool(bucket_view), bool(pack_buckets))
+        self.bucket_view = bool(bucket_view)
+        self.tensors = [self._slot(i, t) for i, t in enumerate(originals)] if bucket_view else originals
+
+    def _slot(self, i, original):
+        return _like(self._native.tensor_view(i), original)
 
     def all_reduce(self):
         self._native.all_reduce()
@@ -381,17 +429,18 @@ def reduce_scatter_autotune(input_tensor, reduce_op="sum", auto_strategy=True, o
 
 # ---------------------------------------------------------------- overlap
 
-_BUFFER_STRATEGIES = ("ping_pong", "double", "single")
+_BUFFER_STRATEGIES = ("segment_list", "list", "ping_pong", "double", "single")
 
 
-def configure_overlap(enable=True, overlap_stages=2, buffer_strategy="ping_pong"):
+def configure_overlap(enable=True, overlap_stages=2, buffer_strategy="segment_list"):
     """Overlap of gradient communication with backward.
 
     enable: False makes the boostcomm c10d backend synchronous (each
     collective completes before the call returns) and OverlapEngine launch
     every bucket at finish_backward. overlap_stages: collectives in flight at
-    once (>= 1). buffer_strategy: ping_pong (= double) or single staging
-    buffers (OverlapEngine). Applies to live and future process groups and
+    once (>= 1). buffer_strategy (OverlapEngine): segment_list (= list, the
+    default: each bucket is reduced in place on its gradients, no staging
+    copy), ping_pong (= double) or single staging buffers. Applies to live and future process groups and
     to OverlapEngines created afterwards."""
     if not isinstance(overlap_stages, int) or overlap_stages < 1:
         raise InvalidArgumentError(f"configure_overlap: overlap_stages must be an int >= 1, got {overlap_stages!r}")
@@ -474,18 +523,7 @@ class OverlapEngine:
         tensor's shape. The view keeps the engine alive: its buckets are freed
         (a collective call) only when the engine and every view are gone, so
         drop them at the same point on every rank."""
-        view = self._native.tensor_view(index)
-        passed = self.tensors[index]
-        if not _is_torch(passed):
-            return view
-        import torch
-        # from_numpy shares the memory and keeps the array (and so the engine)
-        # alive. bfloat16 arrives as uint16 bits, which torch cannot import:
-        # reinterpret them as int16, then as bfloat16, in place.
-        if passed.dtype == torch.bfloat16:
-            view = view.view("int16")
-        out = torch.from_numpy(view)
-        return out.view(passed.dtype) if out.dtype != passed.dtype else out
+        return _like(self._native.tensor_view(index), self.tensors[index])
 
     def begin_backward(self):
         self._native.begin_backward()

@@ -21,7 +21,7 @@ from . import _boostcomm as _C
 _lock = threading.Lock()
 default_comm = None          # the comm_init communicator
 strategy = None              # last configure_comm_strategy arguments (tuple)
-overlap = {"enable": True, "stages": 2, "buffer_strategy": "ping_pong"}
+overlap = {"enable": True, "stages": 2, "buffer_strategy": "segment_list"}
 _process_groups = []         # weak references to ProcessGroupBoostcomm objects
 _communicators = []          # every communicator we made, in creation order (strong references)
 last_engine = None           # weak reference to the last OverlapEngine

@@ -60,6 +60,23 @@ CallOptions callOptions(const std::optional<std::string>& algorithm) {
   return options;
 }
 
+// A Python list of tensors as segment views, and the objects owning their memory.
+struct ListRef {
+  std::vector<View> views;
+  std::vector<py::object> owners;
+};
+ListRef listOf(Communicator& c, py::sequence tensors) {
+  ListRef out;
+  std::size_t i = 0;
+  for (py::handle t : tensors) {
+    const std::string what = "tensors[" + std::to_string(i++) + "]";
+    ArrayRef ref = toArray(t, what.c_str(), c.rank(), true);
+    out.views.push_back(ref.view);
+    out.owners.push_back(ref.owner);
+  }
+  return out;
+}
+
 // Runs `blocking` without the GIL, or starts `async` and wraps its Work.
 template <typename Blocking, typename Async>
 py::object dispatch(bool asyncOp, std::vector<py::object> keepAlive, Blocking blocking, Async async) {
@@ -120,6 +137,30 @@ void bindCommunicator(py::module_& m) {
           },
           py::arg("input"), py::arg("output"), py::arg("op") = "sum", py::arg("algorithm") = py::none(),
           py::arg("async_op") = false)
+      .def(
+          "all_reduce_many",
+          [](Communicator& c, py::sequence tensors, const std::string& op, std::optional<std::string> algorithm,
+             bool asyncOp) {
+            ListRef l = listOf(c, tensors);
+            const ReduceOp rop = reduceOpFromName(op, c.rank());
+            const CallOptions o = callOptions(algorithm);
+            return dispatch(
+                asyncOp, std::move(l.owners), [&] { c.allreduceMany(l.views, rop, o); },
+                [&] { return c.allreduceManyAsync(l.views, rop, o); });
+          },
+          py::arg("tensors"), py::arg("op") = "sum", py::arg("algorithm") = py::none(), py::arg("async_op") = false,
+          "One allreduce over a list of tensors, in place, without packing them (one dtype).")
+      .def(
+          "broadcast_many",
+          [](Communicator& c, py::sequence tensors, int root, std::optional<std::string> algorithm, bool asyncOp) {
+            ListRef l = listOf(c, tensors);
+            const CallOptions o = callOptions(algorithm);
+            return dispatch(
+                asyncOp, std::move(l.owners), [&] { c.broadcastMany(l.views, root, o); },
+                [&] { return c.broadcastManyAsync(l.views, root, o); });
+          },
+          py::arg("tensors"), py::arg("root") = 0, py::arg("algorithm") = py::none(), py::arg("async_op") = false,
+          "One broadcast of a list of tensors from root, in place (one dtype).")
       .def(
           "all_gather",
           [](Communicator& c, py::handle send, py::handle recv, std::optional<std::string> algorithm, bool asyncOp) {

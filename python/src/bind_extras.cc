@@ -29,30 +29,54 @@ std::optional<std::chrono::milliseconds> toTimeout(std::optional<double> seconds
 struct PyGradientGroup {
   std::unique_ptr<GradientGroup> group;
   std::vector<py::object> owners;
+  std::vector<std::vector<std::int64_t>> shapes;
 };
+
+// A numpy array over `v` with `owner` (the group's or engine's Python
+// object) as its base, so the array keeps it, and the memory, alive. numpy
+// has no bfloat16: a bfloat16 tensor shows as its raw uint16 bits (the
+// Python layer gives torch callers a bfloat16 tensor over the same memory).
+py::array viewArray(py::object owner, const View& v, const std::vector<std::int64_t>& shape) {
+  const py::dtype dtype(v.dtype == DataType::kBFloat16 ? std::string("uint16") : std::string(toString(v.dtype)));
+  return py::array(dtype, shape, {}, v.data, owner);
+}
 
 void bindGradientGroup(py::module_& m) {
   py::class_<PyGradientGroup>(m, "GradientGroup")
       .def(py::init([](Communicator& comm, py::sequence tensors, std::size_t bucketBytes,
-                       std::size_t firstBucketBytes, bool average, std::optional<std::string> algorithm) {
+                       std::size_t firstBucketBytes, bool average, std::optional<std::string> algorithm,
+                       bool bucketView, bool packBuckets) {
              auto out = std::make_unique<PyGradientGroup>();
              std::vector<View> views;
              for (py::handle t : tensors) {
                ArrayRef ref = toArray(t, "tensors[i]", comm.rank(), true);
                views.push_back(ref.view);
-               out->owners.push_back(ref.owner);
+               out->shapes.push_back(ref.shape);
+               // Bucket view copies the contents once and keeps nothing of the caller's memory.
+               if (!bucketView) out->owners.push_back(ref.owner);
              }
              GradientGroupOptions options;
              options.bucketBytes = bucketBytes;
              options.firstBucketBytes = firstBucketBytes;
              options.average = average;
+             options.bucketView = bucketView;
+             options.packBuckets = packBuckets;
              if (algorithm) options.call.algorithm = *algorithm;
              py::gil_scoped_release release;  // collective (registered buckets)
              out->group = std::make_unique<GradientGroup>(comm, std::move(views), options);
              return out;
            }),
            py::arg("comm"), py::arg("tensors"), py::arg("bucket_bytes") = 0, py::arg("first_bucket_bytes") = 0,
-           py::arg("average") = false, py::arg("algorithm") = py::none())
+           py::arg("average") = false, py::arg("algorithm") = py::none(), py::arg("bucket_view") = false,
+           py::arg("pack_buckets") = false)
+      .def(
+          "tensor_view",
+          [](py::object self, std::size_t i) {
+            PyGradientGroup& g = self.cast<PyGradientGroup&>();
+            const View v = g.group->tensorView(i);  // checks the index
+            return viewArray(self, v, g.shapes[i]);
+          },
+          py::arg("index"), "Where tensor `index` lives (its bucket slot in bucket-view mode), as a numpy array.")
       .def("all_reduce",
            [](PyGradientGroup& g) {
              py::gil_scoped_release release;
@@ -163,16 +187,11 @@ struct PyOverlapEngine {
   std::vector<std::vector<std::int64_t>> shapes;  // of the tensors passed in (tensor_view's shape)
 };
 
-// tensor_view(i) as a numpy array over the engine's memory (the slot in
-// bucket-view mode, else the caller's array), with the engine's Python object
-// as its base: the array keeps the engine, and so the memory, alive. numpy
-// has no bfloat16, so a bfloat16 gradient shows as its raw uint16 bits (the
-// Python layer gives torch callers a bfloat16 tensor over the same memory).
+// tensor_view(i): the slot in bucket-view mode, else the caller's array.
 py::array tensorViewArray(py::object self, std::size_t index) {
   auto& e = self.cast<PyOverlapEngine&>();
   const View v = e.engine->tensorView(index);  // checks the index
-  const py::dtype dtype(v.dtype == DataType::kBFloat16 ? std::string("uint16") : std::string(toString(v.dtype)));
-  return py::array(dtype, e.shapes[index], {}, v.data, self);
+  return viewArray(self, v, e.shapes[index]);
 }
 
 py::dict stepStats(const OverlapStepStats& s) {
@@ -199,13 +218,16 @@ void bindOverlap(py::module_& m) {
              OverlapOptions options = OverlapOptions::fromEnvironment();
              options.enable = enable;
              options.stages = stages;
-             if (bufferStrategy == "ping_pong" || bufferStrategy == "double") {
+             if (bufferStrategy == "segment_list" || bufferStrategy == "list") {
+               options.bufferStrategy = BufferStrategy::kSegmentList;
+             } else if (bufferStrategy == "ping_pong" || bufferStrategy == "double") {
                options.bufferStrategy = BufferStrategy::kPingPong;
              } else if (bufferStrategy == "single") {
                options.bufferStrategy = BufferStrategy::kSingle;
              } else {
                BC_INVALID(false, comm.rank(),
-                          "buffer_strategy: unknown '" << bufferStrategy << "'; valid: ping_pong (or double), single");
+                          "buffer_strategy: unknown '" << bufferStrategy
+                                                             << "'; valid: segment_list (or list), ping_pong (or double), single");
              }
              if (bucketBytes) options.bucketBytes = bucketBytes;
              if (firstBucketBytes) options.firstBucketBytes = firstBucketBytes;

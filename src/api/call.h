@@ -7,6 +7,7 @@
 #include "algorithms/spec.h"
 #include "boostcomm/buffer.h"
 #include "boostcomm/communicator.h"
+#include "core/segment_list.h"
 
 namespace boostcomm::detail {
 
@@ -18,6 +19,9 @@ struct CallArgs {
   int root = 0;
   std::span<const std::size_t> recvCounts;  // allgatherv only
   bool varying = false;                     // allgatherv
+  // Segment-list allreduce (communicator_many.cc): send and recv are this
+  // list, in place; send/recv above only carry its total count and dtype.
+  const core::SegmentList* list = nullptr;
 };
 
 // Checks every argument of `args` on this rank and fills `spec` (minus the

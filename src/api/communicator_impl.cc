@@ -179,7 +179,9 @@ const AlgorithmInfo& CommunicatorImpl::prepare(const CallArgs& args, const CallO
   const AlgorithmInfo& algo = tried != nullptr ? *tried : choose(spec, options);
   if (algorithms::isHierarchical(algo)) {
     ensureSubCommunicators();
-    spec.intraSharedMemory = intraSharedMemory_ && intraAlgorithm_ != "ring";
+    // A segment list's intra-node phases run as rings (the shm engine
+    // addresses lists in allreduce only).
+    spec.intraSharedMemory = intraSharedMemory_ && intraAlgorithm_ != "ring" && args.list == nullptr;
   } else {
     spec.intraSharedMemory = false;
   }
@@ -232,6 +234,10 @@ std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs
   binding.recv = args.recv.data;
   binding.subTransports[executor::kIntraComm] = intra_.get();
   binding.subTransports[executor::kInterComm] = inter_.get();
+  if (args.list != nullptr) {
+    exec->list = *args.list;  // owned by the execution: async callers need not keep it
+    binding.list = &exec->list;
+  }
   if (spec.collective == Collective::kAllgather &&
       (algo.build == algorithms::buildNative || algo.build == algorithms::buildShm)) {
     exec->nativeCounts.resize(static_cast<std::size_t>(size_));
@@ -284,12 +290,12 @@ bool CommunicatorImpl::tryFastAllreduce(const CallArgs& args, const CallOptions&
 void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
   executor::EngineLock lock(*engine_);
   if (firstCallPending_) [[unlikely]] firstCallSetup();
-  if (fastNativeMaxBytes_ > 0 && tryFastAllreduce(args, options)) return;
+  if (fastNativeMaxBytes_ > 0 && args.list == nullptr && tryFastAllreduce(args, options)) return;
   const AlgorithmInfo& algo = prepare(args, options);
   const OnlineSelection::Trial trial = trial_;
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = deadlineFor(options);
-  if (algo.build == algorithms::buildNative && !deadline) {
+  if (algo.build == algorithms::buildNative && !deadline && args.list == nullptr) {
     // The backend's blocking collective. Finish earlier asynchronous work
     // first: a peer may be waiting for our part of it, and we could not
     // progress it from inside the blocking call.

@@ -1,9 +1,11 @@
 // GradientGroup (include/boostcomm/gradient_group.h): a driver of the bucket
 // component (src/fusion/bucket_set.h) on the communicator's progress engine.
 //
-// One step, for buckets 0..B-1: pack k (copy mode; the collectives already
-// in flight are progressed between 1 MiB pieces) -> launch allreduceAsync(k)
-// with a completion callback that unpacks k. The callback runs on whichever
+// One step, for buckets 0..B-1: pack k (packed mode; the collectives already
+// in flight are progressed between 1 MiB pieces) -> launch bucket k's
+// collective (segment-list mode, the default: an allreduce over its tensors
+// in place; else allreduceAsync of its region) with a completion callback
+// that unpacks k (packed mode only). The callback runs on whichever
 // thread completes bucket k: the caller inside wait() or a later pack, or the
 // communicator's progress thread when it is on, which then unpacks k while
 // the caller still packs k+1. wait() returns when every bucket's callback
@@ -13,6 +15,7 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "api/communicator_many.h"
 #include "core/check.h"
 #include "fusion/bucket_set.h"
 
@@ -68,6 +71,8 @@ fusion::BucketSetOptions GradientGroupImpl::bucketOptions(const GradientGroupOpt
   o.firstBucketBytes = options.firstBucketBytes;
   o.average = options.average;
   o.bucketView = options.bucketView;
+  o.segmentList = !options.bucketView && !options.packBuckets;
+  if (options.bucketView && options.packBuckets) o.driverError = "bucketView and packBuckets cannot be combined";
   return o;
 }
 
@@ -135,8 +140,14 @@ void GradientGroupImpl::start() {
     works_[k] = Work();
     if (buckets_.plan().buckets[k].count == 0) continue;  // only empty tensors: nothing to send
     buckets_.pack(k, progress_);
-    const View bucket = buckets_.region(k);
-    works_[k] = comm_.allreduceAsync(bucket, bucket, op, options_.call);
+    if (buckets_.segmentList()) {
+      // Agreed once, at construction (BucketSet): no per-call exchange.
+      works_[k] = detail::allreduceListAsync(comm_, buckets_.segments(k), buckets_.plan().buckets[k].dtype, op,
+                                             options_.call);
+    } else {
+      const View bucket = buckets_.region(k);
+      works_[k] = comm_.allreduceAsync(bucket, bucket, op, options_.call);
+    }
     {
       std::lock_guard lock(doneMutex_);
       ++launched_;

@@ -19,7 +19,10 @@ OverlapOptions OverlapOptions::fromEnvironment() {
   o.bucketBytes = 0;  // resolved by the bucket component: BOOSTCOMM_BUCKET_BYTES, tuning cache, default
   o.firstBucketBytes = core::tunableBytes(core::kTunableOverlapFirstBucketBytes);
   o.stages = static_cast<int>(core::tunableInt(core::kTunableOverlapStages));
-  o.bufferStrategy = core::tunableEnum(core::kTunableOverlapBuffers) == "single" ? BufferStrategy::kSingle : BufferStrategy::kPingPong;
+  const std::string_view buffers = core::tunableEnum(core::kTunableOverlapBuffers);
+  o.bufferStrategy = buffers == "single"     ? BufferStrategy::kSingle
+                     : buffers == "pingpong" ? BufferStrategy::kPingPong
+                                             : BufferStrategy::kSegmentList;
   o.logSteps = core::tunableBool(core::kTunableOverlapLog);
   o.timelinePath = core::tunableString(core::kTunableTimeline);
   return o;
@@ -33,7 +36,8 @@ fusion::BucketSetOptions OverlapEngine::Impl::bucketOptions(const OverlapOptions
   o.bucketView = options.bucketView;
   o.registered = options.registeredBuffers;
   const int perStage = options.bufferStrategy == BufferStrategy::kPingPong ? 2 : 1;
-  o.stagingBuffers = options.bucketView ? 0 : std::max(1, options.stages) * perStage;
+  o.segmentList = !options.bucketView && options.bufferStrategy == BufferStrategy::kSegmentList;
+  o.stagingBuffers = options.bucketView || o.segmentList ? 0 : std::max(1, options.stages) * perStage;
   // The driver's own settings: ranks that differ would launch at different
   // times or different counts of buckets.
   o.driverSignature = (options.enable ? 1u : 0u) | (options.bucketsFromFirstStep ? 2u : 0u) |

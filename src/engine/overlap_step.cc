@@ -9,6 +9,7 @@
 // becomes the engine's error; finishBackward and every later call rethrow it.
 #include <algorithm>
 
+#include "api/communicator_many.h"
 #include "core/check.h"
 #include "engine/engine_impl.h"
 
@@ -89,11 +90,17 @@ void OverlapEngine::Impl::pump(Lock& lock) {
 
 void OverlapEngine::Impl::launch(std::size_t b) {
   if (options_.beforeLaunch) options_.beforeLaunch(b);
-  const View view = buckets_.region(b);
   Work work;
   // An empty bucket (only empty tensors) has nothing to reduce: every rank
-  // skips it alike.
-  if (view.count > 0) work = comm_.allreduceAsync(view, view, buckets_.op(), options_.call);
+  // skips it alike. Segment lists were agreed at construction (BucketSet).
+  if (buckets_.segmentList()) {
+    if (buckets_.segmentCount(b) > 0)
+      work = detail::allreduceListAsync(comm_, buckets_.segments(b), buckets_.plan().buckets[b].dtype, buckets_.op(),
+                                        options_.call);
+  } else {
+    const View view = buckets_.region(b);
+    if (view.count > 0) work = comm_.allreduceAsync(view, view, buckets_.op(), options_.call);
+  }
   {
     Lock lock(mutex_);
     StepBucket& sb = step_[b];

@@ -18,6 +18,84 @@ void Execution::start(const Schedule& schedule, const Binding& binding, int tagB
   requests_.assign(n, transport::Request{});
   firstPending_ = 0;
   remaining_ = n;
+  // Executions are reused: a plain call must not see a list call's staging.
+  if (binding.list != nullptr) {
+    staged_.assign(n, StagedRange{});
+  } else {
+    staged_.clear();
+  }
+}
+
+core::Operand Execution::operand(BufRef ref) const {
+  if (listed(ref)) return core::Operand{binding_.list, nullptr, ref.offsetBytes};
+  return core::Operand{nullptr, static_cast<char*>(resolve(ref)), 0};
+}
+
+void Execution::postListed(bool isSend, const Step& step, transport::Transport& transport, transport::Request& req) {
+  const BufRef ref = isSend ? step.src : step.dst;
+  const core::SegmentList& list = *binding_.list;
+  char* whole = list.contiguous(ref.offsetBytes, step.bytes);
+  if (whole != nullptr || step.bytes == 0) {
+    if (isSend) {
+      transport.isend(whole, step.bytes, step.peer, tagBase_ + step.tag, req);
+    } else {
+      transport.irecv(whole, step.bytes, step.peer, tagBase_ + step.tag, req);
+    }
+    return;
+  }
+  pieces_.clear();
+  list.forEachPiece(ref.offsetBytes, step.bytes, [&](core::Piece p) { pieces_.push_back(p); });
+  if (isSend) {
+    transport.isendPieces(pieces_.data(), pieces_.size(), step.peer, tagBase_ + step.tag, req);
+  } else {
+    transport.irecvPieces(pieces_.data(), pieces_.size(), step.peer, tagBase_ + step.tag, req);
+  }
+}
+
+std::size_t Execution::collectiveOffset(const Step& step) const {
+  const Collective c = step.native.collective;
+  BC_INTERNAL(c == Collective::kAllreduce || c == Collective::kBroadcast,
+              schedule_->algorithm() << ": " << boostcomm::toString(c) << " steps cannot run on a segment list");
+  BC_INTERNAL(c == Collective::kBroadcast || (listed(step.src) && step.src.offsetBytes == step.dst.offsetBytes),
+              schedule_->algorithm() << ": a segment-list step must run in place");
+  const std::size_t chunk = step.kind == StepKind::kNative ? step.native.elementOffset * schedule_->elementSize() : 0;
+  return step.dst.offsetBytes + chunk;
+}
+
+bool Execution::startStaged(std::size_t index, const Step& step, transport::Transport& transport,
+                            transport::Request& req) {
+  const std::size_t offset = collectiveOffset(step);
+  const std::size_t bytes = step.native.count * schedule_->elementSize();
+  const core::SegmentList& list = *binding_.list;
+  char* memory = list.contiguous(offset, bytes);
+  if (memory == nullptr && bytes > 0) {
+    // The documented fallback for backend collectives (MPI's reductions over
+    // derived datatypes are not portable, and an hindexed type over absolute
+    // addresses makes Open MPI size its temporaries by the address span):
+    // one gather and one scatter of the step's range.
+    if (staging_.size() < list.totalBytes()) staging_.resize(list.totalBytes());
+    memory = staging_.data() + offset;
+    list.gather(memory, offset, bytes);
+    staged_[index] = StagedRange{offset, bytes};
+  }
+  if (step.kind == StepKind::kShm) {
+    startShm(step, transport, req, memory, memory);
+    return engineOf(transport).test(req);
+  }
+  if (blockingNative_) {
+    runNative(step, transport, nullptr, memory, memory);
+    return true;
+  }
+  runNative(step, transport, &req, memory, memory);
+  return transport.test(req);
+}
+
+void Execution::finishStep(std::size_t index) {
+  if (staged_.empty()) return;
+  StagedRange& r = staged_[index];
+  if (r.bytes == 0) return;
+  binding_.list->scatter(r.offset, staging_.data() + r.offset, r.bytes);
+  r.bytes = 0;
 }
 
 void* Execution::resolve(BufRef ref) const {
@@ -46,23 +124,21 @@ transport::Transport& Execution::transportFor(const Step& step, transport::Trans
   return *sub;
 }
 
-void Execution::runNative(const Step& step, transport::Transport& transport, transport::Request* req) {
+void Execution::runNative(const Step& step, transport::Transport& transport, transport::Request* req,
+                          const char* send, char* recv) {
   const NativeCall& call = step.native;
-  const std::size_t offsetBytes = call.elementOffset * schedule_->elementSize();
-  const char* send = static_cast<const char*>(resolve(step.src));
-  char* recv = static_cast<char*>(resolve(step.dst));
   // kAvg is finished by a kDivide step of the schedule; the backend sums.
   const ReduceOp op = schedule_->op() == ReduceOp::kAvg ? ReduceOp::kSum : schedule_->op();
   switch (call.collective) {
     case Collective::kAllreduce:
-      transport.nativeAllreduce(send + offsetBytes, recv + offsetBytes, call.count, schedule_->dtype(), op, req);
+      transport.nativeAllreduce(send, recv, call.count, schedule_->dtype(), op, req);
       break;
     case Collective::kAllgather:
       transport.nativeAllgatherv(send, call.count, recv, binding_.nativeCounts, binding_.nativeDispls,
                                  schedule_->dtype(), req);
       break;
     case Collective::kBroadcast:
-      transport.nativeBroadcast(recv + offsetBytes, call.count, schedule_->dtype(), call.root, req);
+      transport.nativeBroadcast(recv, call.count, schedule_->dtype(), call.root, req);
       break;
     case Collective::kReduceScatter:
       transport.nativeReduceScatter(send, recv, call.count, schedule_->dtype(), op, req);
@@ -79,11 +155,12 @@ transport::SharedMemoryEngine& Execution::engineOf(transport::Transport& transpo
   return *engine;
 }
 
-void Execution::startShm(const Step& step, transport::Transport& transport, transport::Request& req) {
+void Execution::startShm(const Step& step, transport::Transport& transport, transport::Request& req,
+                         const void* send, void* recv) {
   transport::SharedMemoryCall call;
   call.collective = step.native.collective;
-  call.send = resolve(step.src);
-  call.recv = resolve(step.dst);
+  call.send = send;
+  call.recv = recv;
   call.count = step.native.count;
   if (call.collective == Collective::kAllgather) {
     call.counts = binding_.nativeCounts;
@@ -93,6 +170,11 @@ void Execution::startShm(const Step& step, transport::Transport& transport, tran
   call.op = schedule_->op();
   call.avgDivisor = step.divisor;
   call.root = step.native.root;
+  if (send == nullptr && recv == nullptr && binding_.list != nullptr && call.collective == Collective::kAllreduce) {
+    // The engine copies in from the segments and out to them itself.
+    call.list = binding_.list;
+    call.listOffsetBytes = collectiveOffset(step);
+  }
   engineOf(transport).start(call, req);
 }
 
@@ -100,35 +182,82 @@ bool Execution::startStep(std::size_t index, transport::Transport& world) {
   const Step& s = schedule_->steps()[index];
   transport::Transport& transport = transportFor(s, world);
   transport::Request& req = requests_[index];
+  const bool list = binding_.list != nullptr;
+  const std::size_t es = schedule_->elementSize();
   switch (s.kind) {
     case StepKind::kSend:
-      transport.isend(resolve(s.src), s.bytes, s.peer, tagBase_ + s.tag, req);
+      if (list && listed(s.src)) {
+        postListed(true, s, transport, req);
+      } else {
+        transport.isend(resolve(s.src), s.bytes, s.peer, tagBase_ + s.tag, req);
+      }
       return transport.test(req);
     case StepKind::kRecv:
-      transport.irecv(resolve(s.dst), s.bytes, s.peer, tagBase_ + s.tag, req);
+      if (list && listed(s.dst)) {
+        postListed(false, s, transport, req);
+      } else {
+        transport.irecv(resolve(s.dst), s.bytes, s.peer, tagBase_ + s.tag, req);
+      }
       return transport.test(req);
     case StepKind::kReduce:
-      if (s.count > 0) core::reduce(resolve(s.dst), resolve(s.src), resolve(s.src2), s.count, schedule_->dtype(),
-                                    schedule_->op());
+      if (s.count == 0) return true;
+      if (list) {
+        const core::Operand ops[3] = {operand(s.dst), operand(s.src), operand(s.src2)};
+        core::forEachRun(ops, s.count * es, [&](char* const* p, std::size_t n) {
+          core::reduce(p[0], p[1], p[2], n / es, schedule_->dtype(), schedule_->op());
+        });
+      } else {
+        core::reduce(resolve(s.dst), resolve(s.src), resolve(s.src2), s.count, schedule_->dtype(), schedule_->op());
+      }
       return true;
     case StepKind::kCopy: {
+      if (s.bytes == 0) return true;
+      if (list) {
+        const core::Operand ops[2] = {operand(s.dst), operand(s.src)};
+        core::forEachRun(ops, s.bytes, [](char* const* p, std::size_t n) {
+          if (p[0] != p[1]) std::memcpy(p[0], p[1], n);
+        });
+        return true;
+      }
       void* dst = resolve(s.dst);
       const void* src = resolve(s.src);
-      if (s.bytes > 0 && dst != src) std::memcpy(dst, src, s.bytes);
+      if (dst != src) std::memcpy(dst, src, s.bytes);
       return true;
     }
     case StepKind::kDivide:
-      if (s.count > 0) core::divideBy(resolve(s.dst), s.count, schedule_->dtype(), s.divisor);
+      if (s.count == 0) return true;
+      if (list) {
+        const core::Operand ops[1] = {operand(s.dst)};
+        core::forEachRun(ops, s.count * es, [&](char* const* p, std::size_t n) {
+          core::divideBy(p[0], n / es, schedule_->dtype(), s.divisor);
+        });
+      } else {
+        core::divideBy(resolve(s.dst), s.count, schedule_->dtype(), s.divisor);
+      }
       return true;
-    case StepKind::kNative:
+    case StepKind::kNative: {
+      if (list && (listed(s.src) || listed(s.dst))) return startStaged(index, s, transport, req);
+      const bool chunked = s.native.collective == Collective::kAllreduce || s.native.collective == Collective::kBroadcast;
+      const std::size_t at = chunked ? s.native.elementOffset * es : 0;
+      const char* send = static_cast<const char*>(resolve(s.src));
+      char* recv = static_cast<char*>(resolve(s.dst));
+      if (send != nullptr) send += at;
+      if (recv != nullptr) recv += at;
       if (blockingNative_) {
-        runNative(s, transport, nullptr);
+        runNative(s, transport, nullptr, send, recv);
         return true;
       }
-      runNative(s, transport, &req);
+      runNative(s, transport, &req, send, recv);
       return transport.test(req);
+    }
     case StepKind::kShm:
-      startShm(s, transport, req);
+      if (list && (listed(s.src) || listed(s.dst))) {
+        if (s.native.collective != Collective::kAllreduce) return startStaged(index, s, transport, req);
+        collectiveOffset(s);  // checks that it runs in place
+        startShm(s, transport, req, nullptr, nullptr);
+      } else {
+        startShm(s, transport, req, resolve(s.src), resolve(s.dst));
+      }
       return engineOf(transport).test(req);
   }
   return true;
@@ -155,6 +284,7 @@ bool Execution::progress(transport::Transport& transport, bool* anyAdvance) {
         finished = startStep(i, transport);
       }
       if (finished) {
+        finishStep(i);
         st = State::kDone;
         --remaining_;
         advanced = true;

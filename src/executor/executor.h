@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/segment_list.h"
 #include "executor/schedule.h"
 #include "transport/transport.h"
 
@@ -27,6 +28,13 @@ struct Binding {
   // hierarchical schedules (index kIntraComm / kInterComm); world is passed
   // to progress().
   transport::Transport* subTransports[kNumComms] = {nullptr, nullptr, nullptr};
+  // A segment-list call (core/segment_list.h): the send and the recv buffer
+  // are both this list (in place) and send/recv above are unused. Every step
+  // addresses it by offset as if it were contiguous; the execution cuts each
+  // step at segment boundaries (send/recv: one scatter-gather message; local
+  // steps: one run per piece; shm allreduce: the engine copies in and out of
+  // the segments; other backend collectives: through a staging copy).
+  const core::SegmentList* list = nullptr;
 };
 
 class Execution {
@@ -45,16 +53,32 @@ class Execution {
   // execution and keeps its capacity across reuse.
   std::vector<int> nativeCounts;
   std::vector<int> nativeDispls;
+  // Storage for Binding::list, likewise.
+  core::SegmentList list;
 
  private:
   enum class State : std::uint8_t { kPending, kRunning, kDone };
   void* resolve(BufRef ref) const;
+  // Whether ref addresses the bound segment list.
+  bool listed(BufRef ref) const { return binding_.list != nullptr && ref.buffer != BufferId::kScratch; }
+  core::Operand operand(BufRef ref) const;
+  // Send/recv of a listed range: one message, scatter-gather when it straddles segments.
+  void postListed(bool isSend, const Step& step, transport::Transport& transport, transport::Request& req);
+  // Backend/shm collectives over a listed range that the backend cannot
+  // address piecewise: gathered into staging_, scattered back on completion.
+  bool startStaged(std::size_t index, const Step& step, transport::Transport& transport, transport::Request& req);
+  void finishStep(std::size_t index);
   bool ready(const Step& step) const;
   // Starts a step; true when it completed immediately.
   bool startStep(std::size_t index, transport::Transport& transport);
-  void runNative(const Step& step, transport::Transport& transport, transport::Request* req);
+  // send/recv: the step's memory (at the chunk start for allreduce/broadcast).
+  void runNative(const Step& step, transport::Transport& transport, transport::Request* req, const char* send,
+                 char* recv);
+  // Byte range of the list a kNative/kShm step covers (allreduce/broadcast).
+  std::size_t collectiveOffset(const Step& step) const;
   transport::SharedMemoryEngine& engineOf(transport::Transport& transport) const;
-  void startShm(const Step& step, transport::Transport& transport, transport::Request& req);
+  void startShm(const Step& step, transport::Transport& transport, transport::Request& req, const void* send,
+                void* recv);
   transport::Transport& transportFor(const Step& step, transport::Transport& world) const;
 
   const Schedule* schedule_ = nullptr;
@@ -63,6 +87,13 @@ class Execution {
   bool blockingNative_ = false;
   std::vector<State> state_;               // capacity kept across calls
   std::vector<transport::Request> requests_;
+  struct StagedRange {
+    std::size_t offset = 0;
+    std::size_t bytes = 0;  // 0: the step is not staged
+  };
+  std::vector<StagedRange> staged_;  // per step, list-bound calls only
+  std::vector<char> staging_;        // capacity kept across calls
+  std::vector<core::Piece> pieces_;  // posting scratch
   std::size_t firstPending_ = 0;
   std::size_t remaining_ = 0;
 };

@@ -35,7 +35,7 @@ BucketSet::BucketSet(Communicator& comm, std::vector<View> tensors, std::vector<
   signature = detail::mixSignature(signature, options_.bucketBytes);
   signature = detail::mixSignature(signature, options_.firstBucketBytes);
   signature = detail::mixSignature(signature, (options_.average ? 1u : 0u) | (options_.bucketView ? 2u : 0u) |
-                                                  (options_.registered ? 4u : 0u));
+                                                  (options_.registered ? 4u : 0u) | (options_.segmentList ? 8u : 0u));
   signature = detail::mixSignature(signature, static_cast<std::uint64_t>(options_.stagingBuffers));
   signature = detail::mixSignature(signature, options_.driverSignature);
   std::string error = localError();
@@ -85,6 +85,8 @@ std::string BucketSet::localError() const {
   std::ostringstream os;
   if (options_.bucketBytes == 0) return "bucketBytes is 0";
   if (options_.stagingBuffers < 0) return "stagingBuffers is negative";
+  if (options_.segmentList && (options_.bucketView || options_.stagingBuffers > 0))
+    return "segment lists cannot be combined with bucket view or staging buffers";
   for (std::size_t t = 0; t < tensors_.size(); ++t) {
     const View& v = tensors_[t];
     const std::string label = names_.empty() ? std::string() : " '" + names_[t] + "'";
@@ -123,8 +125,18 @@ void BucketSet::plan(const std::vector<std::size_t>& order) {
   plan_.placeOf = std::move(placeOf);
 
   layout_.assign(plan_.buckets.size(), {});
+  lists_.clear();
   std::size_t needed = 0;
-  if (arenaLayout()) {
+  if (options_.segmentList) {
+    // No memory: each bucket is its tensors, in slot order.
+    lists_.resize(plan_.buckets.size());
+    for (std::size_t b = 0; b < plan_.buckets.size(); ++b) {
+      for (const planner::BucketSlot& s : plan_.buckets[b].slots) {
+        const View& t = tensors_[s.tensor];
+        lists_[b].append(t.data, t.count * dataTypeSize(t.dtype));
+      }
+    }
+  } else if (arenaLayout()) {
     for (std::size_t b = 0; b < plan_.buckets.size(); ++b) {
       layout_[b].offsetBytes = needed;
       needed += alignUp(plan_.buckets[b].bytes());
@@ -187,13 +199,18 @@ void BucketSet::release() {
   heapMemory_.shrink_to_fit();
 }
 
+std::size_t BucketSet::segmentCount(std::size_t bucket) const {
+  return lists_[bucket].totalBytes() / dataTypeSize(plan_.buckets[bucket].dtype);
+}
+
 bool BucketSet::staged(std::size_t bucket) const {
-  if (options_.bucketView) return false;
+  if (options_.bucketView || options_.segmentList) return false;
   return arenaLayout() || layout_[bucket].buffer >= 0;
 }
 
 View BucketSet::region(std::size_t bucket) const {
   const planner::Bucket& b = plan_.buckets[bucket];
+  BC_INTERNAL(!options_.segmentList, owner_ << ": a segment-list bucket has no region");
   if (arenaLayout())
     return View(memory_ == nullptr ? nullptr : memory_ + layout_[bucket].offsetBytes, b.count, b.dtype);
   if (layout_[bucket].buffer < 0) return tensors_[b.slots.front().tensor];
@@ -240,7 +257,11 @@ std::string BucketSet::describe() const {
   os << owner_ << ": " << tensors_.size() << " tensors, " << plan_.buckets.size() << " buckets, "
      << plan_.payloadBytes << " payload bytes in " << plan_.bucketBytes << " bucket bytes, bucket limit "
      << options_.bucketBytes << " bytes (" << bucketLimitSource_ << "), "
-     << (options_.bucketView ? "bucket-view" : options_.stagingBuffers > 0 ? "staging" : "copy") << " mode, "
+     << (options_.bucketView      ? "bucket-view"
+         : options_.segmentList   ? "segment-list"
+         : options_.stagingBuffers > 0 ? "staging"
+                                        : "copy")
+     << " mode, "
      << (options_.average ? "average" : "sum") << "\n";
   return os.str() + planner::describePlan(plan_);
 }

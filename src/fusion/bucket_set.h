@@ -16,6 +16,10 @@
 //   others share N staging buffers round-robin, so staged bucket s may pack
 //   only after previousUser(s) unpacked (N = stages: single buffering, 2 x
 //   stages: ping-pong).
+// - segment-list layout (segmentList, the default of both drivers): no
+//   memory at all; a bucket's collective runs in place on its tensors as a
+//   segment list (Communicator::allreduceMany underneath; the bucket only
+//   sets the pipelining granularity). Nothing is packed or unpacked.
 // Regions start on kRegionAlignBytes boundaries (see the .cc for why).
 //
 // Agreement: the constructor is collective. Every rank exchanges a signature
@@ -33,6 +37,7 @@
 
 #include "boostcomm/buffer.h"
 #include "boostcomm/communicator.h"
+#include "core/segment_list.h"
 #include "fusion/fusion_common.h"
 #include "planner/bucketing.h"
 
@@ -47,6 +52,7 @@ struct BucketSetOptions {
   bool average = false;              // kAvg (floating dtypes only) instead of kSum
   bool bucketView = false;           // tensors live in the arena
   int stagingBuffers = 0;            // 0: arena layout; N > 0: staging layout (copy mode only)
+  bool segmentList = false;          // segment-list layout (not with bucketView or stagingBuffers)
   bool registered = true;            // regions from Communicator::allocateBuffer
   // The driver's options that every rank must share, folded into the signature.
   std::uint64_t driverSignature = 0;
@@ -77,8 +83,13 @@ class BucketSet {
   const char* bucketLimitSource() const { return bucketLimitSource_; }
   ReduceOp op() const { return options_.average ? ReduceOp::kAvg : ReduceOp::kSum; }
 
-  // The memory bucket `bucket` is reduced on.
+  // The memory bucket `bucket` is reduced on (not in the segment-list layout).
   View region(std::size_t bucket) const;
+  // Segment-list layout: the bucket's tensors in slot order, and their total
+  // count (elements of the bucket's dtype).
+  bool segmentList() const { return options_.segmentList; }
+  const core::SegmentList& segments(std::size_t bucket) const { return lists_[bucket]; }
+  std::size_t segmentCount(std::size_t bucket) const;
   // Whether the bucket is packed and unpacked (copy mode, not in place).
   bool staged(std::size_t bucket) const;
   // Staging layout: the bucket that used this bucket's buffer before it in
@@ -103,7 +114,7 @@ class BucketSet {
     std::size_t offsetBytes = 0;       // arena layout: region start in the arena
   };
   // A region per bucket in one arena (else: staging buffers, single tensors in place).
-  bool arenaLayout() const { return options_.bucketView || options_.stagingBuffers == 0; }
+  bool arenaLayout() const { return options_.bucketView || (options_.stagingBuffers == 0 && !options_.segmentList); }
   void resolveBucketBytes();
   std::string localError() const;
   void plan(const std::vector<std::size_t>& order);
@@ -119,6 +130,7 @@ class BucketSet {
   const char* bucketLimitSource_ = "option";
   planner::BucketPlan plan_;
   std::vector<Layout> layout_;
+  std::vector<core::SegmentList> lists_;  // segment-list layout, per bucket
   std::size_t bufferBytes_ = 0;  // staging layout: bytes per buffer
   int buffersUsed_ = 0;          // staging layout
   unsigned char* memory_ = nullptr;

@@ -23,6 +23,7 @@ Wanted readTunables(int rank) {
   w.enable = core::tunableBool(core::kTunableShm);
   w.config.chunkBytes = core::tunableBytes(core::kTunableShmChunkBytes);
   w.config.slotBytes = core::tunableBytes(core::kTunableShmSlotBytes);
+  w.config.cma = core::tunableBool(core::kTunableShmCma);
   // The staging ring pipelines chunks: one is copied in while another is read.
   BC_INVALID(w.config.slotBytes >= 2 * w.config.chunkBytes, rank,
              core::kTunableShmSlotBytes << "=" << w.config.slotBytes << " holds fewer than two chunks of "

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 
+#include <unistd.h>
+
 #include "core/check.h"
+#include "shm/cma.h"
 #include "transport/mpi/mpi_errors.h"
 
 namespace boostcomm::shm {
@@ -37,6 +40,43 @@ ShmEngine::ShmEngine(MPI_Comm comm, const EngineConfig& config)
   inputs_.assign(static_cast<std::size_t>(size_), nullptr);
   reduceScratch_.assign(kReduceScratchBytes + kLineBytes, 0);
   queue_.reserve(64);
+  cma_ = probeCma(config.cma);
+  if (cma_) {
+    peerLists_.resize(static_cast<std::size_t>(size_));
+    peerListOffsets_.assign(static_cast<std::size_t>(size_), 0);
+    cmaScratch_.assign((static_cast<std::size_t>(size_) + 1) * layout_.chunkBytes(), 0);
+  }
+}
+
+bool ShmEngine::probeCma(bool wanted) {
+  // Every rank learns every pid and the address of a value it can check, reads
+  // the next rank's value, and the ranks agree (MIN): CMA is used only if
+  // every rank may read its peers (ptrace permission can differ per process).
+  const std::uint64_t probe = 0xB005C0DDULL ^ static_cast<std::uint64_t>(rank_);
+  struct Entry {
+    std::uint64_t pid;
+    std::uint64_t address;
+  };
+  const Entry mine{static_cast<std::uint64_t>(getpid()), reinterpret_cast<std::uint64_t>(&probe)};
+  std::vector<Entry> all(static_cast<std::size_t>(size_));
+  transport::mpi::checkMpi(MPI_Allgather(&mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, comm_), "MPI_Allgather",
+                           rank_);
+  pids_.clear();
+  for (const Entry& e : all) pids_.push_back(static_cast<pid_t>(e.pid));
+  int ok = wanted ? 1 : 0;
+  if (ok && size_ > 1) {
+    const int next = (rank_ + 1) % size_;
+    std::uint64_t got = 0;
+    ok = cmaTryRead(pids_[static_cast<std::size_t>(next)], &got,
+                    reinterpret_cast<const void*>(all[static_cast<std::size_t>(next)].address), sizeof got) &&
+                 got == (0xB005C0DDULL ^ static_cast<std::uint64_t>(next))
+             ? 1
+             : 0;
+  }
+  int everyone = 0;
+  // The probe value lives until every rank has read it (the allreduce follows all reads).
+  transport::mpi::checkMpi(MPI_Allreduce(&ok, &everyone, 1, MPI_INT, MPI_MIN, comm_), "MPI_Allreduce", rank_);
+  return everyone == 1;
 }
 
 ShmEngine::~ShmEngine() = default;
@@ -120,13 +160,17 @@ void ShmEngine::plan(ShmOp& op) {
   std::int32_t index = 0;
   std::uint64_t offset = 0;
   const void* input = c.collective == Collective::kBroadcast ? c.recv : c.send;
-  op.zeroCopyIn = lookup(input, inputBytes, index, offset);
-  op.zeroCopyOut = lookup(c.recv, resultBytes, index, offset);
+  op.zeroCopyIn = c.list == nullptr && lookup(input, inputBytes, index, offset);
+  op.zeroCopyOut = c.list == nullptr && lookup(c.recv, resultBytes, index, offset);
+  op.cmaList = c.list != nullptr && cma_;
+  if (op.cmaList) op.inNext = op.chunks;  // the inputs are read in place
 }
 
 void ShmEngine::start(const transport::SharedMemoryCall& call, transport::Request& req) {
   BC_INTERNAL(!req.active(), "shm start: request is still active");
   BC_INVALID(call.collective != Collective::kBarrier, rank_, "shm: barrier is not a shared-memory collective");
+  BC_INTERNAL(call.list == nullptr || call.collective == Collective::kAllreduce,
+              "shm: only allreduce runs on a segment list");
   if (head_ == queue_.size()) {
     queue_.clear();
     head_ = 0;
@@ -151,11 +195,18 @@ bool ShmEngine::publish(ShmOp& op) {
   const void* input = c.collective == Collective::kBroadcast ? c.recv : c.send;
   if (op.zeroCopyIn) lookup(input, 1, d.inputBuffer, d.inputOffset);
   if (op.zeroCopyOut) lookup(c.recv, 1, d.resultBuffer, d.resultOffset);
+  d.cmaList = op.cmaList ? 1 : 0;
+  if (op.cmaList) {
+    d.listData = reinterpret_cast<std::uint64_t>(c.list->dataArray());
+    d.listBegin = reinterpret_cast<std::uint64_t>(c.list->beginArray());
+    d.listSegments = c.list->segments();
+    d.listOffset = c.listOffsetBytes;
+  }
   d.sequence.store(op.sequence + 1, std::memory_order_release);
   const std::uint64_t end = op.firstChunk + op.chunks;
   const bool hasInput = c.collective != Collective::kBroadcast || rank_ == c.root;
   // Inputs that need no copy are ready for every chunk at once.
-  if (op.zeroCopyIn || !hasInput) mine.inputReady.value.store(end, std::memory_order_release);
+  if (op.zeroCopyIn || op.cmaList || !hasInput) mine.inputReady.value.store(end, std::memory_order_release);
   if (c.collective != Collective::kAllreduce) mine.reduced.value.store(end, std::memory_order_release);
   if (c.collective != Collective::kAllreduce && c.collective != Collective::kReduceScatter) op.reduceNext = op.chunks;
   op.phase = ShmOp::Phase::kReadDescriptors;
@@ -178,10 +229,33 @@ bool ShmEngine::readDescriptors(ShmOp& op) {
     };
     peerInput_[static_cast<std::size_t>(r)] = resolve(d.inputBuffer, d.inputOffset);
     peerResult_[static_cast<std::size_t>(r)] = resolve(d.resultBuffer, d.resultOffset);
+    // Every rank decides the same way (same engine, all list calls or none);
+    // a rank that called a plain allreduce against another's list would
+    // otherwise read memory that holds no input.
+    BC_CHECK((d.cmaList != 0) == op.cmaList, ErrorCategory::kMismatch, rank_,
+             "shm allreduce: rank " << r << (d.cmaList ? " passed a segment list" : " passed a buffer")
+                                    << " but rank " << rank_ << (op.cmaList ? " a segment list" : " a buffer"));
+    if (op.cmaList && r != rank_) readPeerList(r, d);
   }
   control(rank_).opsRead.value.store(op.sequence + 1, std::memory_order_release);
   op.phase = ShmOp::Phase::kRun;
   return true;
+}
+
+void ShmEngine::readPeerList(int r, const Descriptor& d) {
+  // The peer's SegmentList storage (segment addresses and offsets), read
+  // out of its address space: a few KiB per call for a model's tensors.
+  const std::size_t n = static_cast<std::size_t>(d.listSegments);
+  peerData_.resize(n);
+  peerBegin_.resize(n + 1);
+  const pid_t peer = pids_[static_cast<std::size_t>(r)];
+  bool ok = n == 0 || cmaTryRead(peer, peerData_.data(), reinterpret_cast<const void*>(d.listData), n * sizeof(char*));
+  ok = ok && cmaTryRead(peer, peerBegin_.data(), reinterpret_cast<const void*>(d.listBegin), (n + 1) * sizeof(std::size_t));
+  BC_CHECK(ok, ErrorCategory::kTransport, rank_, "shm: cannot read rank " << r << "'s segment list (process_vm_readv)");
+  core::SegmentList& list = peerLists_[static_cast<std::size_t>(r)];
+  list.clear();
+  for (std::size_t i = 0; i < n; ++i) list.append(peerData_[i], peerBegin_[i + 1] - peerBegin_[i]);
+  peerListOffsets_[static_cast<std::size_t>(r)] = d.listOffset;
 }
 
 bool ShmEngine::advance(ShmOp& op) {
@@ -201,7 +275,10 @@ bool ShmEngine::advance(ShmOp& op) {
     // leaves the pipeline soon after it entered (and is still in cache).
     bool moved = true;
     while (moved) {
-      if (reducing) {
+      if (op.cmaList) {
+        moved = cmaCopyOut(*this, op);
+        moved = cmaReduceChunk(*this, op) || moved;
+      } else if (reducing) {
         moved = copyOutReduced(*this, op);
         moved = reduceChunk(*this, op) || moved;
         moved = copyInReduceInput(*this, op) || moved;
@@ -218,7 +295,8 @@ bool ShmEngine::advance(ShmOp& op) {
   if (op.phase == ShmOp::Phase::kDrain) {
     // Peers read this rank's registered memory in place: it stays untouched
     // until they have consumed every chunk.
-    if ((op.zeroCopyIn || op.zeroCopyOut) && !allReached(&RankControl::consumed, op.firstChunk + op.chunks)) {
+    if ((op.zeroCopyIn || op.zeroCopyOut || op.cmaList) &&
+        !allReached(&RankControl::consumed, op.firstChunk + op.chunks)) {
       return any;
     }
     op.phase = ShmOp::Phase::kDone;

@@ -24,6 +24,8 @@
 // registered memory peers read returns only after they are done with it.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -37,6 +39,7 @@ namespace boostcomm::shm {
 struct EngineConfig {
   std::size_t chunkBytes = 256 << 10;
   std::size_t slotBytes = 4 << 20;
+  bool cma = true;  // segment lists through cross-memory attach when every rank can (cma.h)
 };
 
 // One collective in the engine's queue.
@@ -52,6 +55,11 @@ struct ShmOp {
   std::uint64_t outNext = 0;
   bool zeroCopyIn = false;       // this rank's input is read in place by peers
   bool zeroCopyOut = false;      // this rank's result is written to (and read from) its registered recv
+  // Segment-list allreduce through CMA: every rank reduces its slice reading
+  // the peers' tensors directly (process_vm_readv), writes it into its own
+  // tensors in place, and copies the other slices out of the peers' tensors.
+  // No slot ring. The lists stay untouched until every rank consumed them.
+  bool cmaList = false;
 };
 
 class ShmEngine final : public transport::SharedMemoryEngine {
@@ -86,6 +94,13 @@ class ShmEngine final : public transport::SharedMemoryEngine {
   std::size_t reduceScratchBytes() const { return reduceScratch_.size(); }
   // Per-rank input pointers of one reduction (capacity: size()).
   std::vector<const char*>& inputs() { return inputs_; }
+  // CMA segment lists (shm_allreduce.cc): peers' pids, their lists (addresses
+  // in the peer's space) and byte offsets for the running collective, and
+  // per-rank slice scratch of chunkBytes each (size() + 1 of them).
+  pid_t pid(int rank) const { return pids_[static_cast<std::size_t>(rank)]; }
+  const core::SegmentList& peerList(int rank) const { return peerLists_[static_cast<std::size_t>(rank)]; }
+  std::size_t peerListOffset(int rank) const { return peerListOffsets_[static_cast<std::size_t>(rank)]; }
+  char* cmaScratch(int index) { return cmaScratch_.data() + static_cast<std::size_t>(index) * chunkBytes(); }
 
  private:
   struct Registration {
@@ -99,6 +114,10 @@ class ShmEngine final : public transport::SharedMemoryEngine {
   bool advance(ShmOp& op);
   bool publish(ShmOp& op);
   bool readDescriptors(ShmOp& op);
+  // Reads peer r's list layout (CMA) from its descriptor into peerLists_[r].
+  void readPeerList(int r, const Descriptor& d);
+  // Probes process_vm_readv on the next rank; collective (every rank agrees).
+  bool probeCma(bool wanted);
   bool progress();
 
   MPI_Comm comm_;
@@ -111,6 +130,13 @@ class ShmEngine final : public transport::SharedMemoryEngine {
   std::vector<char*> peerResult_;
   std::vector<char> reduceScratch_;
   std::vector<const char*> inputs_;
+  bool cma_ = false;
+  std::vector<pid_t> pids_;
+  std::vector<core::SegmentList> peerLists_;
+  std::vector<std::size_t> peerListOffsets_;
+  std::vector<char> cmaScratch_;
+  std::vector<char*> peerData_;        // readPeerList scratch
+  std::vector<std::size_t> peerBegin_;
   std::vector<ShmOp> queue_;  // running collective first; capacity kept
   std::size_t head_ = 0;      // queue_[head_] is running
   std::uint64_t nextSequence_ = 0;
@@ -123,6 +149,9 @@ class ShmEngine final : public transport::SharedMemoryEngine {
 bool copyInReduceInput(ShmEngine& e, ShmOp& op);
 bool reduceChunk(ShmEngine& e, ShmOp& op);
 bool copyOutReduced(ShmEngine& e, ShmOp& op);
+// Segment lists through CMA (ShmOp::cmaList).
+bool cmaReduceChunk(ShmEngine& e, ShmOp& op);
+bool cmaCopyOut(ShmEngine& e, ShmOp& op);
 // shm_gather.cc: allgather and broadcast.
 bool copyInGatherInput(ShmEngine& e, ShmOp& op);
 bool copyOutGathered(ShmEngine& e, ShmOp& op);

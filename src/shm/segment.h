@@ -47,6 +47,14 @@ struct alignas(kLineBytes) Descriptor {
   std::int32_t resultBuffer = -1;
   std::uint64_t inputOffset = 0;
   std::uint64_t resultOffset = 0;
+  // Segment-list call read through CMA (engine.h, kCmaList): where this rank's
+  // list lives in its own address space (SegmentList storage), and the
+  // call's byte offset into it. listSegments 0 with cmaList: an empty list.
+  std::uint32_t cmaList = 0;
+  std::uint64_t listData = 0;    // char* const* (segment addresses)
+  std::uint64_t listBegin = 0;   // const std::size_t* (segments + 1 offsets)
+  std::uint64_t listSegments = 0;
+  std::uint64_t listOffset = 0;
 };
 
 struct RankControl {

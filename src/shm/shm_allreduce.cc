@@ -11,6 +11,15 @@
 // block (K' = chunk elements / size()), so one slot chunk holds one piece per
 // block. Rank r reduces piece r straight into its recv buffer: no copy-out.
 //
+// Segment lists through CMA (ShmOp::cmaList): no slot ring. Rank r reduces
+// slice r of chunk c reading every peer's input straight out of the peer's
+// tensors (process_vm_readv into its slice scratch) and its own in place,
+// writes the result into its own tensors, and bumps reduced; then it copies
+// every other slice of the chunk out of the owner's tensors into its own
+// (one process_vm_readv) and bumps consumed. A rank's slice-s input is read
+// only by rank s, and overwritten by its owner only after rank s published
+// that slice's result, so the in-place writes never race a reader.
+//
 // Inputs are combined in rank order 0, 1, ..., n-1, and each element by one
 // rank only, so every rank ends with the same bits. kAvg is divided once,
 // by the rank that reduced the slice, before anyone copies it.
@@ -18,6 +27,7 @@
 #include <cstring>
 
 #include "core/reduce.h"
+#include "shm/cma.h"
 #include "shm/engine.h"
 
 namespace boostcomm::shm {
@@ -127,6 +137,8 @@ bool copyInReduceInput(ShmEngine& e, ShmOp& op) {
       const std::size_t bs = static_cast<std::size_t>(b);
       std::memcpy(slot + bs * op.chunkCount * es, send + (bs * op.call.count + start) * es, len * es);
     }
+  } else if (op.call.list != nullptr) {
+    op.call.list->gather(slot, op.call.listOffsetBytes + start * es, len * es);
   } else {
     std::memcpy(slot, send + start * es, len * es);
   }
@@ -175,14 +187,33 @@ bool reduceChunk(ShmEngine& e, ShmOp& op) {
   return true;
 }
 
+namespace {
+
+// The next chunk to copy out, once this rank reduced it and every rank
+// published its slice of it; false when there is none yet.
+struct OutChunk {
+  std::uint64_t index = 0;  // relative to the collective's first chunk
+  std::uint64_t chunk = 0;  // engine-wide
+  std::size_t es = 0, len = 0, start = 0;
+};
+bool nextOutChunk(const ShmEngine& e, const ShmOp& op, OutChunk& out) {
+  if (op.outNext >= op.reduceNext) return false;
+  out.index = op.outNext;
+  out.chunk = op.firstChunk + out.index;
+  if (!e.allReached(&RankControl::reduced, out.chunk + 1)) return false;
+  out.es = dataTypeSize(op.call.dtype);
+  out.len = chunkLength(op, op.call.count, out.index);
+  out.start = static_cast<std::size_t>(out.index) * op.chunkCount;
+  return true;
+}
+
+}  // namespace
+
 bool copyOutReduced(ShmEngine& e, ShmOp& op) {
-  if (isReduceScatter(op) || op.outNext >= op.reduceNext) return false;
-  const std::uint64_t c = op.outNext;
-  const std::uint64_t chunk = op.firstChunk + c;
-  if (!e.allReached(&RankControl::reduced, chunk + 1)) return false;
-  const std::size_t es = dataTypeSize(op.call.dtype);
-  const std::size_t len = chunkLength(op, op.call.count, c);
-  const std::size_t start = static_cast<std::size_t>(c) * op.chunkCount;
+  OutChunk o;
+  if (isReduceScatter(op) || !nextOutChunk(e, op, o)) return false;
+  const std::uint64_t chunk = o.chunk;
+  const std::size_t es = o.es, len = o.len, start = o.start;
   char* recv = static_cast<char*>(op.call.recv);
   for (int i = 0; i < e.size(); ++i) {
     // Start after this rank, so ranks do not all read the same peer at once.
@@ -191,8 +222,70 @@ bool copyOutReduced(ShmEngine& e, ShmOp& op) {
     if (s.count == 0) continue;
     const char* src = e.peerResult(r) != nullptr ? e.peerResult(r) + (start + s.offset) * es
                                                  : e.slot(r, chunk) + s.offset * es;
+    if (op.call.list != nullptr) {
+      op.call.list->scatter(op.call.listOffsetBytes + (start + s.offset) * es, src, s.count * es);
+      continue;
+    }
     char* dst = recv + (start + s.offset) * es;
     if (src != dst) std::memcpy(dst, src, s.count * es);
+  }
+  ++op.outNext;
+  e.control(e.rank()).consumed.value.store(chunk + 1, std::memory_order_release);
+  return true;
+}
+
+bool cmaReduceChunk(ShmEngine& e, ShmOp& op) {
+  if (op.reduceNext == op.chunks) return false;
+  const std::uint64_t c = op.reduceNext;
+  const std::uint64_t chunk = op.firstChunk + c;
+  const std::size_t es = dataTypeSize(op.call.dtype);
+  const int me = e.rank();
+  const std::size_t len = chunkLength(op, op.call.count, c);
+  const std::size_t start = static_cast<std::size_t>(c) * op.chunkCount;
+  const Slice s = slice(len, e.size(), me, es);
+  if (s.count > 0) {
+    const core::SegmentList& mine = *op.call.list;
+    const std::size_t at = (start + s.offset) * es;
+    const std::size_t bytes = s.count * es;
+    // Own input in place when it is contiguous there (then also the output:
+    // reduceInto allows out == one input), else gathered into scratch.
+    char* own = mine.contiguous(op.call.listOffsetBytes + at, bytes);
+    if (own == nullptr) {
+      own = e.cmaScratch(e.size());
+      mine.gather(own, op.call.listOffsetBytes + at, bytes);
+    }
+    for (int r = 0; r < e.size(); ++r) {
+      if (r == me) {
+        e.inputs()[static_cast<std::size_t>(r)] = own;
+        continue;
+      }
+      char* buffer = e.cmaScratch(r);
+      cmaRead(e.pid(r), core::Operand{nullptr, buffer, 0},
+              core::Operand{&e.peerList(r), nullptr, e.peerListOffset(r) + at}, bytes, me);
+      e.inputs()[static_cast<std::size_t>(r)] = buffer;
+    }
+    reduceInto(e, own, s.count, op.call.dtype, op.call.op);
+    finishAverage(e, op, own, s.count);
+    if (own == e.cmaScratch(e.size())) mine.scatter(op.call.listOffsetBytes + at, own, bytes);
+  }
+  ++op.reduceNext;
+  e.control(me).reduced.value.store(chunk + 1, std::memory_order_release);
+  return true;
+}
+
+bool cmaCopyOut(ShmEngine& e, ShmOp& op) {
+  OutChunk o;
+  if (!nextOutChunk(e, op, o)) return false;
+  const std::uint64_t chunk = o.chunk;
+  const std::size_t es = o.es, len = o.len, start = o.start;
+  for (int i = 1; i < e.size(); ++i) {
+    // Start after this rank, so ranks do not all read the same peer at once.
+    const int r = (e.rank() + i) % e.size();
+    const Slice s = slice(len, e.size(), r, es);
+    if (s.count == 0) continue;
+    const std::size_t at = (start + s.offset) * es;
+    cmaRead(e.pid(r), core::Operand{op.call.list, nullptr, op.call.listOffsetBytes + at},
+            core::Operand{&e.peerList(r), nullptr, e.peerListOffset(r) + at}, s.count * es, e.rank());
   }
   ++op.outNext;
   e.control(e.rank()).consumed.value.store(chunk + 1, std::memory_order_release);

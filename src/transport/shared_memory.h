@@ -40,6 +40,11 @@ struct SharedMemoryCall {
   ReduceOp op = ReduceOp::kSum;  // kAvg is finished by the engine (divided once)
   int avgDivisor = 0;            // kAvg divisor; 0 means the number of ranks
   int root = 0;
+  // allreduce only: send and recv are both list[listOffsetBytes, + count
+  // elements) (in place, send/recv unused). The engine copies in from the
+  // segments and out to them directly: the copies it makes anyway.
+  const core::SegmentList* list = nullptr;
+  std::size_t listOffsetBytes = 0;
 };
 
 class SharedMemoryEngine {

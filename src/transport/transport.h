@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "boostcomm/types.h"
+#include "core/segment_list.h"
 
 namespace boostcomm::transport {
 
@@ -45,6 +46,14 @@ class Transport {
 
   virtual void isend(const void* buf, std::size_t bytes, int peer, int tag, Request& req) = 0;
   virtual void irecv(void* buf, std::size_t bytes, int peer, int tag, Request& req) = 0;
+  // One message gathered from (sent) or scattered into (received) several
+  // pieces, in order: on the wire it is the same as isend/irecv of their
+  // concatenation, so it matches a plain receive/send of that many bytes on
+  // the peer (which may cut it differently). `pieces` need only live until
+  // the call returns. The executor uses it for steps over segment lists
+  // (core/segment_list.h) whose range straddles list segments.
+  virtual void isendPieces(const core::Piece* pieces, std::size_t count, int peer, int tag, Request& req) = 0;
+  virtual void irecvPieces(const core::Piece* pieces, std::size_t count, int peer, int tag, Request& req) = 0;
   // True when req has completed (req is then inactive). Never blocks.
   virtual bool test(Request& req) = 0;
 

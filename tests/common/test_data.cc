@@ -375,4 +375,12 @@ std::uint64_t hashBytes(const void* data, std::size_t bytes) {
   return h;
 }
 
+std::vector<std::size_t> listShape(std::size_t segments, std::size_t scale) {
+  static const std::size_t kLengths[] = {1, 0, 7, 13, 2, 31, 1, 97, 0, 3, 257, 5, 1021, 11};
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < segments; ++i)
+    out.push_back(kLengths[i % std::size(kLengths)] * (i % 3 == 2 ? scale : 1));
+  return out;
+}
+
 }  // namespace boostcomm::testing

@@ -74,6 +74,10 @@ std::string checkReduction(const void* got, DataType dtype, ReduceOp op, Pattern
 // First mismatching byte of two buffers, described; "" when equal.
 std::string compareBytes(const void* got, const void* expected, std::size_t bytes, std::size_t elemBytes);
 
+// Segment-list test shapes: `segments` lengths cycling through 0, 1, odd
+// and prime values, every third one multiplied by `scale`.
+std::vector<std::size_t> listShape(std::size_t segments, std::size_t scale);
+
 // FNV-1a of a byte range: cheap cross-rank identity check under MPI.
 std::uint64_t hashBytes(const void* data, std::size_t bytes);
 

@@ -93,15 +93,16 @@ void gradientGroups(Communicator& comm) {
       if (average && !isFloatingPoint(dtype)) dtype = DataType::kFloat32;
       specs.push_back({counts[t % std::size(counts)], dtype});
     }
-    for (bool bucketView : {false, true}) {
+    // Modes: segment lists (default), packed buckets, bucket view.
+    for (const char* mode : {"list", "packed", "view"}) {
       for (std::size_t bucketBytes : {std::size_t{256}, std::size_t{64} << 10, std::size_t{4} << 20}) {
         GradientGroupOptions options;
         options.average = average;
-        options.bucketView = bucketView;
+        options.bucketView = std::string(mode) == "view";
+        options.packBuckets = std::string(mode) == "packed";
         options.bucketBytes = bucketBytes;
         runGroup(comm, specs, options,
-                 std::string(bucketView ? "view" : "copy") + (average ? " avg" : " sum") + " bucket " +
-                     std::to_string(bucketBytes));
+                 std::string(mode) + (average ? " avg" : " sum") + " bucket " + std::to_string(bucketBytes));
       }
     }
   }
@@ -109,7 +110,10 @@ void gradientGroups(Communicator& comm) {
   std::vector<Tensor> resnet;
   for (const models::TensorProfile& t : models::resnet50().tensors) resnet.push_back({t.count(), t.dtype});
   GradientGroupOptions options;
-  runGroup(comm, resnet, options, "resnet50 copy");
+  runGroup(comm, resnet, options, "resnet50 list");
+  options.packBuckets = true;
+  runGroup(comm, resnet, options, "resnet50 packed");
+  options.packBuckets = false;
   options.bucketView = true;
   runGroup(comm, resnet, options, "resnet50 view");
 }

@@ -180,6 +180,69 @@ def test_gradient_group(comm):
     assert "bucket" in group.describe().lower()
 
 
+@pytest.mark.parametrize("algorithm", [None, "ring", "native"])
+def test_all_reduce_many(comm, algorithm):
+    # Odd lengths, an empty one, numpy and torch mixed (one dtype): one
+    # collective, in place, equal to the per-tensor reference.
+    counts = (7, 0, 1, 1021, 13, 65537, 2)
+    tensors = [rank_data(comm.rank, n, np.float32, salt=i) for i, n in enumerate(counts)]
+    tensors[3] = torch.from_numpy(tensors[3])
+    out = boostcomm.all_reduce_many(tensors, algorithm=algorithm)
+    assert out[3] is tensors[3]
+    for i, t in enumerate(tensors):
+        got = t.numpy() if isinstance(t, torch.Tensor) else t
+        np.testing.assert_array_equal(got, reference(comm.size, counts[i], np.float64, salt=i))
+    work = boostcomm.all_reduce_many(tensors[:2], op="max", async_op=True)
+    work.wait()
+
+
+def test_broadcast_many(comm):
+    root = comm.size - 1
+    tensors = [np.full(n, comm.rank, dtype=np.float64) for n in (5, 0, 1, 4099)]
+    tensors[0] = torch.from_numpy(tensors[0])
+    boostcomm.broadcast_many(tensors, root=root)
+    for t in tensors:
+        got = t.numpy() if isinstance(t, torch.Tensor) else t
+        np.testing.assert_array_equal(got, np.full(got.shape, root, dtype=np.float64))
+
+
+def test_all_reduce_many_errors_on_every_rank(comm):
+    a = np.zeros(100, dtype=np.float32)
+    if comm.rank == 0:
+        # Overlapping views of one array on rank 0 only: every rank raises.
+        with pytest.raises(boostcomm.InvalidArgumentError, match="overlap"):
+            boostcomm.all_reduce_many([a[:60], a[50:]])
+    else:
+        with pytest.raises(boostcomm.InvalidArgumentError, match="rank"):
+            boostcomm.all_reduce_many([a[:60], a[60:]])
+    with pytest.raises(boostcomm.MismatchError):
+        boostcomm.all_reduce_many([a[:10 + comm.rank]])
+    with pytest.raises(boostcomm.InvalidArgumentError, match="one dtype"):
+        boostcomm.all_reduce_many([a, np.zeros(3, dtype=np.float64)])
+
+
+@pytest.mark.parametrize("mode", ["list", "bucket_view", "pack_buckets"])
+def test_gradient_group_modes(comm, mode):
+    grads = [torch.from_numpy(rank_data(comm.rank, n, np.float32, salt=i)).reshape(-1, 1)
+             for i, n in enumerate((10, 1000, 3, 20000))]
+    grads.append(torch.zeros(4, 3, dtype=torch.bfloat16) + comm.rank)
+    group = boostcomm.GradientGroup(grads, bucket_bytes=16 * 1024, bucket_view=mode == "bucket_view",
+                                    pack_buckets=mode == "pack_buckets")
+    assert (mode.replace("_", "-") if mode != "pack_buckets" else "copy") in group.describe()
+    tensors = group.tensors
+    if mode == "bucket_view":
+        # New tensors over the group's memory, same shapes/dtypes, initial contents copied.
+        for t, g in zip(tensors, grads):
+            assert t.data_ptr() != g.data_ptr() and t.shape == g.shape and t.dtype == g.dtype
+            assert torch.equal(t, g)
+    else:
+        assert tensors is not grads and all(t is g for t, g in zip(tensors, grads))
+    group.all_reduce()
+    for i, t in enumerate(tensors[:4]):
+        np.testing.assert_array_equal(t.numpy().ravel(), reference(comm.size, t.numel(), np.float64, salt=i))
+    assert torch.equal(tensors[4].float(), torch.full((4, 3), float(sum(range(comm.size)))))
+
+
 def test_collective_fusion(comm):
     size, rank = comm.size, comm.rank
     grad = rank_data(rank, 1000, np.float32, salt=1)

@@ -101,6 +101,22 @@ def test_async_op_completes_without_wait(groups):
     assert torch.all(fut.value()[0] == size)
 
 
+def test_all_reduce_coalesced_in_place(groups):
+    # One segment-list collective over separate tensors (no packed copy): the
+    # results land in the tensors themselves, also async and with odd sizes.
+    _, bc = groups
+    rank, size = dist.get_rank(), dist.get_world_size()
+    tensors = [torch.arange(n, dtype=torch.float32) + rank for n in (1, 0, 7, 1021, 65537)]
+    ptrs = [t.data_ptr() for t in tensors]
+    dist.all_reduce_coalesced(tensors, group=bc)
+    for t, p in zip(tensors, ptrs):
+        assert t.data_ptr() == p
+        assert torch.equal(t, torch.arange(t.numel(), dtype=torch.float32) * size + sum(range(size)))
+    work = dist.all_reduce_coalesced(tensors[2:], op=dist.ReduceOp.MAX, group=bc, async_op=True)
+    work.wait()
+    assert torch.equal(tensors[2], torch.arange(7, dtype=torch.float32) * size + sum(range(size)))
+
+
 def test_packed_temporaries_survive_until_completion(groups):
     # reduce_scatter packs its input list and allgather gathers into a
     # temporary: both live in the launch closure, which must outlive the

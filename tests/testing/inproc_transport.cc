@@ -35,6 +35,8 @@ struct PendingMessage {
   void* buf;  // const for sends; the receiver writes only through its own
   std::size_t bytes;
   std::uint64_t requestId;
+  core::SegmentList pieces;  // isendPieces/irecvPieces: the message's pieces (buf unused)
+  bool scattered = false;
 };
 
 // Messages match within one (group, source, destination, tag) channel, FIFO.
@@ -352,7 +354,13 @@ void matchAndComplete(inproc::FabricState& f, std::unique_lock<std::mutex>& lock
     error = os.str();
   } else if (send.bytes > 0) {
     lock.unlock();
-    std::memcpy(recv.buf, send.buf, send.bytes);
+    if (!send.scattered && !recv.scattered) {
+      std::memcpy(recv.buf, send.buf, send.bytes);
+    } else {
+      const core::Operand ops[2] = {{recv.scattered ? &recv.pieces : nullptr, static_cast<char*>(recv.buf), 0},
+                                    {send.scattered ? &send.pieces : nullptr, static_cast<char*>(send.buf), 0}};
+      core::forEachRun(ops, send.bytes, [](char* const* p, std::size_t n) { std::memcpy(p[0], p[1], n); });
+    }
     lock.lock();
   }
   for (std::uint64_t id : {send.requestId, recv.requestId}) {
@@ -368,18 +376,26 @@ void matchAndComplete(inproc::FabricState& f, std::unique_lock<std::mutex>& lock
 }
 
 void post(inproc::FabricState& f, bool isSend, void* buf, std::size_t bytes, const inproc::ChannelKey& key,
-          Request& req) {
+          Request& req, const core::Piece* pieces = nullptr, std::size_t pieceCount = 0) {
+  inproc::PendingMessage mine{buf, bytes, 0, {}, pieces != nullptr};
+  if (pieces != nullptr) {
+    mine.bytes = 0;
+    for (std::size_t i = 0; i < pieceCount; ++i) {
+      mine.pieces.append(pieces[i].data, pieces[i].bytes);
+      mine.bytes += pieces[i].bytes;
+    }
+  }
   std::unique_lock lock(f.mutex);
   const std::uint64_t id = f.newRequest();
   req.slot[0] = id;
+  mine.requestId = id;
   inproc::Channel& channel = f.channels[key];
   std::deque<inproc::PendingMessage>& peers = isSend ? channel.recvs : channel.sends;
-  const inproc::PendingMessage mine{buf, bytes, id};
   if (peers.empty()) {
-    (isSend ? channel.sends : channel.recvs).push_back(mine);
+    (isSend ? channel.sends : channel.recvs).push_back(std::move(mine));
     return;
   }
-  const inproc::PendingMessage other = peers.front();
+  const inproc::PendingMessage other = std::move(peers.front());
   peers.pop_front();
   if (channel.sends.empty() && channel.recvs.empty()) f.channels.erase(key);
   matchAndComplete(f, lock, isSend ? mine : other, isSend ? other : mine, key);
@@ -395,6 +411,16 @@ void InProcTransport::isend(const void* buf, std::size_t bytes, int peer, int ta
 void InProcTransport::irecv(void* buf, std::size_t bytes, int peer, int tag, Request& req) {
   checkPointToPoint("irecv", buf, bytes, peer, tag, fabric_->maxTag, rank_, size_, req);
   post(*fabric_, false, buf, bytes, {groupId_, peer, rank_, tag}, req);
+}
+
+void InProcTransport::isendPieces(const core::Piece* pieces, std::size_t count, int peer, int tag, Request& req) {
+  checkPointToPoint("isend", pieces, count, peer, tag, fabric_->maxTag, rank_, size_, req);
+  post(*fabric_, true, nullptr, 0, {groupId_, rank_, peer, tag}, req, pieces, count);
+}
+
+void InProcTransport::irecvPieces(const core::Piece* pieces, std::size_t count, int peer, int tag, Request& req) {
+  checkPointToPoint("irecv", pieces, count, peer, tag, fabric_->maxTag, rank_, size_, req);
+  post(*fabric_, false, nullptr, 0, {groupId_, peer, rank_, tag}, req, pieces, count);
 }
 
 bool InProcTransport::test(Request& req) {

@@ -47,6 +47,8 @@ class InProcTransport final : public Transport {
 
   void isend(const void* buf, std::size_t bytes, int peer, int tag, Request& req) override;
   void irecv(void* buf, std::size_t bytes, int peer, int tag, Request& req) override;
+  void isendPieces(const core::Piece* pieces, std::size_t count, int peer, int tag, Request& req) override;
+  void irecvPieces(const core::Piece* pieces, std::size_t count, int peer, int tag, Request& req) override;
   bool test(Request& req) override;
 
   void nativeAllreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,

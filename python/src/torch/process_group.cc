@@ -153,27 +153,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allreduce(std::vector<at::
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   TORCH_CHECK(!tensors.empty(), "boostcomm: allreduce_coalesced needs at least one tensor");
-  for (const at::Tensor& t : tensors) {
-    viewOf(t, "allreduce_coalesced tensor");
-    TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(),
-                "boostcomm: allreduce_coalesced tensors must share one dtype");
-  }
-  // One collective over a packed copy (the caller's tensors are not adjacent).
-  std::vector<at::Tensor> flat;
-  for (const at::Tensor& t : tensors) flat.push_back(t.reshape({-1}));
-  at::Tensor packed = at::cat(flat);
-  const View v = viewOf(packed, "allreduce_coalesced buffer");
+  // One collective over the tensors where they are (a segment list): no
+  // packed copy, no unpack. Mixed dtypes, overlapping tensors and lists
+  // that differ between ranks are reported on every rank by allreduceMany.
+  std::vector<View> views;
+  views.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) views.push_back(viewOf(t, "allreduce_coalesced tensor"));
   const ReduceOp op = reduceOpOf(opts.reduceOp);
-  return enqueue(
-      c10d::OpType::ALLREDUCE_COALESCED, tensors, [v, op, packed](Communicator& c) { return c.allreduceAsync(v, v, op); },
-      [packed, tensors] {
-        std::int64_t offset = 0;
-        for (const at::Tensor& t : tensors) {
-          const std::int64_t n = t.numel();
-          t.view({-1}).copy_(packed.narrow(0, offset, n));
-          offset += n;
-        }
-      });
+  return enqueue(c10d::OpType::ALLREDUCE_COALESCED, tensors,
+                 [views = std::move(views), op](Communicator& c) { return c.allreduceManyAsync(views, op); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allgather(std::vector<std::vector<at::Tensor>>& outputs,

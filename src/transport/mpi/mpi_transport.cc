@@ -1,8 +1,10 @@
 #include "transport/mpi/mpi_transport.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "core/check.h"
 #include "transport/mpi/mpi_errors.h"
@@ -139,6 +141,52 @@ void MpiTransport::isend(const void* buf, std::size_t bytes, int peer, int tag, 
 
 void MpiTransport::irecv(void* buf, std::size_t bytes, int peer, int tag, Request& req) {
   postBytes(false, buf, bytes, peer, tag, req);
+}
+
+void MpiTransport::postPieces(bool isSend, const core::Piece* pieces, std::size_t count, int peer, int tag,
+                              Request& req) {
+  // One message through an hindexed MPI_BYTE datatype over the pieces'
+  // absolute addresses (MPI_BOTTOM): MPI gathers/scatters it itself, so the
+  // peer sees one message of the total size whatever its own layout. The
+  // type is freed right after posting (MPI keeps it until completion).
+  // Blocks are cut at 1 GiB so each length fits an int.
+  const char* what = isSend ? "isend" : "irecv";
+  BC_INTERNAL(!req.active(), what << ": request is still active");
+  BC_INVALID(peer >= 0 && peer < size_, rank_, what << ": peer " << peer << " outside [0, " << size_ << ")");
+  BC_INVALID(tag >= 0 && tag <= maxTag_, rank_, what << ": tag " << tag << " outside [0, " << maxTag_ << "]");
+  constexpr std::size_t kMaxBlockBytes = std::size_t{1} << 30;
+  thread_local std::vector<int> lengths;
+  thread_local std::vector<MPI_Aint> displs;
+  lengths.clear();
+  displs.clear();
+  for (std::size_t i = 0; i < count; ++i) {
+    for (std::size_t done = 0; done < pieces[i].bytes; done += kMaxBlockBytes) {
+      MPI_Aint address = 0;
+      checkMpi(MPI_Get_address(pieces[i].data + done, &address), "MPI_Get_address", rank_);
+      displs.push_back(address);
+      lengths.push_back(static_cast<int>(std::min(kMaxBlockBytes, pieces[i].bytes - done)));
+    }
+  }
+  BC_INVALID(lengths.size() <= static_cast<std::size_t>(INT_MAX), rank_, what << ": too many pieces");
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  checkMpi(MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(), displs.data(), MPI_BYTE, &type),
+           "MPI_Type_create_hindexed", rank_);
+  MPI_Request r = MPI_REQUEST_NULL;
+  int rc = MPI_Type_commit(&type);
+  if (rc == MPI_SUCCESS) {
+    rc = isSend ? MPI_Isend(MPI_BOTTOM, 1, type, peer, tag, comm_, &r) : MPI_Irecv(MPI_BOTTOM, 1, type, peer, tag, comm_, &r);
+  }
+  MPI_Type_free(&type);
+  checkMpi(rc, isSend ? "MPI_Isend(pieces)" : "MPI_Irecv(pieces)", rank_);
+  req.slot[0] = encodeRequest(r);
+}
+
+void MpiTransport::isendPieces(const core::Piece* pieces, std::size_t count, int peer, int tag, Request& req) {
+  postPieces(true, pieces, count, peer, tag, req);
+}
+
+void MpiTransport::irecvPieces(const core::Piece* pieces, std::size_t count, int peer, int tag, Request& req) {
+  postPieces(false, pieces, count, peer, tag, req);
 }
 
 bool MpiTransport::test(Request& req) {

@@ -40,6 +40,8 @@ class MpiTransport final : public Transport {
 
   void isend(const void* buf, std::size_t bytes, int peer, int tag, Request& req) override;
   void irecv(void* buf, std::size_t bytes, int peer, int tag, Request& req) override;
+  void isendPieces(const core::Piece* pieces, std::size_t count, int peer, int tag, Request& req) override;
+  void irecvPieces(const core::Piece* pieces, std::size_t count, int peer, int tag, Request& req) override;
   bool test(Request& req) override;
 
   void nativeAllreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
@@ -67,6 +69,7 @@ class MpiTransport final : public Transport {
 
  private:
   void postBytes(bool isSend, void* buf, std::size_t bytes, int peer, int tag, Request& req);
+  void postPieces(bool isSend, const core::Piece* pieces, std::size_t count, int peer, int tag, Request& req);
   int checkedCount(std::size_t count, const char* what) const;
 
   // Released first in the destructor: its MPI windows must go before the communicator.
