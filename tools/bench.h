@@ -41,7 +41,7 @@ struct BenchOptions {
 
 // 'selected' runs at least this many warm-up calls: online selection
 // (docs/TUNING.md) tries its candidates in the first calls of a size class.
-inline constexpr int kSelectedMinWarmup = 10;
+inline constexpr int kSelectedMinWarmup = 14;
 
 // Algorithm names with a special meaning in --algos.
 inline constexpr const char* kAlgoSelected = "selected";  // no CallOptions::algorithm

@@ -88,27 +88,34 @@ void OnlineSelection::decide(const algorithms::CollectiveSpec& spec, transport::
   ClassState& s = state(spec.collective, cls);
   BC_INTERNAL(s.started && !s.decided && s.calls == static_cast<int>(s.samples.size()),
               "online selection: decision before the trials of its class ended");
-  // Each candidate's fastest local time (infinity: none), then the slowest
-  // rank's: a collective is as fast as its slowest member.
+  // Each candidate's median local time (infinity: none; of two, the
+  // slower), then the slowest rank's: a collective is as fast as its
+  // slowest member.
   const std::size_t n = s.candidates.size();
-  std::vector<double> fastest(n, kNoTime);
-  for (std::size_t i = 0; i < s.samples.size(); ++i) {
-    Sample& sample = s.samples[i];
-    double us = sample.us;
-    if (sample.state && sample.state->isDone() && !sample.state->error()) {
-      us = std::chrono::duration<double, std::micro>(sample.state->doneAt - sample.start).count();
+  std::vector<double> medianUs(n, kNoTime);
+  std::vector<double> times;
+  for (std::size_t c = 0; c < n; ++c) {
+    times.clear();
+    for (std::size_t k = 0; k < kCallsPerCandidate; ++k) {
+      Sample& sample = s.samples[c * kCallsPerCandidate + k];
+      double us = sample.us;
+      if (sample.state && sample.state->isDone() && !sample.state->error()) {
+        us = std::chrono::duration<double, std::micro>(sample.state->doneAt - sample.start).count();
+      }
+      if (us >= 0) times.push_back(us);
+      sample.state.reset();
     }
-    if (us >= 0) fastest[i / kCallsPerCandidate] = std::min(fastest[i / kCallsPerCandidate], us);
-    sample.state.reset();
+    std::sort(times.begin(), times.end());
+    if (!times.empty()) medianUs[c] = times[times.size() / 2];
   }
-  world.nativeAllreduce(fastest.data(), fastest.data(), n, DataType::kFloat64, ReduceOp::kMax, nullptr);
+  world.nativeAllreduce(medianUs.data(), medianUs.data(), n, DataType::kFloat64, ReduceOp::kMax, nullptr);
   s.decided = true;
   std::size_t best = n;
   for (std::size_t i = 0; i < n; ++i) {
-    if (fastest[i] < kNoTime && (best == n || fastest[i] < fastest[best])) best = i;
+    if (medianUs[i] < kNoTime && (best == n || medianUs[i] < medianUs[best])) best = i;
   }
   // Native (candidate 0) keeps the class within the margin: the safe default.
-  if (best != n && best != 0 && fastest[0] < kNoTime && fastest[0] <= fastest[best] * (1.0 + nativeMargin_)) best = 0;
+  if (best != n && best != 0 && medianUs[0] < kNoTime && medianUs[0] <= medianUs[best] * (1.0 + nativeMargin_)) best = 0;
   const std::size_t lo = std::size_t{1} << cls;
   const std::size_t hi = cls >= 63 ? static_cast<std::size_t>(-1) : (std::size_t{1} << (cls + 1)) - 1;
   if (best != n) winners_.push_back({spec.collective, lo, hi, s.candidates[best]});
@@ -118,8 +125,8 @@ void OnlineSelection::decide(const algorithms::CollectiveSpec& spec, transport::
        << describeBytes(hi + 1) << ": tried";
     for (std::size_t i = 0; i < n; ++i) {
       os << " " << s.candidates[i]->name << " ";
-      if (fastest[i] < kNoTime) {
-        os << std::fixed << std::setprecision(1) << fastest[i] << " us";
+      if (medianUs[i] < kNoTime) {
+        os << std::fixed << std::setprecision(1) << medianUs[i] << " us";
       } else {
         os << "(no time)";
       }

@@ -13,7 +13,7 @@
 // selection must never lose to) and the model's best ones predicted within
 // kTrialSpread of its best, at most kMaxTrialCandidates in all (on a 2 x 1
 // link rd, rhd and ring were within 10% of each other where the model had
-// them 1.3x apart: three of them are worth two calls each).
+// them 1.3x apart: three of them are worth three calls each).
 #pragma once
 
 #include <array>

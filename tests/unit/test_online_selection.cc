@@ -24,7 +24,7 @@
 namespace boostcomm {
 namespace {
 
-constexpr int kTrialCalls = 9;  // at most 4 candidates x 2 calls, then the decision
+constexpr int kTrialCalls = 13;  // at most 4 candidates x 3 calls, then the decision
 
 using testing::Tunables;
 
