@@ -68,8 +68,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   tuningFromEnvPending_ = !core::tunableString(core::kTunableTuningCache).empty();
   linkFactsPending_ = layout_.nodes() > 1;
   firstCallPending_ = tuningFromEnvPending_ || linkFactsPending_;
-  online_ = OnlineSelection(core::tunableBool(core::kTunableSelectionTrials), core::tunableBool(core::kTunableLogSelection),
-                            static_cast<double>(core::tunableInt(core::kTunableTuneMarginPercent)));
+  online_ = OnlineSelection(core::tunableBool(core::kTunableSelectionTrials), core::tunableBool(core::kTunableLogSelection));
   // Tags: call number q uses window q % tagWindows_, i.e. tags
   // [w * tagSpan_, (w + 1) * tagSpan_), all <= maxTag since
   // tagWindows_ * tagSpan_ <= maxTag + 1; its schedule keeps its step tags

@@ -110,12 +110,17 @@ void OnlineSelection::decide(const algorithms::CollectiveSpec& spec, transport::
   }
   world.nativeAllreduce(medianUs.data(), medianUs.data(), n, DataType::kFloat64, ReduceOp::kMax, nullptr);
   s.decided = true;
+  // The fastest schedule (candidates 1..), then native (candidate 0) only
+  // where it is faster by more than the margin: between nodes the backend's
+  // times swing from call to call (1.7x at 4 and 64 MiB over TCP: a
+  // per-call temporary, its own protocol switches) while a schedule's
+  // point-to-point messages repeat, so a near tie goes to the one that
+  // stays where it was measured.
   std::size_t best = n;
-  for (std::size_t i = 0; i < n; ++i) {
+  for (std::size_t i = 1; i < n; ++i) {
     if (medianUs[i] < kNoTime && (best == n || medianUs[i] < medianUs[best])) best = i;
   }
-  // Native (candidate 0) keeps the class within the margin: the safe default.
-  if (best != n && best != 0 && medianUs[0] < kNoTime && medianUs[0] <= medianUs[best] * (1.0 + nativeMargin_)) best = 0;
+  if (medianUs[0] < kNoTime && (best == n || medianUs[0] < medianUs[best] * (1.0 - nativeMargin_))) best = 0;
   const std::size_t lo = std::size_t{1} << cls;
   const std::size_t hi = cls >= 63 ? static_cast<std::size_t>(-1) : (std::size_t{1} << (cls + 1)) - 1;
   if (best != n) winners_.push_back({spec.collective, lo, hi, s.candidates[best]});

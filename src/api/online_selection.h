@@ -11,8 +11,9 @@
 // kCallsPerCandidate), so every rank runs the same candidate for the same
 // call. Decision: at the first call after the trials, the communicator
 // drains its work in flight and allreduces (MAX) each candidate's median
-// local time; the fastest slowest-rank time wins (native keeps it within
-// the tuning margin, BOOSTCOMM_TUNE_MARGIN_PERCENT). Every rank sees the
+// local time; the fastest slowest-rank time wins, native only when it is
+// faster than the best schedule by more than kNativeWinPercent (its times
+// between nodes swing from call to call). Every rank sees the
 // same maxima, so every rank keeps the same winner.
 //
 // Timing: a blocking call from its start to its return; an asynchronous
@@ -49,6 +50,7 @@ class OnlineSelection {
   // 4 MiB on the emulated 1 Gbit/s link), so the fastest of two chose it
   // where it then ran 1.5x slower than rhd.
   static constexpr int kCallsPerCandidate = 3;
+  static constexpr double kNativeWinPercent = 10.0;
   static constexpr std::size_t kMinBytes = 4096;  // below: latency-bound, the model's choice stands
   static constexpr int kClasses = 64;
 
@@ -65,7 +67,7 @@ class OnlineSelection {
     const algorithms::AlgorithmInfo* algorithm;
   };
 
-  OnlineSelection(bool enabled, bool log, double nativeMarginPercent);
+  OnlineSelection(bool enabled, bool log, double nativeMarginPercent = kNativeWinPercent);
 
   bool enabled() const { return enabled_; }
   bool logging() const { return log_; }
