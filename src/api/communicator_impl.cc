@@ -118,6 +118,11 @@ std::optional<std::chrono::milliseconds> CommunicatorImpl::deadlineFor(const Cal
 
 void CommunicatorImpl::ensureSubCommunicators() {
   if (intra_) return;
+  // The splits are blocking collectives over the world: finish our work in
+  // flight first. A peer may be waiting for our next step of it, and from
+  // inside MPI_Comm_split we would never post it (a 2 x 2 DDP job hung here
+  // when online selection tried hier while an earlier bucket was in flight).
+  engine_->drain(defaultTimeout_.count() > 0 ? std::optional(defaultTimeout_) : std::nullopt, "split", rank_);
   const int node = layout_.nodeOfRank[static_cast<std::size_t>(rank_)];
   const int local = layout_.localRankOf[static_cast<std::size_t>(rank_)];
   intra_ = transport_->split(node, rank_);

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -119,6 +120,30 @@ INSTANTIATE_TEST_SUITE_P(Collectives, MpiSweep,
                          });
 
 // ---------------------------------------------------------------- Large
+// Runs first (before any other hierarchical call of this process): the first
+// hierarchical call splits the node communicators, a blocking collective.
+// Rank 0 issues it while its earlier asynchronous call is still in flight;
+// the other ranks wait for that call first (legal: nonblocking collectives
+// may be completed in any order). Rank 0 must finish its part of the
+// earlier call before splitting, or it and the waiting ranks block each
+// other (a 2 x 2 DDP job hung this way once online selection tried hier).
+TEST(MpiFirstUse, HierarchicalSplitWithWorkInFlight) {
+  const std::vector<std::string> names = gWorld->algorithms(Collective::kAllreduce);
+  if (std::find(names.begin(), names.end(), "hier") == names.end()) GTEST_SKIP() << "one node: no hier";
+  const int rank = gWorld->rank(), size = gWorld->size();
+  std::vector<float> a(1 << 18, 1.0f), b(1 << 16, 2.0f);
+  CallOptions ring, hier;
+  ring.algorithm = "ring";
+  hier.algorithm = "hier";
+  ring.timeout = hier.timeout = std::chrono::milliseconds(60000);
+  Work first = gWorld->allreduceAsync(std::span<const float>(a), std::span<float>(a), ReduceOp::kSum, ring);
+  if (rank != 0) first.wait();
+  gWorld->allreduce(std::span<const float>(b), std::span<float>(b), ReduceOp::kSum, hier);
+  if (rank == 0) first.wait();
+  EXPECT_EQ(a.front(), static_cast<float>(size));
+  EXPECT_EQ(b.back(), 2.0f * static_cast<float>(size));
+}
+
 TEST(MpiLarge, Allreduce2To20Plus3) {
   const auto algorithms = algorithmsAgreed(Collective::kAllreduce);
   std::vector<CaseSpec> cases;

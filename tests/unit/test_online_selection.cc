@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -121,6 +122,28 @@ TEST(OnlineSelection, AsyncCallsWithAProgressThreadAreTimed) {
   EXPECT_TRUE(seen.ran.contains("native"));
   EXPECT_GE(seen.ran.size(), 2u);
   EXPECT_TRUE(seen.ran.contains(seen.selected.front())) << seen.selected.front();
+}
+
+// The first hierarchical call splits the node communicators, a blocking
+// collective: with an earlier call still in flight every rank must finish
+// it first (online selection tries hier at any call; a 2 x 2 DDP job hung).
+TEST(OnlineSelection, FirstHierarchicalCallWithWorkInFlight) {
+  Tunables t{{core::kTunableNodeLayout, "2,2"}};
+  detail::runInProcess(4, [&](Communicator& comm) {
+    std::vector<float> a(300000, 1.0f);
+    std::vector<float> b(50000, 2.0f);
+    CallOptions ring;
+    ring.algorithm = "ring";
+    ring.timeout = std::chrono::milliseconds(60000);
+    CallOptions hier;
+    hier.algorithm = "hier";
+    hier.timeout = std::chrono::milliseconds(60000);
+    Work first = comm.allreduceAsync(std::span<const float>(a), std::span<float>(a), ReduceOp::kSum, ring);
+    comm.allreduce(std::span<const float>(b), std::span<float>(b), ReduceOp::kSum, hier);
+    first.wait();
+    EXPECT_EQ(a.front(), 4.0f);
+    EXPECT_EQ(b.back(), 8.0f);
+  });
 }
 
 // Every call of a class runs what selectedAlgorithm reported before the first.
