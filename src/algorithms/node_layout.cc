@@ -31,6 +31,12 @@ std::string NodeLayout::describe() const {
   return out;
 }
 
+std::vector<int> NodeLayout::nodeSizes() const {
+  std::vector<int> sizes;
+  for (const auto& m : members) sizes.push_back(static_cast<int>(m.size()));
+  return sizes;
+}
+
 NodeLayout layoutFromNodeIds(const std::vector<long long>& nodeIdOfRank) {
   NodeLayout layout;
   std::map<long long, int> nodeIndex;  // id -> node number, in order of first rank

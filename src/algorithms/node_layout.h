@@ -17,6 +17,8 @@ struct NodeLayout {
   std::vector<std::vector<int>> members;  // node -> world ranks, ascending
 
   int nodes() const { return static_cast<int>(members.size()); }
+  // Ranks of each node, in node order.
+  std::vector<int> nodeSizes() const;
   bool uniform() const;
   // Ranks per node when uniform(), else 0.
   int ranksPerNode() const;

@@ -67,7 +67,6 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   // on one thread. Until then a multi-node model uses its default link.
   tuningFromEnvPending_ = !core::tunableString(core::kTunableTuningCache).empty();
   linkFactsPending_ = layout_.nodes() > 1;
-  firstCallPending_ = tuningFromEnvPending_ || linkFactsPending_;
   online_ = OnlineSelection(core::tunableBool(core::kTunableSelectionTrials), core::tunableBool(core::kTunableLogSelection));
   // Tags: call number q uses window q % tagWindows_, i.e. tags
   // [w * tagSpan_, (w + 1) * tagSpan_), all <= maxTag since
@@ -122,7 +121,7 @@ void CommunicatorImpl::ensureSubCommunicators() {
   // flight first. A peer may be waiting for our next step of it, and from
   // inside MPI_Comm_split we would never post it (a 2 x 2 DDP job hung here
   // when online selection tried hier while an earlier bucket was in flight).
-  engine_->drain(defaultTimeout_.count() > 0 ? std::optional(defaultTimeout_) : std::nullopt, "split", rank_);
+  engine_->drain(deadlineFor({}), "split", rank_);
   const int node = layout_.nodeOfRank[static_cast<std::size_t>(rank_)];
   const int local = layout_.localRankOf[static_cast<std::size_t>(rank_)];
   intra_ = transport_->split(node, rank_);
@@ -293,7 +292,7 @@ bool CommunicatorImpl::tryFastAllreduce(const CallArgs& args, const CallOptions&
 
 void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
   executor::EngineLock lock(*engine_);
-  if (firstCallPending_) [[unlikely]] firstCallSetup();
+  if (firstCallPending()) [[unlikely]] firstCallSetup();
   if (fastNativeMaxBytes_ > 0 && args.list == nullptr && tryFastAllreduce(args, options)) return;
   const AlgorithmInfo& algo = prepare(args, options);
   const OnlineSelection::Trial trial = trial_;
@@ -316,7 +315,7 @@ void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
 
 Work CommunicatorImpl::submit(const CallArgs& args, const CallOptions& options) {
   executor::EngineLock lock(*engine_);
-  if (firstCallPending_) [[unlikely]] firstCallSetup();
+  if (firstCallPending()) [[unlikely]] firstCallSetup();
   auto work = std::make_shared<WorkState>();
   work->comm = this;
   const AlgorithmInfo& algo = prepare(args, options);

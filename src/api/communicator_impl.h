@@ -141,6 +141,7 @@ class CommunicatorImpl {
   // reads BOOSTCOMM_TUNING_CACHE and learns the link facts of a multi-node
   // layout (tuning/link_facts.h), rebuilding the selection from them.
   void firstCallSetup();
+  bool firstCallPending() const { return tuningFromEnvPending_ || linkFactsPending_; }
   void installTuned(std::shared_ptr<const tuning::TunedSelection> tuned);
   // Splits the intra-node and inter-node communicators on first use (collective).
   void ensureSubCommunicators();
@@ -175,7 +176,6 @@ class CommunicatorImpl {
   std::shared_ptr<const tuning::TunedSelection> tuned_;  // null: untuned
   bool tuningFromEnvPending_ = false;  // BOOSTCOMM_TUNING_CACHE not read yet
   bool linkFactsPending_ = false;      // several nodes: the link not probed yet
-  bool firstCallPending_ = false;      // either of the two
   tuning::LinkFacts linkFacts_;        // the model's inputs beyond the layout
   // Several nodes: the cost model's choice (the "model" layer), rebuilt with
   // the selection; null on one node.

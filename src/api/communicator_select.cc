@@ -68,10 +68,8 @@ void CommunicatorImpl::rebuildSelection() {
   CollectiveSpec probe = describeSelf();
   model_.reset();
   if (layout_.nodes() > 1) {
-    std::vector<int> perNode;
-    for (const auto& members : layout_.members) perNode.push_back(static_cast<int>(members.size()));
-    tuning::CostParams params =
-        tuning::paramsFor(size_, perNode, linkFacts_.coresPerNode, sharedMemory_, LinkModel{}, linkFacts_.inter);
+    tuning::CostParams params = tuning::paramsFor(size_, layout_.nodeSizes(), linkFacts_.coresPerNode, sharedMemory_,
+                                                  LinkModel{}, linkFacts_.inter);
     params.chunkBytes = chunkBytes_;
     model_ = std::make_shared<tuning::ModelSelection>(params, probe, strategy_ != Strategy::kFlat);
   }
@@ -165,7 +163,6 @@ void CommunicatorImpl::firstCallSetup() {
     }
     rebuildSelection();
   }
-  firstCallPending_ = false;
 }
 
 const AlgorithmInfo& CommunicatorImpl::choose(const CollectiveSpec& spec, const CallOptions& options) const {
@@ -208,7 +205,6 @@ void CommunicatorImpl::loadTuningFromEnv() {
 
 void CommunicatorImpl::installTuned(std::shared_ptr<const tuning::TunedSelection> tuned) {
   tuningFromEnvPending_ = false;  // an explicit selection replaces the env's
-  firstCallPending_ = linkFactsPending_;
   tuned_ = std::move(tuned);
   const std::int64_t envChunk = core::tunableInt(core::kTunableRingChunkBytes);
   chunkBytes_ = tuned_ && tuned_->chunkBytes() > 0 ? tuned_->chunkBytes() : static_cast<std::size_t>(envChunk);
@@ -218,7 +214,7 @@ void CommunicatorImpl::installTuned(std::shared_ptr<const tuning::TunedSelection
 
 std::shared_ptr<const tuning::TunedSelection> CommunicatorImpl::tunedSelection() {
   std::lock_guard lock(mutex_);
-  if (firstCallPending_) firstCallSetup();
+  if (firstCallPending()) firstCallSetup();
   return tuned_;
 }
 

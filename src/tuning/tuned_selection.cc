@@ -93,9 +93,7 @@ const algorithms::AlgorithmInfo* TunedSelection::pick(Collective coll, std::size
 
 CostParams paramsForCache(const TuningCache& cache, const algorithms::NodeLayout& layout, int worldSize,
                           bool sharedMemory, std::size_t chunkBytes) {
-  std::vector<int> perNode;
-  for (const auto& members : layout.members) perNode.push_back(static_cast<int>(members.size()));
-  CostParams p = paramsFor(worldSize, perNode, cache.coresPerNode, sharedMemory, cache.intraNode, cache.interNode);
+  CostParams p = paramsFor(worldSize, layout.nodeSizes(), cache.coresPerNode, sharedMemory, cache.intraNode, cache.interNode);
   p.chunkBytes = cache.chunkBytes > 0 ? cache.chunkBytes : chunkBytes;
   return p;
 }
