@@ -9,6 +9,10 @@ DDP's overhead = step - floor. Backends and floors are measured interleaved
 (gloo step, gloo floor, boostcomm step, boostcomm floor, repeated), so
 machine noise hits all four alike; each figure is the median over reps of
 the mean step time of one block of --steps steps, slowest rank.
+
+--optimizer adds a third configuration, interleaved with the others: the
+plain model (no DDP) with boostcomm.DistributedOptimizer, whose no_sync()
+gives its floor; its overlap efficiency is the engine's (docs/OVERLAP.md).
 """
 
 import argparse
@@ -79,7 +83,10 @@ def loss_of(out, target):
 
 
 def block(ddp, opt, data, steps, sync, barrier_group):
-    """Mean seconds per step over `steps` steps (slowest rank)."""
+    """Mean seconds per step over `steps` steps (slowest rank). `ddp` is a
+    DDP module, or the plain model when `opt` is a boostcomm.DistributedOptimizer
+    (whose no_sync() then gives the floor)."""
+    no_sync = ddp.no_sync if isinstance(ddp, DDP) else opt.no_sync
     dist.barrier(group=barrier_group)
     start = time.perf_counter()
     for _ in range(steps):
@@ -87,7 +94,7 @@ def block(ddp, opt, data, steps, sync, barrier_group):
         if sync:
             loss_of(ddp(data[0]), data[1]).backward()
         else:
-            with ddp.no_sync():
+            with no_sync():
                 loss_of(ddp(data[0]), data[1]).backward()
         opt.step()
     elapsed = torch.tensor([(time.perf_counter() - start) / steps])
@@ -110,6 +117,8 @@ def main():
     p.add_argument("--overlap", choices=["on", "off"], default="on",
                    help="boostcomm backend: off = each collective completes before DDP goes on")
     p.add_argument("--stages", type=int, default=2, help="boostcomm collectives in flight at once")
+    p.add_argument("--optimizer", action="store_true",
+                   help="also time the plain loop with boostcomm.DistributedOptimizer (no DDP)")
     args = p.parse_args()
 
     if args.torchvision:
@@ -126,13 +135,19 @@ def main():
     gloo = dist.group.WORLD
     bc = dist.new_group(backend="boostcomm")
 
+    if args.optimizer:
+        boostcomm.comm_init(rank, dist.get_world_size(), 0)
     runs = {}
-    for name, group in (("gloo", gloo), ("boostcomm", bc)):
+    for name, group in (("gloo", gloo), ("boostcomm", bc)) + ((("optimizer", None),) if args.optimizer else ()):
         gen = torch.Generator().manual_seed(1234 + rank)
         torch.manual_seed(0)
         model, data = MODELS[args.model](), batch_of(args.model, args.batch, gen)
-        ddp = DDP(model, process_group=group)
-        opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
+        if group is None:  # no DDP: the plain model, boostcomm.DistributedOptimizer averages
+            ddp = model
+            opt = boostcomm.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1e-3), model)
+        else:
+            ddp = DDP(model, process_group=group)
+            opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
         runs[name] = (ddp, opt, data)
         for _ in range(args.warmup):
             block(ddp, opt, data, 1, True, gloo)
@@ -140,9 +155,13 @@ def main():
 
     times = {f"{n}_{k}": [] for n in runs for k in ("step", "floor")}
     boostcomm.get_overlap_stats(reset=True)
+    opt_hidden = opt_comm = 0.0
     for _ in range(args.reps):
         for name, (ddp, opt, data) in runs.items():
             times[f"{name}_step"].append(block(ddp, opt, data, args.steps, True, gloo))
+            if name == "optimizer":
+                s = opt.overlap_stats()
+                opt_comm, opt_hidden = s["mean"]["comm_seconds"], s["mean"]["hidden_seconds"]
             times[f"{name}_floor"].append(block(ddp, opt, data, args.steps, False, gloo))
     overlap = boostcomm.get_overlap_stats()
 
@@ -158,6 +177,9 @@ def main():
     result["boostcomm_overlap_efficiency_pct"] = overlap.efficiency
     result["boostcomm_overlap"] = args.overlap
     result["boostcomm_stages"] = args.stages
+    if args.optimizer:
+        result["optimizer_step_speedup"] = med["gloo_step"] / med["optimizer_step"]
+        result["optimizer_overlap_efficiency_pct"] = 100.0 * opt_hidden / opt_comm if opt_comm > 0 else 100.0
     if rank == 0:
         print(f"model {result['model']}: {result['parameters']:,} parameters, batch {args.batch}/rank, "
               f"{dist.get_world_size()} ranks, {args.reps} x {args.steps} steps, {args.threads} thread(s)/rank")
@@ -168,6 +190,11 @@ def main():
         print(f"boostcomm overhead / gloo overhead = {result['overhead_ratio']:.3f}; "
               f"step speedup {result['step_speedup']:.2f}x; boostcomm: {overlap.count} collectives, "
               f"{overlap.comm_time * 1e3:.1f} ms in flight, {overlap.efficiency:.0f}% of it hidden")
+        if args.optimizer:
+            print(f"optimizer (boostcomm.DistributedOptimizer, no DDP): step speedup over DDP/gloo "
+                  f"{result['optimizer_step_speedup']:.2f}x, overhead / gloo overhead "
+                  f"{result['optimizer_overhead_ms'] / g if g > 0 else float('nan'):.3f}, "
+                  f"{result['optimizer_overlap_efficiency_pct']:.0f}% of its communication hidden")
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(result, f, indent=1)

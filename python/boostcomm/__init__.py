@@ -43,7 +43,7 @@ __all__ = [
     "all_reduce", "all_reduce_many", "all_gather", "broadcast", "broadcast_many", "reduce_scatter", "barrier",
     "GradientGroup", "collective_fusion", "CollectiveFusion", "OverlapEngine",
     "detect_topology", "configure_comm_strategy", "reduce_scatter_autotune",
-    "configure_overlap", "get_overlap_stats",
+    "configure_overlap", "get_overlap_stats", "DistributedOptimizer",
     "Error", "InvalidArgumentError", "MismatchError", "TimeoutError", "FinalizedError",
 ]
 
@@ -539,3 +539,7 @@ class OverlapEngine:
 
     def describe_buckets(self):
         return self._native.describe_buckets()
+
+
+# Needs OverlapEngine and the error types above.
+from .optimizer import DistributedOptimizer  # noqa: E402
