@@ -8,7 +8,16 @@
 
 namespace boostcomm::executor {
 
+IssueLedger::Lane& IssueLedger::lane(const transport::Transport* transport, int kind) {
+  for (Entry& e : lanes_) {
+    if (e.transport == transport && e.kind == kind) return e.lane;
+  }
+  lanes_.push_back(Entry{transport, kind, Lane{}});
+  return lanes_.back().lane;
+}
+
 void Execution::start(const Schedule& schedule, const Binding& binding, int tagBase, bool blockingNative) {
+  placed_ = false;
   schedule_ = &schedule;
   binding_ = binding;
   tagBase_ = tagBase;
@@ -263,7 +272,32 @@ bool Execution::startStep(std::size_t index, transport::Transport& world) {
   return true;
 }
 
-bool Execution::progress(transport::Transport& transport, bool* anyAdvance) {
+void Execution::takePlaces(transport::Transport& world, IssueLedger& ledger) {
+  for (int lane = 0; lane < kNumIssueLanes; ++lane) {
+    for (int comm = 0; comm < kNumComms; ++comm) {
+      const std::uint32_t count = schedule_->issueCount(lane, comm);
+      lanes_[lane][comm] = nullptr;
+      if (count == 0) continue;
+      Step probe;
+      probe.comm = static_cast<std::uint8_t>(comm);
+      IssueLedger::Lane& l = ledger.lane(&transportFor(probe, world), lane);
+      lanes_[lane][comm] = &l;
+      firstPlace_[lane][comm] = l.reserved;
+      l.reserved += count;
+    }
+  }
+  placed_ = true;
+}
+
+bool Execution::placeIsNext(const Step& step) const {
+  const int lane = issueLane(step.kind);
+  return lanes_[lane][step.comm]->issued == firstPlace_[lane][step.comm] + step.issueIndex;
+}
+
+void Execution::markIssued(const Step& step) { ++lanes_[issueLane(step.kind)][step.comm]->issued; }
+
+bool Execution::progress(transport::Transport& transport, IssueLedger& ledger, bool* anyAdvance) {
+  if (!placed_) takePlaces(transport, ledger);
   const auto& steps = schedule_->steps();
   bool advanced = true;
   bool any = false;
@@ -279,8 +313,11 @@ bool Execution::progress(transport::Transport& transport, bool* anyAdvance) {
         transport::Transport& t = transportFor(steps[i], transport);
         finished = steps[i].kind == StepKind::kShm ? engineOf(t).test(requests_[i]) : t.test(requests_[i]);
       } else if (ready(steps[i])) {
+        const bool ordered = isIssueOrdered(steps[i].kind);
+        if (ordered && !placeIsNext(steps[i])) continue;  // an earlier call's collective goes first
         st = State::kRunning;
         any = true;
+        if (ordered) markIssued(steps[i]);
         finished = startStep(i, transport);
       }
       if (finished) {

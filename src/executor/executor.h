@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <vector>
 
 #include "core/segment_list.h"
@@ -37,6 +38,38 @@ struct Binding {
   const core::SegmentList* list = nullptr;
 };
 
+// Issue order of collective steps across the executions in flight.
+//
+// MPI matches a communicator's collectives, and the shm engine its calls, by
+// the order each rank issues them, so every rank must issue them in one
+// order. A schedule chains its own (Schedule::chainAfterPrevious). Across
+// schedules, timing decides: a hierarchical allreduce's second intra-node
+// phase waits for its inter-node phase, so one rank of a node may issue it
+// before the next call's first intra-node phase and another after it; the
+// node's ranks then disagree about which call is which and hang (seen with
+// several GradientGroup buckets in flight on 2 nodes x 2 ranks). So each
+// execution takes its places in every lane (kind of collective step x
+// transport) at its first progress — executions progress in call order,
+// the same on every rank — and issues a step only when its place is next.
+class IssueLedger {
+ public:
+  struct Lane {
+    std::uint64_t reserved = 0;  // places handed out
+    std::uint64_t issued = 0;    // places whose step was issued
+  };
+  Lane& lane(const transport::Transport* transport, int kind);
+  // Forgets every lane (no execution may be in flight).
+  void clear() { lanes_.clear(); }
+
+ private:
+  struct Entry {
+    const transport::Transport* transport;
+    int kind;
+    Lane lane;
+  };
+  std::deque<Entry> lanes_;  // a handful; deque: references stay valid
+};
+
 class Execution {
  public:
   // tagBase is added to every step's tag (so concurrent calls never match each
@@ -45,7 +78,7 @@ class Execution {
   void start(const Schedule& schedule, const Binding& binding, int tagBase, bool blockingNative);
   // Advances; true when every step is done. Throws on transport errors.
   // `advanced` (optional) is set when any step started or finished.
-  bool progress(transport::Transport& transport, bool* advanced = nullptr);
+  bool progress(transport::Transport& transport, IssueLedger& ledger, bool* advanced = nullptr);
   bool done() const { return remaining_ == 0; }
   const Schedule* schedule() const { return schedule_; }
 
@@ -80,6 +113,11 @@ class Execution {
   void startShm(const Step& step, transport::Transport& transport, transport::Request& req, const void* send,
                 void* recv);
   transport::Transport& transportFor(const Step& step, transport::Transport& world) const;
+  // Takes this execution's places in the ledger's lanes (first progress).
+  void takePlaces(transport::Transport& world, IssueLedger& ledger);
+  // kNative / kShm: whether the step's place is next in its lane.
+  bool placeIsNext(const Step& step) const;
+  void markIssued(const Step& step);
 
   const Schedule* schedule_ = nullptr;
   Binding binding_;
@@ -96,6 +134,9 @@ class Execution {
   std::vector<core::Piece> pieces_;  // posting scratch
   std::size_t firstPending_ = 0;
   std::size_t remaining_ = 0;
+  bool placed_ = false;
+  IssueLedger::Lane* lanes_[kNumIssueLanes][kNumComms] = {};
+  std::uint64_t firstPlace_[kNumIssueLanes][kNumComms] = {};
 };
 
 }  // namespace boostcomm::executor

@@ -81,7 +81,7 @@ bool ProgressEngine::progress() {
   bool advanced = false;
   try {
     for (Operation& op : inFlight_) {
-      if (op.execution->progress(world_, &advanced)) {
+      if (op.execution->progress(world_, ledger_, &advanced)) {
         retired_.push_back(std::move(op));
         op.execution = nullptr;
       }
@@ -179,6 +179,7 @@ void ProgressEngine::abandon(std::exception_ptr error) {
   }
   inFlight_.clear();
   inFlightCount_.store(0, std::memory_order_release);
+  ledger_.clear();  // places of abandoned executions will never be issued
 }
 
 void ProgressEngine::releaseMemory() {

@@ -159,6 +159,7 @@ class ProgressEngine {
 
   core::SpinMutex& mutex_;
   transport::Transport& world_;
+  IssueLedger ledger_;  // issue order of collective steps across operations
   ScratchPool scratch_;
   std::vector<std::unique_ptr<Execution>> freeExecutions_;
   std::vector<Operation> inFlight_;

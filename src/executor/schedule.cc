@@ -122,7 +122,8 @@ Schedule::StepId Schedule::chainAfterPrevious(StepId id) {
   // start order). Steps of a schedule start in whatever order their inputs
   // arrive, which differs between ranks, so such a step also waits for the
   // previous one of its kind on its communicator: every rank builds the same chain.
-  const Step& step = steps_[id];
+  Step& step = steps_[id];
+  step.issueIndex = issueCount_[issueLane(step.kind)][step.comm]++;
   for (StepId prev = id; prev-- > 0;) {
     if (steps_[prev].kind == step.kind && steps_[prev].comm == step.comm) {
       addDependency(prev);

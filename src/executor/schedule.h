@@ -60,8 +60,17 @@ struct Step {
   std::uint32_t depBegin = 0;  // dependencies: deps[depBegin, depBegin + depCount)
   std::uint32_t depCount = 0;
   std::uint8_t comm = 0;       // which communicator: kWorldComm, kIntraComm, kInterComm
+  // kNative / kShm: place among this schedule's steps of that kind on `comm`
+  // (the order they are issued in; see IssueLedger in executor.h).
+  std::uint32_t issueIndex = 0;
   NativeCall native;           // kNative: parameters; src/dst hold the send/recv base refs
 };
+
+// Collective step kinds whose issue order the backend matches across ranks
+// (MPI collectives, shm engine calls): the lanes of an IssueLedger.
+inline constexpr int kNumIssueLanes = 2;
+inline int issueLane(StepKind kind) { return kind == StepKind::kShm ? 1 : 0; }
+inline bool isIssueOrdered(StepKind kind) { return kind == StepKind::kNative || kind == StepKind::kShm; }
 
 // Most tags one schedule may use; a communicator whose transport allows
 // fewer gives its calls a smaller span (CollectiveSpec::tagSpan).
@@ -130,6 +139,8 @@ class Schedule {
   // Only backend collectives (and the avg divide): a blocking backend call
   // can run it without stalling other steps.
   bool nativeOnly() const;
+  // kNative (lane 0) / kShm (lane 1) steps on communicator `comm`.
+  std::uint32_t issueCount(int lane, int comm) const { return issueCount_[lane][comm]; }
 
   // Checks invariants (deps point backwards, peers below worldSize, tags in
   // [0, tagSpan)); throws kInternal.
@@ -148,6 +159,7 @@ class Schedule {
   std::vector<Step> steps_;
   std::vector<StepId> deps_;
   std::size_t scratchBytes_ = 0;
+  std::uint32_t issueCount_[kNumIssueLanes][kNumComms] = {};
   Frame frame_;
   bool framed_ = false;
 };

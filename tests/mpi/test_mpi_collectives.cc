@@ -22,6 +22,7 @@
 
 #include "boostcomm/communicator.h"
 #include "boostcomm/error.h"
+#include "boostcomm/gradient_group.h"
 #include "common/collective_case.h"
 #include "common/rank_printer.h"
 
@@ -142,6 +143,45 @@ TEST(MpiFirstUse, HierarchicalSplitWithWorkInFlight) {
   if (rank == 0) first.wait();
   EXPECT_EQ(a.front(), static_cast<float>(size));
   EXPECT_EQ(b.back(), 2.0f * static_cast<float>(size));
+}
+
+// Several hierarchical calls in flight: each call's second intra-node phase
+// waits for its inter-node phase, so without one issue order across calls a
+// rank of a node may issue it before the next call's first intra-node phase
+// and its peer after it; the node's ranks then wait for each other forever
+// (`boostcomm fusion --methods group_view --bucket-bytes 1M` with hier on
+// 2 nodes x 2 ranks hung this way; executor.h, IssueLedger).
+TEST(MpiInFlight, HierarchicalCallsKeepOneIssueOrder) {
+  const std::vector<std::string> names = gWorld->algorithms(Collective::kAllreduce);
+  if (std::find(names.begin(), names.end(), "hier") == names.end()) GTEST_SKIP() << "one node: no hier";
+  const int rank = gWorld->rank(), size = gWorld->size();
+  constexpr std::size_t kTensors = 24, kCount = 40000;  // 3.84 MB: four 1 MiB buckets
+  std::vector<std::vector<float>> data(kTensors, std::vector<float>(kCount));
+  std::vector<View> views;
+  for (auto& d : data) views.emplace_back(d.data(), kCount, DataType::kFloat32);
+  for (const char* mode : {"bucket-view", "packed", "list"}) {
+    GradientGroupOptions o;
+    o.bucketBytes = 1 << 20;
+    o.bucketView = std::string(mode) == "bucket-view";
+    o.packBuckets = std::string(mode) == "packed";
+    o.call.algorithm = "hier";
+    o.call.timeout = std::chrono::milliseconds(60000);
+    GradientGroup group(*gWorld, views, o);
+    for (int step = 0; step < 3; ++step) {
+      for (std::size_t t = 0; t < kTensors; ++t) {
+        const View v = group.tensorView(t);
+        std::fill_n(static_cast<float*>(v.data), kCount, static_cast<float>(rank + 1 + step) + static_cast<float>(t));
+      }
+      group.allreduce();
+      std::size_t wrong = 0;
+      for (std::size_t t = 0; t < kTensors; ++t) {
+        const float expected = static_cast<float>(size * (size + 1) / 2 + size * step) + static_cast<float>(size * t);
+        const float* out = static_cast<const float*>(group.tensorView(t).data);
+        wrong += static_cast<std::size_t>(std::count_if(out, out + kCount, [&](float x) { return x != expected; }));
+      }
+      EXPECT_EQ(wrong, 0u) << "rank " << rank << ", " << mode << ", step " << step;
+    }
+  }
 }
 
 TEST(MpiLarge, Allreduce2To20Plus3) {
