@@ -34,6 +34,7 @@ std::string lastCall(const RankDump& d, std::uint64_t seqPlusOne) {
 
 int analyze(const std::string& dir) {
   std::map<int, RankDump> ranks;
+  std::map<int, nlohmann::json> peers;  // what dumping ranks saw of their node's peers
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind("rank-", 0) != 0 || entry.path().extension() != ".json") continue;
@@ -43,12 +44,25 @@ int analyze(const std::string& dir) {
       std::fprintf(stderr, "boostcomm: warning: %s is not a flight record; skipped\n", entry.path().c_str());
       continue;
     }
+    for (const auto& p : j.value("peers", nlohmann::json::array())) peers[p["rank"].get<int>()] = p;
     RankDump& d = ranks[j["rank"].get<int>()];
     d.started = j.value("started", 0ULL);
     d.completed = j.value("completed", 0ULL);
     for (const auto& e : j["entries"]) d.calls[e["seq"].get<std::uint64_t>()] = e["call"].get<std::string>();
   }
   if (ranks.empty()) throw UsageError("no flight records (rank-N.json) in " + dir);
+  // Ranks without a dump of their own, as their node's peers saw them.
+  std::set<int> undumped;
+  for (const auto& [rank, p] : peers) {
+    if (ranks.count(rank) != 0) continue;
+    undumped.insert(rank);
+    RankDump& d = ranks[rank];
+    d.started = p.value("started", 0ULL);
+    d.completed = p.value("completed", 0ULL);
+  }
+  for (int r : undumped)
+    std::printf("rank %d wrote no flight record (stopped, killed or still waiting); its counters as its node's peers "
+                "saw them are used\n", r);
   std::printf("flight records of %zu rank(s) in %s\n", ranks.size(), dir.c_str());
   for (const auto& [rank, d] : ranks) {
     std::printf("  rank %d: last started %s, last completed %s\n", rank, lastCall(d, d.started).c_str(),

@@ -174,7 +174,16 @@ std::string StallInspector::flightJson() const {
   const std::uint64_t started = own_->started.load(std::memory_order_acquire);
   const std::uint64_t completed = own_->completed.load(std::memory_order_acquire);
   os << "{\"rank\": " << rank_ << ", \"pid\": " << getpid() << ", \"started\": " << started
-     << ", \"completed\": " << completed << ", \"entries\": [\n";
+     << ", \"completed\": " << completed << ", \"size\": " << peers_.size() << ", \"peers\": [";
+  // What this rank sees of its node's peers: names ranks that cannot dump
+  // (stopped, killed) in `boostcomm trace analyze`.
+  for (std::size_t r = 0; r < peers_.size(); ++r) {
+    if (peers_[r] == nullptr) continue;
+    os << (r == 0 ? "" : ", ") << "{\"rank\": " << r
+       << ", \"started\": " << peers_[r]->started.load(std::memory_order_acquire)
+       << ", \"completed\": " << peers_[r]->completed.load(std::memory_order_acquire) << "}";
+  }
+  os << "], \"entries\": [\n";
   const std::uint64_t from = started > kFlightRingEntries ? started - kFlightRingEntries : 0;
   bool first = true;
   for (std::uint64_t seq = from; seq < started; ++seq) {
