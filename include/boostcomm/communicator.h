@@ -145,6 +145,12 @@ class Communicator {
   // forever. A deadline set here makes waits raise Error{kTimeout}, native
   // collectives included (docs/RELIABILITY.md). Not collective.
   void setTimeout(std::optional<std::chrono::milliseconds> timeout);
+  // Abandons this rank's work: every operation in flight completes with
+  // Error{kFinalized} ("aborted") and later calls raise it. Any thread, not
+  // collective (each rank aborts its own side); returns within about 1 s. A
+  // call blocked inside the backend's blocking collective is not interrupted
+  // (it ends at its deadline). finalize() still releases the resources.
+  void abort();
   // This rank's flight recorder as JSON: its last 64 collectives (sequence,
   // call, started or completed). Also dumped to BOOSTCOMM_TRACE_DIR at a
   // stall, mismatch or deadline; `boostcomm trace analyze DIR` compares ranks.

@@ -102,6 +102,8 @@ void Communicator::configureCommStrategy(const CommStrategy& strategy) { impl_->
 
 void Communicator::setTimeout(std::optional<std::chrono::milliseconds> timeout) { impl_->setTimeout(timeout); }
 
+void Communicator::abort() { impl_->abort(); }
+
 std::string Communicator::flightRecord() const { return impl_->flightRecord(); }
 std::string Communicator::nodeLayout() const { return impl_->layout().describe(); }
 

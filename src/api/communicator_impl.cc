@@ -134,6 +134,27 @@ CommunicatorImpl::~CommunicatorImpl() {
   if (inspector_) unwatch(inspector_.get());
 }
 
+void CommunicatorImpl::abort() {
+  // Any thread, any time: a caller waiting in the engine leaves at its next
+  // check; the lock is then free (or was) and the engine fails every
+  // operation in flight, so their Works complete with the error. A caller
+  // inside a blocking backend call cannot be interrupted: after 1 s abort()
+  // returns without the lock, and that call ends at its deadline.
+  inspector_->abort();
+  const auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (!mutex_.try_lock()) {
+    if (std::chrono::steady_clock::now() > giveUp) return;
+    std::this_thread::yield();
+  }
+  if (!finalized_)
+    engine_->fail(std::make_exception_ptr(
+        Error(ErrorCategory::kFinalized, rank_, "communicator aborted (Communicator::abort) before this operation completed")));
+  std::vector<executor::ProgressEngine::Due> due;
+  engine_->takeCallbacks(due);
+  mutex_.unlock();
+  if (!due.empty()) executor::ProgressEngine::runCallbacks(due);
+}
+
 void CommunicatorImpl::setTimeout(std::optional<std::chrono::milliseconds> timeout) {
   std::lock_guard lock(mutex_);
   BC_INVALID(!timeout || timeout->count() >= 0, rank_, "setTimeout: timeout is negative (" << timeout->count() << " ms)");
@@ -154,6 +175,7 @@ void CommunicatorImpl::checkUsable() const {
       core::raise(e.category(), rank_, "communicator unusable after an earlier failure: " + e.detail());
     }
   }
+  BC_CHECK(!inspector_->aborted(), ErrorCategory::kFinalized, rank_, "communicator used after abort()");
   if (inspector_->poisoned()) core::raise(ErrorCategory::kMismatch, rank_, inspector_->poisonMessage());
 }
 
@@ -329,7 +351,7 @@ bool CommunicatorImpl::tryFastAllreduce(const CallArgs& args, const CallOptions&
   if (args.collective != Collective::kAllreduce || dtype >= kNumDataTypes || op >= kNumReduceOps ||
       send.dtype != recv.dtype || send.count != recv.count || recv.count == 0 || send.data == nullptr ||
       recv.data == nullptr || !options.algorithm.empty() || finalized_ || engine_->failure() ||
-      inspector_->poisoned()) {
+      inspector_->unusable()) {
     return false;
   }
   const std::size_t bytes = recv.count * dataTypeSize(recv.dtype);

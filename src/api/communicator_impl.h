@@ -72,6 +72,8 @@ class CommunicatorImpl {
   void useProgressThread();
 
   void configureStrategy(const CommStrategy& strategy);
+  // Communicator::abort(): not collective, any thread, returns within ~1 s.
+  void abort();
   // This communicator's deadline (Communicator::setTimeout); empty: none.
   void setTimeout(std::optional<std::chrono::milliseconds> timeout);
   // The flight recorder of this rank as JSON (Communicator::flightRecord).

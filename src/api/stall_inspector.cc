@@ -53,6 +53,8 @@ std::string StallInspector::mismatch(std::uint64_t fromSeq, std::uint64_t toSeq)
 }
 
 void StallInspector::check(std::chrono::steady_clock::duration waited) {
+  if (aborted())
+    core::raise(ErrorCategory::kFinalized, rank_, "communicator aborted (Communicator::abort) while this call waited");
   if (poisoned()) core::raise(ErrorCategory::kMismatch, rank_, poisonMessage());
   if (waited < kCheckAfter || peers_.empty()) return;
   const std::uint64_t started = own_->started.load(std::memory_order_acquire);

@@ -49,6 +49,12 @@ class StallInspector final : public executor::WaitMonitor {
   void tick(std::chrono::steady_clock::time_point now);
   // Set by the watchdog; raised by the next call (cheap to test).
   bool poisoned() const { return poisoned_.load(std::memory_order_relaxed); }
+  // Communicator::abort(): a waiting caller leaves its wait with
+  // Error{kFinalized} at its next check (within microseconds).
+  void abort() { aborted_.store(true, std::memory_order_release); }
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  // Poisoned or aborted: the call path's one test.
+  bool unusable() const { return poisoned() || aborted(); }
   std::string poisonMessage() const;
   void setDeadlineMs(std::int64_t ms) { deadlineMs_.store(ms, std::memory_order_relaxed); }
   std::int64_t warnMs() const { return warnMs_; }
@@ -78,6 +84,7 @@ class StallInspector final : public executor::WaitMonitor {
   std::uint64_t checkedUpTo_ = 0;  // calls below this compared with every visible peer
 
   std::atomic<bool> poisoned_{false};
+  std::atomic<bool> aborted_{false};
   mutable std::mutex poisonMutex_;
   std::string poisonMessage_;
 };

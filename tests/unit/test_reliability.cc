@@ -157,3 +157,45 @@ TEST(Communicator, FlightRecordAndPerCommunicatorTimeout) {
 
 }  // namespace
 }  // namespace boostcomm
+
+namespace boostcomm {
+namespace {
+
+// abort() from another thread while rank 0 waits for a peer that never
+// comes: the wait ends with kFinalized, abort() returns fast, later calls
+// raise "used after abort()". A second Work nobody waits for completes too.
+TEST(Communicator, AbortEndsWaitsAndLaterCalls) {
+  auto group = detail::createInProcessGroup(2);
+  Communicator& c = *group[0];
+  std::vector<float> a(10, 1.0f), b(10, 1.0f);
+  Work waited = c.allreduceAsync(std::span<const float>(a), std::span<float>(a), ReduceOp::kSum);
+  Work idle = c.allreduceAsync(std::span<const float>(b), std::span<float>(b), ReduceOp::kSum);
+  double abortSeconds = -1;
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const auto t = std::chrono::steady_clock::now();
+    c.abort();
+    abortSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  });
+  std::string waitError;
+  try {
+    waited.wait();
+  } catch (const Error& e) {
+    if (e.category() == ErrorCategory::kFinalized) waitError = e.what();
+  }
+  aborter.join();
+  EXPECT_NE(waitError.find("aborted"), std::string::npos) << waitError;
+  EXPECT_GE(abortSeconds, 0.0);
+  EXPECT_LT(abortSeconds, 2.0);
+  EXPECT_THROW(idle.wait(), Error);
+  try {
+    c.barrier();
+    FAIL() << "no error after abort";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kFinalized);
+    EXPECT_NE(std::string(e.what()).find("abort"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace boostcomm
