@@ -13,6 +13,8 @@
 //   count_small allreduce through shared memory, 1000 vs 1001 floats
 //   dtype_shm   allreduce through shared memory, float32 vs float64
 //   root        broadcast root 0 vs root 1 (shared memory)
+//   slow        rank 1 sleeps half the deadline (2 s of 4 s) before each of 3
+//               allreduces: no error (a stall warning is allowed), right results
 #include <signal.h>
 #include <unistd.h>
 
@@ -21,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <mpi.h>
@@ -60,14 +63,19 @@ int main(int argc, char** argv) {
   int pids[2] = {0, 0};
   const int mine = getpid();
   MPI_Allgather(&mine, 1, MPI_INT, pids, 1, MPI_INT, MPI_COMM_WORLD);
-  const bool shm = scenario != "op" && scenario != "stop";
+  const bool shm = scenario != "op" && scenario != "stop" && scenario != "slow";
   goodCalls(*comm, good, shm ? "shm" : "");
   std::fflush(stdout);
   const auto start = std::chrono::steady_clock::now();
   try {
     CallOptions viaShm;
     viaShm.algorithm = "shm";
-    if (scenario == "stop") {
+    if (scenario == "slow") {
+      for (int i = 0; i < 3; ++i) {
+        if (rank == 1) std::this_thread::sleep_for(std::chrono::seconds(2));
+        goodCalls(*comm, 1, "");
+      }
+    } else if (scenario == "stop") {
       if (rank == 1) raise(SIGSTOP);
       goodCalls(*comm, 1, "");
     } else if (scenario == "op") {
