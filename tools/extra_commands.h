@@ -24,5 +24,6 @@ ExtraCommand addFusionCommand(CLI::App& app);    // fusion_cmd.cc: GradientGroup
 ExtraCommand addReplayCommand(CLI::App& app);    // replay_cmd.cc: training replay (before/after table)
 ExtraCommand addTuneCommand(CLI::App& app);      // tune_cmd.cc: autotuning sweep and cache
 ExtraCommand addSimulateCommand(CLI::App& app);  // simulate_cmd.cc: simulated cluster
+ExtraCommand addTraceCommand(CLI::App& app);     // trace_cmd.cc: flight-record analysis
 
 }  // namespace boostcomm::tools

@@ -158,7 +158,8 @@ int main(int argc, char** argv) {
   topoCmd->add_option("--load", topo.loadPath, "Show this topology file after checking that it matches the job");
 
   const bt::ExtraCommand extras[] = {bt::addFusionCommand(app), bt::addReplayCommand(app),
-                                     bt::addTuneCommand(app), bt::addSimulateCommand(app)};
+                                     bt::addTuneCommand(app), bt::addSimulateCommand(app),
+                                     bt::addTraceCommand(app)};
 
   try {
     app.parse(argc, argv);

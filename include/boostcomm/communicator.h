@@ -140,6 +140,21 @@ class Communicator {
   // Collective over the communicator (all ranks must pass the same settings).
   // Unknown names throw Error{kInvalidArgument} listing the valid ones.
   void configureCommStrategy(const CommStrategy& strategy);
+  // Deadline of every wait of this communicator: beats BOOSTCOMM_TIMEOUT_MS
+  // (default 10 min), loses to CallOptions::timeout; empty or 0 waits
+  // forever. A deadline set here makes waits raise Error{kTimeout}, native
+  // collectives included (docs/RELIABILITY.md). Not collective.
+  void setTimeout(std::optional<std::chrono::milliseconds> timeout);
+  // Abandons this rank's work: every operation in flight completes with
+  // Error{kFinalized} ("aborted") and later calls raise it. Any thread, not
+  // collective (each rank aborts its own side); returns within about 1 s. A
+  // call blocked inside the backend's blocking collective is not interrupted
+  // (it ends at its deadline). finalize() still releases the resources.
+  void abort();
+  // This rank's flight recorder as JSON: its last 64 collectives (sequence,
+  // call, started or completed). Also dumped to BOOSTCOMM_TRACE_DIR at a
+  // stall, mismatch or deadline; `boostcomm trace analyze DIR` compares ranks.
+  std::string flightRecord() const;
   // Node layout in use: "1x4", "2x2", "3+1" ... (detected, or declared by
   // BOOSTCOMM_RANKS_PER_NODE / BOOSTCOMM_NODE_LAYOUT).
   std::string nodeLayout() const;

@@ -99,6 +99,12 @@ std::string Communicator::selectedAlgorithm(Collective coll, std::size_t bytes) 
   return impl_->selectedAlgorithm(coll, bytes);
 }
 void Communicator::configureCommStrategy(const CommStrategy& strategy) { impl_->configureStrategy(strategy); }
+
+void Communicator::setTimeout(std::optional<std::chrono::milliseconds> timeout) { impl_->setTimeout(timeout); }
+
+void Communicator::abort() { impl_->abort(); }
+
+std::string Communicator::flightRecord() const { return impl_->flightRecord(); }
 std::string Communicator::nodeLayout() const { return impl_->layout().describe(); }
 
 std::optional<Strategy> parseStrategy(std::string_view name) {

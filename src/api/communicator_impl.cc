@@ -1,4 +1,5 @@
 #include "api/communicator_impl.h"
+#include "api/watchdog.h"
 
 #include <algorithm>
 #include <climits>
@@ -8,6 +9,8 @@
 #include <cstdio>
 #include <mutex>
 #include <thread>
+
+#include <unistd.h>
 
 #include "core/check.h"
 #include "core/tunables.h"
@@ -28,6 +31,27 @@ double elapsedUs(std::chrono::steady_clock::time_point start) {
 // for a flat ring over 2048 ranks (2(n-1) tags per chunk) or 12 hierarchical
 // phases of 341 tags; Open MPI's 2^31-1 gives 32768 windows of kMaxStepTag.
 constexpr long long kMinTagWindows = 8;
+
+// What every rank must agree on; allgather counts its total (allgatherv
+// ranks legitimately send different counts).
+core::Fingerprint fingerprintOf(const algorithms::CollectiveSpec& spec) {
+  std::uint64_t count = spec.count;
+  if (spec.collective == Collective::kAllgather) {
+    if (spec.counts.empty()) {
+      count *= static_cast<std::uint64_t>(spec.size);
+    } else {
+      count = 0;
+      for (std::size_t c : spec.counts) count += c;
+    }
+  }
+  return core::Fingerprint::of(spec.collective, spec.dtype, spec.op, spec.root, count);
+}
+
+// Clears the call status's blocking flag however the call ends.
+struct BlockingScope {
+  core::CallStatus* status;
+  ~BlockingScope() { status->blocking.store(0, std::memory_order_release); }
+};
 }  // namespace
 
 using algorithms::AlgorithmInfo;
@@ -46,6 +70,19 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   userSelection_.applyOverride(core::tunableString(core::kTunableSelectionTable));
   algoOverride_ = algorithms::parseAlgoOverride(core::tunableString(core::kTunableAlgo));
   defaultTimeout_ = std::chrono::milliseconds(core::tunableInt(core::kTunableTimeoutMs));
+  explicitTimeout_ = core::tunableIsSet(core::kTunableTimeoutMs) && defaultTimeout_.count() > 0;
+  // The stall inspector reads the node's peers through the shm segment.
+  std::vector<core::CallStatus*> peers;
+  if (transport::SharedMemoryEngine* shm = transport_->sharedMemory(); shm && shm->callStatus(rank_)) {
+    status_ = shm->callStatus(rank_);
+    for (int r = 0; r < size_; ++r) peers.push_back(shm->callStatus(r));
+  }
+  status_->pid.store(static_cast<std::uint32_t>(getpid()), std::memory_order_relaxed);
+  inspector_ = std::make_unique<StallInspector>(rank_, status_, std::move(peers),
+                                                core::tunableInt(core::kTunableStallWarnMs), defaultTimeout_.count());
+  engine_->setWaitMonitor(inspector_.get());
+  engine_->setCallStatus(status_);
+  watch(inspector_.get());
   chunkBytes_ = core::tunableBytes(core::kTunableRingChunkBytes);
   maxChunks_ = static_cast<int>(core::tunableInt(core::kTunableMaxChunksPerSegment));
   cache_ = ScheduleCache(static_cast<std::size_t>(core::tunableInt(core::kTunableScheduleCacheSize)));
@@ -94,6 +131,37 @@ CommunicatorImpl::~CommunicatorImpl() {
   } catch (...) {
     // Destructors must not throw; finalize() errors were reported to waiters.
   }
+  if (inspector_) unwatch(inspector_.get());
+}
+
+void CommunicatorImpl::abort() {
+  // Any thread, any time: a caller waiting in the engine leaves at its next
+  // check; the lock is then free (or was) and the engine fails every
+  // operation in flight, so their Works complete with the error. A caller
+  // inside a blocking backend call cannot be interrupted: after 1 s abort()
+  // returns without the lock, and that call ends at its deadline.
+  inspector_->abort();
+  const auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (!mutex_.try_lock()) {
+    if (std::chrono::steady_clock::now() > giveUp) return;
+    std::this_thread::yield();
+  }
+  if (!finalized_)
+    engine_->fail(std::make_exception_ptr(
+        Error(ErrorCategory::kFinalized, rank_, "communicator aborted (Communicator::abort) before this operation completed")));
+  std::vector<executor::ProgressEngine::Due> due;
+  engine_->takeCallbacks(due);
+  mutex_.unlock();
+  if (!due.empty()) executor::ProgressEngine::runCallbacks(due);
+}
+
+void CommunicatorImpl::setTimeout(std::optional<std::chrono::milliseconds> timeout) {
+  std::lock_guard lock(mutex_);
+  BC_INVALID(!timeout || timeout->count() >= 0, rank_, "setTimeout: timeout is negative (" << timeout->count() << " ms)");
+  defaultTimeout_ = timeout.value_or(std::chrono::milliseconds(0));
+  explicitTimeout_ = defaultTimeout_.count() > 0;
+  inspector_->setDeadlineMs(defaultTimeout_.count());
+  rebuildSelection();  // the fast path takes no interruptible deadline
 }
 
 void CommunicatorImpl::checkUsable() const {
@@ -107,6 +175,8 @@ void CommunicatorImpl::checkUsable() const {
       core::raise(e.category(), rank_, "communicator unusable after an earlier failure: " + e.detail());
     }
   }
+  BC_CHECK(!inspector_->aborted(), ErrorCategory::kFinalized, rank_, "communicator used after abort()");
+  if (inspector_->poisoned()) core::raise(ErrorCategory::kMismatch, rank_, inspector_->poisonMessage());
 }
 
 std::optional<std::chrono::milliseconds> CommunicatorImpl::deadlineFor(const CallOptions& options) const {
@@ -146,25 +216,20 @@ std::shared_ptr<const executor::Schedule> CommunicatorImpl::schedule(const Algor
 }
 
 void CommunicatorImpl::checkConsistency(const CollectiveSpec& spec) {
-  // (collective, dtype, op, root, count) from every rank, compared everywhere:
-  // a mismatch becomes an error on all ranks instead of a hang.
-  constexpr int kFields = 5;
-  const long long mine[kFields] = {static_cast<int>(spec.collective), static_cast<int>(spec.dtype),
-                                   static_cast<int>(spec.op), spec.root, static_cast<long long>(spec.count)};
-  std::vector<long long> all(static_cast<std::size_t>(kFields * size_));
-  std::vector<int> counts(static_cast<std::size_t>(size_), kFields);
+  // Every rank's fingerprint, compared everywhere: a mismatch becomes an
+  // error on all ranks instead of a hang (the full-exchange mode; the
+  // always-on checks are the shm descriptors and the stall inspector).
+  const core::Fingerprint f = fingerprintOf(spec);
+  const long long mine[2] = {static_cast<long long>(f.word()), static_cast<long long>(f.count)};
+  std::vector<long long> all(static_cast<std::size_t>(2 * size_));
+  std::vector<int> counts(static_cast<std::size_t>(size_), 2);
   std::vector<int> displs(static_cast<std::size_t>(size_));
-  for (int i = 0; i < size_; ++i) displs[static_cast<std::size_t>(i)] = i * kFields;
-  transport_->nativeAllgatherv(mine, kFields, all.data(), counts.data(), displs.data(), DataType::kInt64, nullptr);
-  static const char* kNames[kFields] = {"collective", "dtype", "op", "root", "count"};
+  for (int i = 0; i < size_; ++i) displs[static_cast<std::size_t>(i)] = i * 2;
+  transport_->nativeAllgatherv(mine, 2, all.data(), counts.data(), displs.data(), DataType::kInt64, nullptr);
   for (int r = 0; r < size_; ++r) {
-    for (int f = 0; f < kFields; ++f) {
-      if (f == 3 && spec.collective != Collective::kBroadcast) continue;
-      const long long theirs = all[static_cast<std::size_t>(r * kFields + f)];
-      BC_CHECK(theirs == mine[f], ErrorCategory::kMismatch, rank_,
-               toString(spec.collective) << ": ranks disagree on " << kNames[f] << ": rank " << rank_ << " passed "
-                                         << mine[f] << ", rank " << r << " passed " << theirs);
-    }
+    const core::Fingerprint theirs = core::Fingerprint::fromWord(static_cast<std::uint64_t>(all[2 * r]),
+                                                                 static_cast<std::uint64_t>(all[2 * r + 1]));
+    BC_CHECK(theirs == f, ErrorCategory::kMismatch, rank_, core::describeMismatch(rank_, f, r, theirs, sequence_));
   }
 }
 
@@ -200,10 +265,13 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
   // wait for our part of it, and we could not progress it from inside the
   // call). The caller has chosen native. Every rank advances the tag
   // sequence the same way.
-  if (options.timeout.has_value() || defaultTimeout_.count() > 0 || args.op == ReduceOp::kAvg ||
-      count > static_cast<std::size_t>(INT_MAX) || !engine_->idle()) {
+  if (interruptible(options) || args.op == ReduceOp::kAvg || count > static_cast<std::size_t>(INT_MAX) ||
+      !engine_->idle()) {
     return false;
   }
+  status_->recordStart(sequence_, core::Fingerprint::of(args.collective, args.recv.dtype, args.op, args.root, count));
+  status_->blocking.store(1, std::memory_order_relaxed);
+  BlockingScope blockingScope{status_};
   try {
     switch (args.collective) {
       case Collective::kAllreduce:
@@ -222,6 +290,7 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
     engine_->fail(std::current_exception());
     throw;
   }
+  status_->recordEnd(sequence_);
   ++sequence_;
   return true;
 }
@@ -263,7 +332,9 @@ std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs
   // A blocking call inside a larger schedule (e.g. the inter-node phase of
   // hier) would stall the schedule's other steps, so only native-only
   // schedules use it; the schedule's shape is the same on every rank.
-  const bool blockingNative = blocking && !deadlineFor(options).has_value() && sched->nativeOnly();
+  const bool blockingNative = blocking && !interruptible(options) && sched->nativeOnly();
+  status_->recordStart(sequence, fingerprintOf(spec));
+  if (blockingNative) status_->blocking.store(1, std::memory_order_relaxed);  // cleared by run()
   if (work) work->algorithm = algo.name;
   // A failure while the in-flight cap progresses older operations fails the
   // engine itself (as every engine progress does).
@@ -279,7 +350,8 @@ bool CommunicatorImpl::tryFastAllreduce(const CallArgs& args, const CallOptions&
   // What validation would check, and an explicit algorithm (above the map).
   if (args.collective != Collective::kAllreduce || dtype >= kNumDataTypes || op >= kNumReduceOps ||
       send.dtype != recv.dtype || send.count != recv.count || recv.count == 0 || send.data == nullptr ||
-      recv.data == nullptr || !options.algorithm.empty() || finalized_ || engine_->failure()) {
+      recv.data == nullptr || !options.algorithm.empty() || finalized_ || engine_->failure() ||
+      inspector_->unusable()) {
     return false;
   }
   const std::size_t bytes = recv.count * dataTypeSize(recv.dtype);
@@ -298,16 +370,17 @@ void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
   const OnlineSelection::Trial trial = trial_;
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = deadlineFor(options);
-  if (algo.build == algorithms::buildNative && !deadline && args.list == nullptr) {
+  if (algo.build == algorithms::buildNative && !interruptible(options) && args.list == nullptr) {
     // The backend's blocking collective. Finish earlier asynchronous work
     // first: a peer may be waiting for our part of it, and we could not
     // progress it from inside the blocking call.
-    engine_->drain();
+    engine_->drain(deadline, "drain before a blocking call", rank_);
     if (runNativeDirectly(args, spec_.count, options)) {
       if (trial.index >= 0) online_.recordTime(trial, elapsedUs(start));
       return;
     }
   }
+  BlockingScope blockingScope{status_};
   const std::uint64_t id = launch(algo, args, options, /*blocking=*/true, nullptr);
   engine_->driveUntilDone(id, deadline, toString(args.collective).data(), rank_);
   if (trial.index >= 0) online_.recordTime(trial, elapsedUs(start));
@@ -473,6 +546,10 @@ void CommunicatorImpl::finalize() {
   inter_.reset();
   for (void* p : heapBuffers_) std::free(p);
   heapBuffers_.clear();
+  // The call status may live in the shared segment: stop reading it first.
+  unwatch(inspector_.get());
+  engine_->setCallStatus(nullptr);
+  engine_->setWaitMonitor(nullptr);
   transport_.reset();  // releases the shared segment and registered buffers
   if (onFinalize_) onFinalize_();
   if (pending) std::rethrow_exception(pending);

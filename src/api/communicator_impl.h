@@ -27,6 +27,7 @@
 #include "algorithms/selection_map.h"
 #include "api/call.h"
 #include "api/online_selection.h"
+#include "api/stall_inspector.h"
 #include "api/schedule_cache.h"
 #include "boostcomm/communicator.h"
 #include "core/spin_mutex.h"
@@ -71,6 +72,12 @@ class CommunicatorImpl {
   void useProgressThread();
 
   void configureStrategy(const CommStrategy& strategy);
+  // Communicator::abort(): not collective, any thread, returns within ~1 s.
+  void abort();
+  // This communicator's deadline (Communicator::setTimeout); empty: none.
+  void setTimeout(std::optional<std::chrono::milliseconds> timeout);
+  // The flight recorder of this rank as JSON (Communicator::flightRecord).
+  std::string flightRecord() const { return inspector_->flightJson(); }
   const algorithms::NodeLayout& layout() const { return layout_; }
   std::vector<std::string> algorithms(Collective coll) const;
   // What a call of `bytes` without CallOptions::algorithm runs (a lookup in
@@ -128,6 +135,12 @@ class CommunicatorImpl {
   std::uint64_t launch(const algorithms::AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options,
                        bool blocking, std::shared_ptr<WorkState> work);
   std::optional<std::chrono::milliseconds> deadlineFor(const CallOptions& options) const;
+  // Whether the call's deadline must be able to interrupt it: an explicit
+  // one (CallOptions::timeout, BOOSTCOMM_TIMEOUT_MS set, setTimeout). Then
+  // native collectives take the nonblocking form and raise Error{kTimeout};
+  // under the built-in default the blocking form stays (it is faster) and the
+  // watchdog ends the job at the deadline instead (api/stall_inspector.h).
+  bool interruptible(const CallOptions& options) const { return options.timeout.has_value() || explicitTimeout_; }
   // Where the model layer decides and the call's size class is still being
   // tried, the candidate to run (null: the map decides); takes the class's
   // decision when it is due.
@@ -163,6 +176,12 @@ class CommunicatorImpl {
   std::size_t fastNativeMaxBytes_ = 0;  // allreduce payloads up to this go straight to the backend
   std::array<std::string, kNumCollectives> algoOverride_;
   std::chrono::milliseconds defaultTimeout_{0};
+  bool explicitTimeout_ = false;  // a deadline set by the user, > 0 (interruptible())
+  // Call status (core/call_status.h): in the shm segment where there is one,
+  // so that the node's peers see it; else here, for the watchdog alone.
+  core::CallStatus localStatus_;
+  core::CallStatus* status_ = &localStatus_;
+  std::unique_ptr<StallInspector> inspector_;
   std::size_t chunkBytes_ = 0;
   int maxChunks_ = 0;
   bool checkConsistency_ = false;

@@ -126,7 +126,7 @@ void CommunicatorImpl::rebuildSelection() {
   // at most INT_MAX bytes (INT_MAX elements of any dtype). A consistency
   // check or a default deadline needs the general path for every call.
   fastNativeMaxBytes_ = 0;
-  if (checkConsistency_ || defaultTimeout_.count() > 0) return;
+  if (checkConsistency_ || explicitTimeout_) return;
   const AlgorithmInfo* native = algorithms::findAlgorithm(Collective::kAllreduce, "native");
   fastNativeMaxBytes_ = std::min<std::size_t>(selection_.topChoiceUpTo(*native), static_cast<std::size_t>(INT_MAX));
   // Sizes that online selection may still try must reach onlineChoice().

@@ -103,6 +103,7 @@ void ProgressEngine::finishRetired() {
   std::erase_if(inFlight_, [](const Operation& op) { return op.execution == nullptr; });
   inFlightCount_.store(inFlight_.size(), std::memory_order_release);
   for (Operation& op : retired_) {
+    if (status_) status_->recordEnd(op.sequence);
     scratch_.release(op.scratch);
     freeExecutions_.emplace_back(op.execution);
     if (op.state) complete(*op.state, nullptr);
@@ -128,13 +129,15 @@ void ProgressEngine::driveUntilDone(std::uint64_t id, std::optional<std::chrono:
     if (retired(id)) return;
     if (idlePolls >= kIdlePollsBeforeYield) std::this_thread::yield();
     // Reading the clock costs ~20 ns; check it every 256 polls.
-    if (timeout && (++spins & 0xff) == 0 && Clock::now() - start > *timeout) {
-      std::ostringstream os;
-      os << what << " did not complete within " << timeout->count()
-         << " ms (another rank may not have called it, or called it with different arguments)";
-      auto error = std::make_exception_ptr(Error(ErrorCategory::kTimeout, rank, os.str()));
-      fail(error);
-      std::rethrow_exception(error);
+    if ((timeout || monitor_) && (++spins & 0xff) == 0) {
+      const auto waited = Clock::now() - start;
+      const bool late = timeout && waited > *timeout;
+      if (late || monitor_) {
+        checkWait(waited, late,
+                  late ? std::string(what) + " did not complete within " + std::to_string(timeout->count()) + " ms"
+                       : std::string(),
+                  rank);
+      }
     }
   }
 }
@@ -145,15 +148,38 @@ void ProgressEngine::drain(std::optional<std::chrono::milliseconds> timeout, con
   std::uint32_t spins = 0;
   while (!inFlight_.empty()) {
     if (!progress()) std::this_thread::yield();
-    if (timeout && (++spins & 0xff) == 0 && Clock::now() - start > *timeout && !inFlight_.empty()) {
-      std::ostringstream os;
-      os << what << ": " << inFlight_.size() << " operation(s) still in flight after " << timeout->count()
-         << " ms (another rank may not have called them)";
-      auto error = std::make_exception_ptr(Error(ErrorCategory::kTimeout, rank, os.str()));
-      fail(error);
-      std::rethrow_exception(error);
+    if ((timeout || monitor_) && (++spins & 0xff) == 0 && !inFlight_.empty()) {
+      const auto waited = Clock::now() - start;
+      const bool late = timeout && waited > *timeout;
+      if (late || monitor_) {
+        checkWait(waited, late,
+                  late ? std::string(what) + ": " + std::to_string(inFlight_.size()) +
+                             " operation(s) still in flight after " + std::to_string(timeout->count()) + " ms"
+                       : std::string(),
+                  rank);
+      }
     }
   }
+}
+
+void ProgressEngine::checkWait(std::chrono::steady_clock::duration waited, bool timedOut, const std::string& text,
+                               int rank) {
+  std::exception_ptr error;
+  try {
+    if (monitor_) monitor_->check(waited);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (!error && timedOut) {
+    std::string message = text;
+    const std::string report = monitor_ ? monitor_->report() : std::string();
+    message += report.empty() ? " (another rank may not have called it, or called it with different arguments)"
+                              : "; " + report;
+    error = std::make_exception_ptr(Error(ErrorCategory::kTimeout, rank, message));
+  }
+  if (!error) return;
+  fail(error);
+  std::rethrow_exception(error);
 }
 
 void ProgressEngine::complete(OpState& state, std::exception_ptr error) {

@@ -46,6 +46,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/call_status.h"
 #include "core/spin_mutex.h"
 #include "executor/executor.h"
 #include "executor/scratch_pool.h"
@@ -73,6 +74,17 @@ class OpState {
   std::atomic<bool> done_{false};
   std::exception_ptr error_;
   CompletionCallback callback_;  // [engine lock]
+};
+
+// What a waiting caller consults while it waits (the communicator's stall
+// inspector, api/stall_inspector.h): check() may throw an Error (e.g. a
+// mismatch seen through the peers' call status), which fails the engine like
+// a transport error; report() is appended to a timeout's message.
+class WaitMonitor {
+ public:
+  virtual ~WaitMonitor() = default;
+  virtual void check(std::chrono::steady_clock::duration waited) = 0;
+  virtual std::string report() = 0;
 };
 
 class ProgressEngine {
@@ -142,6 +154,10 @@ class ProgressEngine {
   // runs: that is Error{kInvalidArgument}).
   void setThreadEnabled(bool on);
   bool threadEnabled() const { return threadRunning_.load(std::memory_order_acquire); }
+  // [lock] Consulted by driveUntilDone and drain while they wait (may be null).
+  void setWaitMonitor(WaitMonitor* monitor) { monitor_ = monitor; }
+  // [lock] Where retiring operation number q records completion (may be null).
+  void setCallStatus(core::CallStatus* status) { status_ = status; }
 
  private:
   struct Operation {
@@ -168,6 +184,11 @@ class ProgressEngine {
   std::uint64_t nextId_ = 1;
   std::size_t maxInFlight_ = 1 << 20;
   std::exception_ptr failure_;
+  WaitMonitor* monitor_ = nullptr;
+  core::CallStatus* status_ = nullptr;
+  // Fails the engine with the monitor's error, or with kTimeout (message:
+  // `text` plus the monitor's report) when `timedOut`.
+  void checkWait(std::chrono::steady_clock::duration waited, bool timedOut, const std::string& text, int rank);
   // Published count of in-flight operations: the thread sleeps while it is 0.
   std::atomic<std::size_t> inFlightCount_{0};
 

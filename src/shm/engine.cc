@@ -20,6 +20,21 @@ constexpr std::uint32_t kPollsBeforeReturn = 256;
 // in L1-resident scratch (see shm_allreduce.cc).
 constexpr std::size_t kReduceScratchBytes = 16 << 10;
 
+// What every rank must agree on: the collective, its dtype, op and root, and
+// the total element count (allgatherv: the sum of the counts).
+core::Fingerprint fingerprintOf(const transport::SharedMemoryCall& c, int size) {
+  std::uint64_t count = c.count;
+  if (c.collective == Collective::kAllgather) {
+    if (c.counts != nullptr) {
+      count = 0;
+      for (int r = 0; r < size; ++r) count += static_cast<std::uint64_t>(c.counts[r]);
+    } else {
+      count = c.count * static_cast<std::uint64_t>(size);
+    }
+  }
+  return core::Fingerprint::of(c.collective, c.dtype, c.op, c.root, count);
+}
+
 void cpuPause() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -202,6 +217,9 @@ bool ShmEngine::publish(ShmOp& op) {
     d.listSegments = c.list->segments();
     d.listOffset = c.listOffsetBytes;
   }
+  const core::Fingerprint f = fingerprintOf(c, size_);
+  d.fingerprintWord = f.word();
+  d.fingerprintCount = f.count;
   d.sequence.store(op.sequence + 1, std::memory_order_release);
   const std::uint64_t end = op.firstChunk + op.chunks;
   const bool hasInput = c.collective != Collective::kBroadcast || rank_ == c.root;
@@ -217,6 +235,19 @@ bool ShmEngine::readDescriptors(ShmOp& op) {
   const std::size_t ring = op.sequence % kDescriptorRing;
   for (int r = 0; r < size_; ++r) {
     if (control(r).descriptors[ring].sequence.load(std::memory_order_acquire) != op.sequence + 1) return false;
+  }
+  // Fingerprints first: with a different count or collective the chunk
+  // counters would mean different things on different ranks (a rank could
+  // finish with a plausible, wrong result while its peer waits forever).
+  const Descriptor& own = control(rank_).descriptors[ring];
+  for (int r = 0; r < size_; ++r) {
+    const Descriptor& d = control(r).descriptors[ring];
+    if (d.fingerprintWord == own.fingerprintWord && d.fingerprintCount == own.fingerprintCount) continue;
+    core::raise(ErrorCategory::kMismatch, rank_,
+                core::describeMismatch(rank_, core::Fingerprint::fromWord(own.fingerprintWord, own.fingerprintCount),
+                                       r, core::Fingerprint::fromWord(d.fingerprintWord, d.fingerprintCount),
+                                       op.sequence) +
+                    " (shared-memory call number)");
   }
   for (int r = 0; r < size_; ++r) {
     const Descriptor& d = control(r).descriptors[ring];

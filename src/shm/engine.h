@@ -73,6 +73,7 @@ class ShmEngine final : public transport::SharedMemoryEngine {
   void* allocate(std::size_t bytes) override;
   void release(void* buffer) override;
   bool isRegistered(const void* data, std::size_t bytes) const override;
+  core::CallStatus* callStatus(int rank) override { return &control(rank).status; }
 
   // Used by the per-collective steps (shm_allreduce.cc, shm_gather.cc).
   int rank() const { return rank_; }

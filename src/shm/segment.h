@@ -27,6 +27,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/call_status.h"
+
 namespace boostcomm::shm {
 
 inline constexpr std::size_t kLineBytes = 64;
@@ -55,6 +57,10 @@ struct alignas(kLineBytes) Descriptor {
   std::uint64_t listBegin = 0;   // const std::size_t* (segments + 1 offsets)
   std::uint64_t listSegments = 0;
   std::uint64_t listOffset = 0;
+  // The call's fingerprint (core/call_status.h), compared by every rank when
+  // it reads the descriptors: a mismatch is an error on every rank.
+  std::uint64_t fingerprintWord = 0;
+  std::uint64_t fingerprintCount = 0;
 };
 
 struct RankControl {
@@ -63,6 +69,8 @@ struct RankControl {
   Counter consumed;    // chunks this rank will read no more of anyone's data
   Counter opsRead;     // collectives whose descriptors this rank has read
   Descriptor descriptors[kDescriptorRing];
+  // The owning communicator's call status (stall inspector, flight recorder).
+  core::CallStatus status;
 };
 
 class SharedWindow {

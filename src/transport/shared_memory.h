@@ -21,6 +21,7 @@
 #include <cstddef>
 
 #include "boostcomm/types.h"
+#include "core/call_status.h"
 #include "transport/transport.h"
 
 namespace boostcomm::transport {
@@ -63,6 +64,9 @@ class SharedMemoryEngine {
   virtual void release(void* buffer) = 0;
   // True when [data, data + bytes) lies inside one registered allocation.
   virtual bool isRegistered(const void* data, std::size_t bytes) const = 0;
+  // Rank's call status in memory every rank of the node reads (null: none):
+  // the communicator that owns this engine records its calls there.
+  virtual core::CallStatus* callStatus(int /*rank*/) { return nullptr; }
 };
 
 }  // namespace boostcomm::transport

@@ -192,7 +192,7 @@ TEST_F(TunablesTest, BadValuesAreErrorsNamingTheVariableAndTheRule) {
   }
   expectRejected(core::kTunableStrategy, std::string(std::size_t{1} << 20, 'a'));
   // After the override is cleared, the default is back.
-  EXPECT_EQ(core::tunableInt(core::kTunableTimeoutMs), 0);
+  EXPECT_EQ(core::tunableInt(core::kTunableTimeoutMs), 600000);  // 10 min (docs/RELIABILITY.md)
 }
 
 TEST_F(TunablesTest, LongValueIsCutShortInTheMessage) {
@@ -331,6 +331,7 @@ TEST_F(TunablesTest, ConsistencyCheckReportsMismatch) {
     SCOPED_TRACE(what);
     const std::string field = what;
     std::vector<std::string> errors(3);
+    std::string rank0;  // rank 0's message: both sides in words
     detail::runInProcess(3, [&](Communicator& comm) {
       const bool odd = comm.rank() == 2;
       std::vector<float> a(8, 1.0f), b(8);
@@ -347,9 +348,14 @@ TEST_F(TunablesTest, ConsistencyCheckReportsMismatch) {
         errors[static_cast<std::size_t>(comm.rank())] = "no error";
       } catch (const Error& e) {
         if (e.category() != ErrorCategory::kMismatch) errors[static_cast<std::size_t>(comm.rank())] = e.what();
+        if (comm.rank() == 0) rank0 = e.what();
       }
     });
     for (int r = 0; r < 3; ++r) EXPECT_EQ(errors[static_cast<std::size_t>(r)], "") << "rank " << r << " (expected kMismatch)";
+    const std::string expected = field == "count"   ? "rank 0: allreduce float32 x4 sum, seq 0; rank 2: allreduce float32 x5 sum"
+                                 : field == "dtype" ? "rank 0: allreduce float32 x4 sum, seq 0; rank 2: allreduce int32 x4 sum"
+                                                    : "rank 0: broadcast float32 x4 root 0, seq 0; rank 2: broadcast float32 x4 root 1";
+    EXPECT_NE(rank0.find(expected), std::string::npos) << rank0;
   }
 }
 

@@ -1,0 +1,124 @@
+// `boostcomm trace analyze DIR`: reads the flight-recorder dumps of every rank
+// (rank-N.json, written to BOOSTCOMM_TRACE_DIR at a stall, mismatch or
+// deadline; schema in docs/RELIABILITY.md) and names the first collective
+// where the ranks diverge — different calls at one sequence number, or a
+// call some ranks never started (the missing ranks).
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "cli_util.h"
+#include "extra_commands.h"
+
+namespace boostcomm::tools {
+
+namespace {
+
+struct RankDump {
+  std::uint64_t started = 0;    // sequence + 1 of the last call started
+  std::uint64_t completed = 0;  // sequence + 1 of the last call completed
+  std::map<std::uint64_t, std::string> calls;  // sequence -> "allreduce float32 x1000 sum"
+};
+
+std::string lastCall(const RankDump& d, std::uint64_t seqPlusOne) {
+  if (seqPlusOne == 0) return "none";
+  auto it = d.calls.find(seqPlusOne - 1);
+  return "seq " + std::to_string(seqPlusOne - 1) + (it == d.calls.end() ? "" : " (" + it->second + ")");
+}
+
+int analyze(const std::string& dir) {
+  std::map<int, RankDump> ranks;
+  std::map<int, nlohmann::json> peers;  // what dumping ranks saw of their node's peers
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("rank-", 0) != 0 || entry.path().extension() != ".json") continue;
+    std::ifstream in(entry.path());
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.contains("rank")) {
+      std::fprintf(stderr, "boostcomm: warning: %s is not a flight record; skipped\n", entry.path().c_str());
+      continue;
+    }
+    for (const auto& p : j.value("peers", nlohmann::json::array())) peers[p["rank"].get<int>()] = p;
+    RankDump& d = ranks[j["rank"].get<int>()];
+    d.started = j.value("started", 0ULL);
+    d.completed = j.value("completed", 0ULL);
+    for (const auto& e : j["entries"]) d.calls[e["seq"].get<std::uint64_t>()] = e["call"].get<std::string>();
+  }
+  if (ranks.empty()) throw UsageError("no flight records (rank-N.json) in " + dir);
+  // Ranks without a dump of their own, as their node's peers saw them.
+  std::set<int> undumped;
+  for (const auto& [rank, p] : peers) {
+    if (ranks.count(rank) != 0) continue;
+    undumped.insert(rank);
+    RankDump& d = ranks[rank];
+    d.started = p.value("started", 0ULL);
+    d.completed = p.value("completed", 0ULL);
+  }
+  for (int r : undumped)
+    std::printf("rank %d wrote no flight record (stopped, killed or still waiting); its counters as its node's peers "
+                "saw them are used\n", r);
+  std::printf("flight records of %zu rank(s) in %s\n", ranks.size(), dir.c_str());
+  for (const auto& [rank, d] : ranks) {
+    std::printf("  rank %d: last started %s, last completed %s\n", rank, lastCall(d, d.started).c_str(),
+                lastCall(d, d.completed).c_str());
+  }
+  // Sequence numbers every dump still holds or should hold.
+  std::uint64_t from = UINT64_MAX;
+  std::uint64_t to = 0;
+  for (const auto& [rank, d] : ranks) {
+    if (!d.calls.empty()) from = std::min(from, d.calls.begin()->first);
+    to = std::max(to, d.started);
+  }
+  for (std::uint64_t seq = from; seq < to; ++seq) {
+    std::map<std::string, std::set<int>> byCall;
+    std::set<int> missing;
+    for (const auto& [rank, d] : ranks) {
+      auto it = d.calls.find(seq);
+      if (it != d.calls.end()) {
+        byCall[it->second].insert(rank);
+      } else if (d.started <= seq) {
+        missing.insert(rank);
+      }
+    }
+    auto list = [](const std::set<int>& s) {
+      std::string out;
+      for (int r : s) out += (out.empty() ? "" : ", ") + std::to_string(r);
+      return "{" + out + "}";
+    };
+    if (byCall.size() > 1) {
+      std::printf("first divergent collective: seq %llu\n", static_cast<unsigned long long>(seq));
+      for (const auto& [call, who] : byCall) std::printf("  ranks %s: %s\n", list(who).c_str(), call.c_str());
+      return 0;
+    }
+    if (!missing.empty()) {
+      std::printf("first collective not reached by every rank: seq %llu (%s)\n  missing ranks: %s\n",
+                  static_cast<unsigned long long>(seq), byCall.empty() ? "?" : byCall.begin()->first.c_str(),
+                  list(missing).c_str());
+      return 0;
+    }
+  }
+  std::printf("no divergence: every rank started the same collectives\n");
+  return 0;
+}
+
+}  // namespace
+
+ExtraCommand addTraceCommand(CLI::App& app) {
+  auto dir = std::make_shared<std::string>();
+  ExtraCommand c;
+  c.app = app.add_subcommand("trace", "Flight records: `trace analyze DIR` names the first divergent collective");
+  CLI::App* analyzeCmd = c.app->add_subcommand("analyze", "Compare the rank-N.json dumps in DIR");
+  analyzeCmd->add_option("dir", *dir, "BOOSTCOMM_TRACE_DIR of the job")->required();
+  c.app->require_subcommand(1);
+  c.needsMpi = false;
+  c.run = [dir](Communicator*) { return analyze(*dir); };
+  return c;
+}
+
+}  // namespace boostcomm::tools
