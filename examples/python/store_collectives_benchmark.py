@@ -36,7 +36,7 @@ def main():
     ap.add_argument("--launch", type=int, default=0)
     ap.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="bytes per rank's tensor")
     ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--colls", default="allreduce,broadcast,allgather,reduce_scatter")
+    ap.add_argument("--colls", default="allreduce,broadcast,allgather")
     args, rest = ap.parse_known_args()
     if args.launch:
         argv = [a for a in sys.argv[1:]]
@@ -60,12 +60,9 @@ def main():
             return lambda: dist.all_reduce(x, group=group)
         if coll == "broadcast":
             return lambda: dist.broadcast(x, src=0, group=group)
-        if coll == "allgather":
-            out = torch.empty(n * size)
-            return lambda: dist.all_gather_into_tensor(out, x, group=group)
-        out = torch.empty(max(1, n // size))
-        full = torch.ones(out.numel() * size)
-        return lambda: dist.reduce_scatter_tensor(out, full, group=group)
+        # The list form: gloo (torch 1.13) has no _allgather_base and no reduce_scatter.
+        outs = [torch.empty(n) for _ in range(size)]
+        return lambda: dist.all_gather(outs, x, group=group)
 
     rows = []
     for coll in args.colls.split(","):
