@@ -115,6 +115,16 @@ def run(group, rank, size, tag, members):
             slist = [torch.from_numpy(data(r, count, salt)).long() for r in range(size)] if rank == root else None
             dist.scatter(out, scatter_list=slist, src=members[root], group=group)
             check(torch.equal(out.double(), torch.from_numpy(data(rank, count, salt))), f"{tag} scatter root {root}")
+    # all_to_all_single: equal splits, then uneven splits (rank r sends r + j + 1 rows
+    # of 3 elements to rank j, some empty), against the blocks every rank computes.
+    for uneven in (False, True):
+        send_rows = [(rank + j + 1) % 3 if uneven else 2 for j in range(size)]
+        recv_rows = [(r + rank + 1) % 3 if uneven else 2 for r in range(size)]
+        inp = torch.cat([torch.full((send_rows[j], 3), float(100 * rank + j)) for j in range(size)])
+        out = torch.empty(sum(recv_rows), 3)
+        dist.all_to_all_single(out, inp, recv_rows if uneven else None, send_rows if uneven else None, group=group)
+        expect = torch.cat([torch.full((recv_rows[r], 3), float(100 * r + rank)) for r in range(size)])
+        check(torch.equal(out, expect), f"{tag} all_to_all_single uneven={uneven}")
     ins = [torch.full((n,), float(rank + 1)) for n in (3, 0, 5)]
     outl = [[torch.empty(n) for n in (3, 0, 5)] for _ in range(size)]
     dist.all_gather_coalesced(outl, ins, group=group)
