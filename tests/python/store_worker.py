@@ -145,6 +145,19 @@ def main():
                             timeout=datetime.timedelta(seconds=120))
     check(dist.get_backend() == "boostcomm", "default backend")
     run(None, rank, size, "world", list(range(size)))
+    # Bad input: rank 0 expects one row fewer from the last rank than it sends:
+    # every rank raises, naming the pair, and the group stays usable.
+    recv_rows = [2] * size
+    if rank == 0:
+        recv_rows[-1] = 1
+    try:
+        dist.all_to_all_single(torch.empty(sum(recv_rows), 3), torch.ones(2 * size, 3), recv_rows, [2] * size)
+        check(False, "mismatched all_to_all_single splits must raise")
+    except RuntimeError as e:
+        check(f"rank {size - 1} sends 2 rows to rank 0, which expects 1" in str(e), f"split mismatch error: {e}")
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    check(torch.all(t == size), "allreduce after a rejected all_to_all_single")
     if size >= 2:
         # A subgroup of the last two ranks (created by every rank, as torch requires)
         # and one of rank 0 alone beside it.
