@@ -12,8 +12,9 @@ The backend's collectives run on a background thread per process group
 (one boostcomm Communicator per group), so DDP's bucket allreduces proceed
 while backward computes; every Work has a future (DDP needs it).
 Supported: allreduce (SUM, AVG, PRODUCT, MIN, MAX), allreduce_coalesced,
-broadcast, allgather, _allgather_base, reduce_scatter, _reduce_scatter_base,
-barrier, on contiguous CPU tensors.
+broadcast, allgather, _allgather_base, allgather_coalesced, reduce_scatter,
+_reduce_scatter_base, reduce, gather, scatter, alltoall_base
+(all_to_all_single), barrier, on contiguous CPU tensors.
 
 Transport (BOOSTCOMM_TORCH_TRANSPORT, docs/PYTHON.md): a group that is the
 whole world of an MPI job (mpirun) runs on MPI; any other group -- torchrun,
