@@ -14,7 +14,6 @@
 #include <gloo/broadcast.h>
 
 #include <cstring>
-#include <numeric>
 
 #include "core/check.h"
 #include "core/reduce.h"

@@ -1,6 +1,5 @@
 #include "transport/gloo/gloo_transport.h"
 
-#include <gloo/allgatherv.h>
 #include <gloo/transport/tcp/attr.h>
 #include <gloo/transport/tcp/device.h>
 #include <netdb.h>
@@ -10,8 +9,6 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
-#include <numeric>
-#include <sstream>
 
 #include "core/check.h"
 #include "core/tunables.h"
