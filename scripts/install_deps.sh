@@ -18,6 +18,7 @@ readonly kPackages=(
   libopenmpi-dev
   openmpi-bin      # mpirun; pulls openssh-client, which Open MPI's launcher expects
   libhwloc-dev
+  libgloo-dev
   nlohmann-json3-dev
   libcli11-dev
   libgtest-dev

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "boostcomm/buffer.h"
+#include "boostcomm/store.h"
 #include "boostcomm/types.h"
 #include "boostcomm/work.h"
 
@@ -80,6 +81,15 @@ class Communicator {
   // The MPI world. Initialises MPI (MPI_THREAD_MULTIPLE when available) if
   // nobody has; finalises it at finalize() only when boostcomm initialised it.
   static std::shared_ptr<Communicator> createMpiWorld();
+  // `size` processes that are not one MPI job (torchrun, env://, file://):
+  // collective over them. They rendezvous through `store` (every rank passes
+  // a store reaching the same keys, its own distinct rank and the same size)
+  // and talk over Gloo's TCP transport; node membership comes from host names
+  // exchanged through the store (BOOSTCOMM_RANKS_PER_NODE / NODE_LAYOUT
+  // override it). Fails within `timeout` (naming the store) when a rank does
+  // not join; a rank whose size disagrees with rank 0's fails with kMismatch.
+  static std::shared_ptr<Communicator> createFromStore(std::shared_ptr<KeyValueStore> store, int rank, int size,
+                                                       std::chrono::milliseconds timeout);
 
   explicit Communicator(std::unique_ptr<detail::CommunicatorImpl> impl);
   ~Communicator();

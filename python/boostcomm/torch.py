@@ -9,11 +9,18 @@ or, keeping another process group for DDP's own traffic:
     ddp.register_comm_hook(None, boostcomm.torch.hook)
 
 The backend's collectives run on a background thread per process group
-(one boostcomm Communicator over the MPI world), so DDP's bucket allreduces
-proceed while backward computes; every Work has a future (DDP needs it).
+(one boostcomm Communicator per group), so DDP's bucket allreduces proceed
+while backward computes; every Work has a future (DDP needs it).
 Supported: allreduce (SUM, AVG, PRODUCT, MIN, MAX), allreduce_coalesced,
-broadcast, allgather, _allgather_base, reduce_scatter, _reduce_scatter_base,
-barrier, on contiguous CPU tensors. The group must span the whole MPI world.
+broadcast, allgather, _allgather_base, allgather_coalesced, reduce_scatter,
+_reduce_scatter_base, reduce, gather, scatter, alltoall_base
+(all_to_all_single), barrier, on contiguous CPU tensors.
+
+Transport (BOOSTCOMM_TORCH_TRANSPORT, docs/PYTHON.md): a group that is the
+whole world of an MPI job (mpirun) runs on MPI; any other group -- torchrun,
+env:// or file:// without mpirun, and every dist.new_group subgroup --
+rendezvouses through the c10d store torch hands the backend and runs over
+Gloo's TCP transport, with boostcomm's algorithms on top.
 """
 
 import datetime
@@ -25,9 +32,11 @@ import torch.distributed as dist
 
 from . import _boostcomm as _C
 from . import _state
+from . import _boostcomm_torch as _T
 from ._boostcomm_torch import ProcessGroupBoostcomm
 
-__all__ = ["ProcessGroupBoostcomm", "init_process_group", "new_process_group", "hook", "HookState"]
+__all__ = ["ProcessGroupBoostcomm", "init_process_group", "new_process_group", "new_store_process_group", "hook",
+           "HookState"]
 
 BACKEND = "boostcomm"
 
@@ -42,7 +51,11 @@ def new_process_group(rank=None, world_size=None, timeout=datetime.timedelta(min
     if world_size != size:
         raise ValueError(f"boostcomm backend: the process group has {world_size} ranks but the MPI world has "
                          f"{size}; boostcomm process groups span the whole world (use gloo for subgroups)")
-    comm = _state.register_communicator(_C.Communicator.world())
+    return _wrap(_C.Communicator.world(), rank, world_size, timeout)
+
+
+def _wrap(comm, rank, world_size, timeout):
+    comm = _state.register_communicator(comm)
     if _state.strategy is not None:
         comm.configure_comm_strategy(*_state.strategy)
     pg = ProcessGroupBoostcomm(comm, rank, world_size, timeout)
@@ -51,9 +64,38 @@ def new_process_group(rank=None, world_size=None, timeout=datetime.timedelta(min
     return pg
 
 
+def _launched_by_mpi():
+    """Whether an MPI launcher (mpirun, srun with PMI) started this process: read from
+    its environment, so a torchrun job never initialises MPI."""
+    return any(name in os.environ for name in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"))
+
+
+def _store_where(store):
+    """Where the c10d store lives, for error messages."""
+    for s in (store, getattr(store, "underlying_store", None)):
+        host, port = getattr(s, "host", None), getattr(s, "port", None)
+        if host is not None and port is not None:
+            return f"the c10d TCPStore at {host}:{port}"
+    if "MASTER_ADDR" in os.environ:
+        return (f"the c10d store at MASTER_ADDR={os.environ['MASTER_ADDR']} "
+                f"MASTER_PORT={os.environ.get('MASTER_PORT', '?')}")
+    return f"the c10d store ({type(store).__name__})"
+
+
+def new_store_process_group(store, rank, world_size, timeout=datetime.timedelta(minutes=30)):
+    """A boostcomm ProcessGroup over `world_size` processes that rendezvous through a
+    c10d Store (collective over them; no MPI involved)."""
+    comm = _T.store_communicator(store, _store_where(store), rank, world_size, timeout)
+    return _wrap(comm, rank, world_size, timeout)
+
+
 def _create(store, rank, world_size, timeout):
-    # c10d's creator signature (1.13): the store is not needed, MPI does the rendezvous.
-    return new_process_group(rank, world_size, timeout)
+    # c10d's creator signature (1.13). MPI when this group is an MPI job's
+    # whole world, else the store rendezvous (docs/PYTHON.md, "Transports").
+    mode = _T.torch_transport()
+    if mode == "mpi" or (mode == "auto" and _launched_by_mpi() and _C.launcher_size() == world_size):
+        return new_process_group(rank, world_size, timeout)
+    return new_store_process_group(store, rank, world_size, timeout)
 
 
 if BACKEND.upper() not in dist.Backend._plugins:

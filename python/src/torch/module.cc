@@ -8,7 +8,9 @@
 #include <pybind11/pybind11.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "core/tunables.h"
 #include "torch/process_group.h"
+#include "torch/store_adapter.h"
 
 namespace py = pybind11;
 using boostcomm::python::ProcessGroupBoostcomm;
@@ -17,6 +19,20 @@ PYBIND11_MODULE(_boostcomm_torch, m) {
   m.doc() = "boostcomm c10d backend (use `import boostcomm.torch`)";
   // torch registers ProcessGroup's Python type when torch.distributed loads.
   py::module_::import("torch.distributed");
+
+  m.def(
+      "store_communicator",
+      [](c10::intrusive_ptr<c10d::Store> store, std::string where, int rank, int size,
+         std::chrono::milliseconds timeout) {
+        auto kv = std::make_shared<boostcomm::python::C10dStore>(std::move(store), std::move(where));
+        py::gil_scoped_release release;  // collective: waits on the other ranks through the store
+        return boostcomm::Communicator::createFromStore(std::move(kv), rank, size, timeout);
+      },
+      py::arg("store"), py::arg("where"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+      "A communicator over `size` processes that rendezvous through a c10d Store (Gloo TCP transport).");
+  m.def(
+      "torch_transport", [] { return std::string(boostcomm::core::tunableEnum(boostcomm::core::kTunableTorchTransport)); },
+      "BOOSTCOMM_TORCH_TRANSPORT, validated: auto, mpi or store.");
 
   py::class_<ProcessGroupBoostcomm, BC_C10D_BASE, c10::intrusive_ptr<ProcessGroupBoostcomm>>(m,
                                                                                             "ProcessGroupBoostcomm")

@@ -54,7 +54,7 @@ ProcessGroupBoostcomm::ProcessGroupBoostcomm(std::shared_ptr<Communicator> comm,
   TORCH_CHECK(comm != nullptr, "boostcomm: null communicator");
   TORCH_CHECK(comm->rank() == rank && comm->size() == size, "boostcomm: process group rank ", rank, " of ", size,
               " does not match the communicator (rank ", comm->rank(), " of ", comm->size(),
-              "); the boostcomm backend supports the whole MPI world only");
+              ")");
   comm_ = std::move(comm);
   comm_->setProgressThread(true);
 #if TORCH_VERSION_MAJOR < 2

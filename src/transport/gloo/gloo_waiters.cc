@@ -1,0 +1,68 @@
+#include "transport/gloo/gloo_waiters.h"
+
+namespace boostcomm::transport {
+
+GlooWaiters::~GlooWaiters() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    for (GlooTransport::Pending* p : waiting_) {
+      if (p->isSend) {
+        p->buffer->abortWaitSend();
+      } else {
+        p->buffer->abortWaitRecv();
+      }
+    }
+    for (GlooTransport::Pending* p : queue_) {
+      p->error = std::make_exception_ptr(
+          Error(ErrorCategory::kTransport, rank_, "gloo message aborted: the transport is being destroyed"));
+      p->done.store(true, std::memory_order_release);
+    }
+    queue_.clear();
+  }
+  cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+void GlooWaiters::watch(GlooTransport::Pending* p) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  queue_.push_back(p);
+  if (idle_ == 0) {
+    ++idle_;
+    threads_.emplace_back([this] { loop(); });
+  }
+  cv_.notify_one();
+}
+
+void GlooWaiters::loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping
+    GlooTransport::Pending* p = queue_.front();
+    queue_.pop_front();
+    --idle_;
+    waiting_.insert(p);
+    lock.unlock();
+    try {
+      const bool completed = p->isSend ? p->buffer->waitSend() : p->buffer->waitRecv();
+      if (!completed) {
+        throw Error(ErrorCategory::kTransport, rank_, "gloo message aborted: the transport is being destroyed");
+      }
+    } catch (const Error&) {
+      p->error = std::current_exception();
+    } catch (const std::exception& e) {
+      try {
+        raiseGlooError(e, p->isSend ? "send" : "recv", rank_);
+      } catch (...) {
+        p->error = std::current_exception();
+      }
+    }
+    lock.lock();
+    waiting_.erase(p);
+    ++idle_;
+    p->done.store(true, std::memory_order_release);  // last touch: test() may free p now
+  }
+}
+
+}  // namespace boostcomm::transport

@@ -1,0 +1,47 @@
+// GlooWaiters: completion of Gloo unbound-buffer messages without blocking
+// the caller.
+//
+// Gloo's public buffer API only offers blocking waits (waitSend/waitRecv);
+// a zero timeout there is an error that poisons the whole context, so it
+// cannot be polled. (The counters those waits read are protected members of
+// the TCP buffer class, but Debian's libgloo-dev omits gloo/common/memory.h,
+// which the TCP headers include, so that class is out of reach.) Each posted
+// message is therefore handed to a waiter thread that blocks in Gloo's wait
+// and then sets Pending::done, which Transport::test reads. Threads are
+// reused; the pool grows to the number of messages in flight at once (the
+// communicator bounds that by its tag windows) and never shrinks.
+// Rejected: one waiter per peer in posting order -- Gloo completes sends of
+// different slots in the order the receiver posts them, so a FIFO waiter
+// could sit on an early message while a later one, which the peer needs us
+// to see first, has completed.
+#pragma once
+
+#include "transport/gloo/gloo_link.h"
+
+namespace boostcomm::transport {
+
+class GlooWaiters {
+ public:
+  explicit GlooWaiters(int rank) : rank_(rank) {}
+  // Aborts the waits in flight (their requests end with an error) and joins.
+  ~GlooWaiters();
+  GlooWaiters(const GlooWaiters&) = delete;
+  GlooWaiters& operator=(const GlooWaiters&) = delete;
+
+  // p's buffer has its send/recv posted; p->done is set when it completed.
+  void watch(GlooTransport::Pending* p);
+
+ private:
+  void loop();
+
+  int rank_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<GlooTransport::Pending*> queue_;
+  std::unordered_set<GlooTransport::Pending*> waiting_;
+  int idle_ = 0;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace boostcomm::transport
