@@ -18,6 +18,7 @@ void Execution::start(const Schedule& schedule, const Binding& binding, int tagB
   requests_.assign(n, transport::Request{});
   firstPending_ = 0;
   remaining_ = n;
+  if (binding.meter != nullptr) startNs_.assign(n, 0);
   // Executions are reused: a plain call must not see a list call's staging.
   if (binding.list != nullptr) {
     staged_.assign(n, StagedRange{});
@@ -263,6 +264,28 @@ bool Execution::startStep(std::size_t index, transport::Transport& world) {
   return true;
 }
 
+void Execution::meterStart(std::size_t index) {
+  const Step& s = schedule_->steps()[index];
+  LinkMeter& m = *binding_.meter;
+  if (s.kind == StepKind::kSend) {
+    startNs_[index] = LinkMeter::nowNs();
+    m.sendStarted(m.levelOf(s.comm, s.peer), startNs_[index]);
+  } else if (s.kind == StepKind::kNative || s.kind == StepKind::kShm) {
+    startNs_[index] = LinkMeter::nowNs();
+    m.collectiveStarted(m.modelled(s.native, s.comm, schedule_->dtype()), startNs_[index]);
+  }
+}
+
+void Execution::meterFinish(std::size_t index) {
+  const Step& s = schedule_->steps()[index];
+  LinkMeter& m = *binding_.meter;
+  if (s.kind == StepKind::kSend) {
+    m.sendFinished(m.levelOf(s.comm, s.peer), s.bytes, startNs_[index], LinkMeter::nowNs());
+  } else if (s.kind == StepKind::kNative || s.kind == StepKind::kShm) {
+    m.collectiveFinished(m.modelled(s.native, s.comm, schedule_->dtype()), startNs_[index], LinkMeter::nowNs());
+  }
+}
+
 bool Execution::progress(transport::Transport& transport, bool* anyAdvance) {
   const auto& steps = schedule_->steps();
   bool advanced = true;
@@ -281,10 +304,12 @@ bool Execution::progress(transport::Transport& transport, bool* anyAdvance) {
       } else if (ready(steps[i])) {
         st = State::kRunning;
         any = true;
+        if (binding_.meter != nullptr) meterStart(i);
         finished = startStep(i, transport);
       }
       if (finished) {
         finishStep(i);
+        if (binding_.meter != nullptr) meterFinish(i);
         st = State::kDone;
         --remaining_;
         advanced = true;
