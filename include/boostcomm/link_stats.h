@@ -22,7 +22,7 @@ struct LinkLevelStats {
   std::uint64_t modelledBytes = 0;
   std::uint64_t messages = 0;       // send steps
   std::uint64_t collectives = 0;    // backend / shm calls with bytes on this level
-  double busySeconds = 0;           // rank: time with a transfer in flight; node: union over its ranks (inter only)
+  double busySeconds = 0;           // rank: time with a transfer in flight (union); node: intra the rank sum, inter the union over its ranks
 };
 
 // One rank's counters since the last reset.
@@ -34,7 +34,7 @@ struct LinkStats {
   // Inter-node in-flight intervals [start, end), steady_clock nanoseconds
   // (one clock per host, so ranks of one node can merge them).
   std::vector<std::pair<std::int64_t, std::int64_t>> interNodeIntervalsNs;
-  std::uint64_t droppedIntervals = 0;  // beyond the buffer (2^18 per reset)
+  std::uint64_t droppedIntervals = 0;  // beyond the buffer (2^18 per level and reset)
 };
 
 // One node: its ranks' counters summed, and its inter-node link's occupancy

@@ -221,7 +221,6 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
   if (meter != nullptr) {
     linkBytes = meter->modelled({args.collective, count, 0, args.root}, executor::kWorldComm, args.recv.dtype);
     startNs = executor::LinkMeter::nowNs();
-    meter->collectiveStarted(linkBytes, startNs);
   }
   try {
     switch (args.collective) {

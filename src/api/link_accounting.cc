@@ -47,7 +47,7 @@ LinkStats LinkAccounting::snapshot(bool reset) {
   s.node = layout_ != nullptr && r < layout_->nodeOfRank.size() ? layout_->nodeOfRank[r] : 0;
   s.intraNode = toPublic(meter_.counters(executor::kIntraLevel));
   s.interNode = toPublic(meter_.counters(executor::kInterLevel));
-  s.interNodeIntervalsNs = meter_.interIntervals();
+  s.interNodeIntervalsNs = meter_.intervals(executor::kInterLevel);
   s.droppedIntervals = meter_.droppedIntervals();
   if (reset) meter_.reset();
   return s;

@@ -266,13 +266,8 @@ bool Execution::startStep(std::size_t index, transport::Transport& world) {
 
 void Execution::meterStart(std::size_t index) {
   const Step& s = schedule_->steps()[index];
-  LinkMeter& m = *binding_.meter;
-  if (s.kind == StepKind::kSend) {
+  if (s.kind == StepKind::kSend || s.kind == StepKind::kNative || s.kind == StepKind::kShm) {
     startNs_[index] = LinkMeter::nowNs();
-    m.sendStarted(m.levelOf(s.comm, s.peer), startNs_[index]);
-  } else if (s.kind == StepKind::kNative || s.kind == StepKind::kShm) {
-    startNs_[index] = LinkMeter::nowNs();
-    m.collectiveStarted(m.modelled(s.native, s.comm, schedule_->dtype()), startNs_[index]);
   }
 }
 

@@ -27,42 +27,25 @@ int LinkMeter::levelOf(int comm, int peer) const {
   return nodeOfRank_[static_cast<std::size_t>(peer)] == node_ ? kIntraLevel : kInterLevel;
 }
 
-void LinkMeter::begin(int level, std::int64_t startNs) {
-  Level& l = levels_[static_cast<std::size_t>(level)];
-  if (l.inFlight++ == 0) l.busySince = startNs;
+void LinkMeter::record(int level, std::int64_t startNs, std::int64_t endNs) {
+  std::vector<LinkInterval>& v = levels_[static_cast<std::size_t>(level)].intervals;
+  if (v.size() < kMaxIntervals) {
+    v.emplace_back(startNs, endNs);
+  } else {
+    ++dropped_;
+  }
 }
-
-void LinkMeter::end(int level, std::int64_t endNs) {
-  Level& l = levels_[static_cast<std::size_t>(level)];
-  if (l.inFlight <= 0) return;  // started before a reset
-  if (--l.inFlight == 0) l.counters.busySeconds += 1e-9 * static_cast<double>(endNs - l.busySince);
-}
-
-void LinkMeter::sendStarted(int level, std::int64_t startNs) { begin(level, startNs); }
 
 void LinkMeter::sendFinished(int level, std::size_t bytes, std::int64_t startNs, std::int64_t endNs) {
   LevelCounters& c = levels_[static_cast<std::size_t>(level)].counters;
   c.observedBytes += bytes;
   ++c.messages;
-  end(level, endNs);
-  if (level == kInterLevel) {
-    if (intervals_.size() < kMaxIntervals) {
-      intervals_.emplace_back(startNs, endNs);
-    } else {
-      ++dropped_;
-    }
-  }
+  record(level, startNs, endNs);
 }
 
 LevelBytes LinkMeter::modelled(const NativeCall& call, int comm, DataType dtype) const {
   if (!model_) return LevelBytes{};
   return model_(call, comm, dtype);
-}
-
-void LinkMeter::collectiveStarted(const LevelBytes& bytes, std::int64_t startNs) {
-  for (int l = 0; l < kNumLinkLevels; ++l) {
-    if (bytes[static_cast<std::size_t>(l)] > 0) begin(l, startNs);
-  }
 }
 
 void LinkMeter::collectiveFinished(const LevelBytes& bytes, std::int64_t startNs, std::int64_t endNs) {
@@ -72,26 +55,22 @@ void LinkMeter::collectiveFinished(const LevelBytes& bytes, std::int64_t startNs
     LevelCounters& c = levels_[static_cast<std::size_t>(l)].counters;
     c.modelledBytes += b;
     ++c.collectives;
-    end(l, endNs);
-  }
-  if (bytes[kInterLevel] > 0) {
-    if (intervals_.size() < kMaxIntervals) {
-      intervals_.emplace_back(startNs, endNs);
-    } else {
-      ++dropped_;
-    }
+    record(l, startNs, endNs);
   }
 }
 
+LevelCounters LinkMeter::counters(int level) const {
+  const Level& l = levels_[static_cast<std::size_t>(level)];
+  LevelCounters c = l.counters;
+  c.busySeconds = occupancy(l.intervals).busySeconds;
+  return c;
+}
+
 void LinkMeter::reset() {
-  // Steps in flight across a reset keep their in-flight count, so the busy
-  // time they add after it starts at the reset.
-  const std::int64_t now = nowNs();
   for (Level& l : levels_) {
     l.counters = LevelCounters{};
-    l.busySince = now;
+    l.intervals.clear();  // capacity kept
   }
-  intervals_.clear();
   dropped_ = 0;
 }
 

@@ -13,10 +13,13 @@
 //   in flight  - a send step from its post to its completion as the executor
 //                saw it; a backend/shm step from start to completion, on each
 //                level its model puts bytes on.
-//   busy       - time with at least one step in flight on the level (this rank).
-// Inter-node in-flight intervals are also kept (up to kMaxIntervals per
-// reset, then counted as dropped): ranks of one node merge them to find how
-// long the node's link carried several transfers at once (congestion).
+//   busy       - time with at least one step in flight on the level (this
+//                rank): the union of the level's in-flight intervals, which
+//                are kept (up to kMaxIntervals per level and reset, then
+//                counted as dropped). A step that never completes (its call
+//                failed) adds nothing. Ranks of one node merge their
+//                inter-node intervals to find how long the node's link
+//                carried several transfers at once (congestion).
 //
 // Cost: two steady_clock reads (vDSO, no system call) and a few additions per
 // step; no allocation after the interval buffer has grown. Guarded by the
@@ -67,27 +70,23 @@ class LinkMeter {
   static std::int64_t nowNs();
   int levelOf(int comm, int peer) const;
 
-  // A send step of `bytes` to `peer` on communicator `comm` was posted at
-  // startNs and completed now.
-  void sendStarted(int level, std::int64_t startNs);
+  // A send step of `bytes` on `level`, posted at startNs, completed at endNs.
   void sendFinished(int level, std::size_t bytes, std::int64_t startNs, std::int64_t endNs);
   // A backend/shm step: its modelled bytes per level (none on a level: not in flight there).
   LevelBytes modelled(const NativeCall& call, int comm, DataType dtype) const;
-  void collectiveStarted(const LevelBytes& bytes, std::int64_t startNs);
   void collectiveFinished(const LevelBytes& bytes, std::int64_t startNs, std::int64_t endNs);
 
-  const LevelCounters& counters(int level) const { return levels_[level].counters; }
-  const std::vector<LinkInterval>& interIntervals() const { return intervals_; }
+  // busySeconds filled in from the intervals (a sort: call at snapshot time).
+  LevelCounters counters(int level) const;
+  const std::vector<LinkInterval>& intervals(int level) const { return levels_[static_cast<std::size_t>(level)].intervals; }
   std::uint64_t droppedIntervals() const { return dropped_; }
   void reset();
 
  private:
-  void begin(int level, std::int64_t startNs);
-  void end(int level, std::int64_t endNs);
+  void record(int level, std::int64_t startNs, std::int64_t endNs);
   struct Level {
     LevelCounters counters;
-    int inFlight = 0;
-    std::int64_t busySince = 0;
+    std::vector<LinkInterval> intervals;
   };
   bool enabled_ = false;
   int rank_ = 0;
@@ -95,7 +94,6 @@ class LinkMeter {
   std::vector<int> nodeOfRank_;
   NativeLinkModel model_;
   std::array<Level, kNumLinkLevels> levels_{};
-  std::vector<LinkInterval> intervals_;
   std::uint64_t dropped_ = 0;
 };
 

@@ -12,6 +12,7 @@
 #include "boostcomm/boostcomm.h"
 #include "core/tunables.h"
 #include "executor/link_meter.h"
+#include "simulate/simulator.h"
 #include "testing/inproc_group.h"
 
 namespace boostcomm {
@@ -68,6 +69,44 @@ TEST(NativeModel, LevelsFollowTheCommunicator) {
   // One node: nothing inter-node.
   const algorithms::NodeLayout one = algorithms::layoutFromSizes({4});
   EXPECT_EQ(algorithms::nativeLinkBytes(call, executor::kWorldComm, DataType::kFloat32, one, 1)[1], 0u);
+}
+
+// The simulator's link log counts the same bytes per node as the executor's
+// accounting: a ring allreduce on a simulated 2x2 cluster against the model
+// (which the in-process test below checks against real sends).
+TEST(SimulatedLinks, RingBytesPerNodeMatchTheModel) {
+  transport::sim::ClusterSpec cluster;
+  cluster.nodes = 2;
+  cluster.ranksPerNode = 2;
+  simulate::Simulation sim(cluster);
+  sim.setRecordLinks(true);
+  simulate::JobSpec job;
+  job.algorithm = "ring";
+  job.request.collective = Collective::kAllreduce;
+  job.request.count = 1 << 18;
+  job.request.dtype = DataType::kFloat32;
+  sim.add(job);
+  const simulate::SimResult r = sim.run();
+  ASSERT_EQ(r.links.size(), 2u);
+  const algorithms::NodeLayout layout = algorithms::layoutFromSizes({2, 2});
+  executor::NativeCall call;
+  call.count = 1 << 18;
+  for (int node = 0; node < 2; ++node) {
+    std::uint64_t intra = 0, inter = 0;
+    for (int r2 = 2 * node; r2 < 2 * node + 2; ++r2) {
+      const executor::LevelBytes b = algorithms::nativeLinkBytes(call, executor::kWorldComm, DataType::kFloat32, layout, r2);
+      intra += b[0];
+      inter += b[1];
+    }
+    EXPECT_EQ(r.links[static_cast<std::size_t>(node)].intraBytes, intra) << "node " << node;
+    EXPECT_EQ(r.links[static_cast<std::size_t>(node)].interBytes, inter) << "node " << node;
+    EXPECT_FALSE(r.links[static_cast<std::size_t>(node)].interIntervals.empty());
+    for (const auto& [a, b] : r.links[static_cast<std::size_t>(node)].interIntervals) EXPECT_LE(a, b);
+  }
+  // Off by default: no log.
+  simulate::Simulation plain(cluster);
+  plain.add(job);
+  EXPECT_TRUE(plain.run().links.empty());
 }
 
 class LinkStatsInProcess : public ::testing::Test {
