@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,7 @@ struct ReplayReport {
   double intraBytesPerSecond = 0;    // link bandwidths the link rows divide by
   double interBytesPerSecond = 0;
   std::string bandwidthSource;       // the topology file, or "probed"
+  std::uint64_t droppedIntervals = 0;  // > 0: some step's congestion undercounts (LinkStats)
   std::vector<ModeResult> modes;
 };
 

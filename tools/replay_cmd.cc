@@ -112,6 +112,7 @@ nlohmann::json toJson(const ReplayReport& report, const ReplayOptions& o, const 
            {{"intra_bytes_per_s", report.intraBytesPerSecond},
             {"inter_bytes_per_s", report.interBytesPerSecond},
             {"source", report.bandwidthSource}}},
+          {"dropped_link_intervals", report.droppedIntervals},
           {"modes", modes}};
 }
 
@@ -147,6 +148,10 @@ void printTable(const ReplayReport& r, const ReplayOptions& o) {
                 "the seed's table, measured (links: intra %.2f GB/s, inter %.3f GB/s from %s; epoch = %.0f samples)",
                 r.intraBytesPerSecond / 1e9, r.interBytesPerSecond / 1e9, r.bandwidthSource.c_str(), o.epochSamples);
   printSeedTable(columns, title);
+  if (r.droppedIntervals > 0) {
+    std::printf("# warning: %llu inter-node in-flight intervals did not fit the accounting buffer: congestion undercounts\n",
+                static_cast<unsigned long long>(r.droppedIntervals));
+  }
   for (const ModeResult& m : r.modes) {
     std::printf("# %s: link bytes per node and step: intra %s, inter %s (%.0f%% modelled from backend/shm calls)\n",
                 m.mode.c_str(), formatBytes(static_cast<std::size_t>(m.intraBytesPerNode)).c_str(),

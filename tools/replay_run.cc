@@ -186,6 +186,9 @@ class Replayer {
     const std::vector<NodeLinkStats> nodes = mergeNodeLinkStats(comm_, links_);
     std::vector<executor::NodeLinkSample> samples;
     double modelled = 0, all = 0;
+    double dropped = static_cast<double>(links_.droppedIntervals);
+    comm_.allreduce(ConstView(&dropped, 1, DataType::kFloat64), View(&dropped, 1, DataType::kFloat64), ReduceOp::kSum);
+    droppedIntervals_ += static_cast<std::uint64_t>(dropped);
     for (const NodeLinkStats& n : nodes) {
       executor::NodeLinkSample x;
       x.ranks = n.ranks;
@@ -363,6 +366,9 @@ class Replayer {
   double intraBytesPerSecond_ = 0;
   double interBytesPerSecond_ = 0;
   LinkStats links_;                 // this rank's, of the last step
+ public:
+  std::uint64_t droppedIntervals_ = 0;  // summed over nodes and steps (the same on every rank)
+ private:
   std::function<void()> roundOff_;  // linkOverhead: the off step still to run this round
 };
 
@@ -417,6 +423,7 @@ ReplayReport runReplay(Communicator& comm, const ReplayOptions& options) {
   }
   for (ModeResult& m : report.modes) m.speedup = baseline && m.stepSeconds > 0 ? baseline->stepSeconds / m.stepSeconds : 0;
   replayer.finishTimeline();
+  report.droppedIntervals = replayer.droppedIntervals_;
   return report;
 }
 

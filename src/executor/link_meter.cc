@@ -12,6 +12,7 @@ void LinkMeter::configure(std::vector<int> nodeOfRank, int rank, NativeLinkModel
   rank_ = rank;
   node_ = rank >= 0 && static_cast<std::size_t>(rank) < nodeOfRank_.size() ? nodeOfRank_[static_cast<std::size_t>(rank)] : 0;
   model_ = std::move(model);
+  for (Level& l : levels_) l.intervals.reserve(kIntervalCapacity);
   reset();
 }
 
@@ -27,13 +28,33 @@ int LinkMeter::levelOf(int comm, int peer) const {
   return nodeOfRank_[static_cast<std::size_t>(peer)] == node_ ? kIntraLevel : kInterLevel;
 }
 
+void LinkMeter::fold(int level) {
+  Level& l = levels_[static_cast<std::size_t>(level)];
+  std::vector<LinkInterval>& v = l.intervals;
+  std::sort(v.begin(), v.end());  // in place: no allocation
+  std::int64_t busyNs = 0;
+  std::int64_t start = 0, end = 0;
+  bool open = false;
+  for (const LinkInterval& i : v) {
+    if (open && i.first <= end) {
+      end = std::max(end, i.second);
+      continue;
+    }
+    if (open) busyNs += end - start;
+    start = i.first;
+    end = i.second;
+    open = true;
+  }
+  if (open) busyNs += end - start;
+  l.foldedBusySeconds += 1e-9 * static_cast<double>(busyNs);
+  if (level == kInterLevel) dropped_ += v.size();
+  v.clear();  // capacity kept
+}
+
 void LinkMeter::record(int level, std::int64_t startNs, std::int64_t endNs) {
   std::vector<LinkInterval>& v = levels_[static_cast<std::size_t>(level)].intervals;
-  if (v.size() < kMaxIntervals) {
-    v.emplace_back(startNs, endNs);
-  } else {
-    ++dropped_;
-  }
+  if (v.size() >= kIntervalCapacity) fold(level);
+  v.emplace_back(startNs, endNs);
 }
 
 void LinkMeter::sendFinished(int level, std::size_t bytes, std::int64_t startNs, std::int64_t endNs) {
@@ -62,7 +83,7 @@ void LinkMeter::collectiveFinished(const LevelBytes& bytes, std::int64_t startNs
 LevelCounters LinkMeter::counters(int level) const {
   const Level& l = levels_[static_cast<std::size_t>(level)];
   LevelCounters c = l.counters;
-  c.busySeconds = occupancy(l.intervals).busySeconds;
+  c.busySeconds = l.foldedBusySeconds + occupancy(l.intervals).busySeconds;
   return c;
 }
 
@@ -70,6 +91,7 @@ void LinkMeter::reset() {
   for (Level& l : levels_) {
     l.counters = LevelCounters{};
     l.intervals.clear();  // capacity kept
+    l.foldedBusySeconds = 0;
   }
   dropped_ = 0;
 }

@@ -14,12 +14,14 @@
 //                saw it; a backend/shm step from start to completion, on each
 //                level its model puts bytes on.
 //   busy       - time with at least one step in flight on the level (this
-//                rank): the union of the level's in-flight intervals, which
-//                are kept (up to kMaxIntervals per level and reset, then
-//                counted as dropped). A step that never completes (its call
-//                failed) adds nothing. Ranks of one node merge their
-//                inter-node intervals to find how long the node's link
-//                carried several transfers at once (congestion).
+//                rank): the union of the level's in-flight intervals. A step
+//                that never completes (its call failed) adds nothing.
+// The intervals are kept in a buffer of kIntervalCapacity per level, reserved
+// once: ranks of one node merge their inter-node ones to find how long the
+// node's link carried several transfers at once (congestion). A full buffer
+// is folded in place (sorted, its union added to the busy time) and emptied;
+// folded inter-node intervals are lost to congestion and counted as dropped
+// (reset() regularly, e.g. per step, to keep them all).
 //
 // Cost: two steady_clock reads (vDSO, no system call) and a few additions per
 // step; no allocation after the interval buffer has grown. Guarded by the
@@ -60,7 +62,7 @@ using NativeLinkModel = std::function<LevelBytes(const NativeCall&, int comm, Da
 
 class LinkMeter {
  public:
-  static constexpr std::size_t kMaxIntervals = std::size_t{1} << 18;
+  static constexpr std::size_t kIntervalCapacity = 4096;  // per level: 64 KiB
 
   // nodeOfRank: node of every world rank; rank: this rank.
   void configure(std::vector<int> nodeOfRank, int rank, NativeLinkModel model);
@@ -84,9 +86,11 @@ class LinkMeter {
 
  private:
   void record(int level, std::int64_t startNs, std::int64_t endNs);
+  void fold(int level);
   struct Level {
     LevelCounters counters;
-    std::vector<LinkInterval> intervals;
+    std::vector<LinkInterval> intervals;  // capacity kIntervalCapacity, reserved by configure()
+    double foldedBusySeconds = 0;
   };
   bool enabled_ = false;
   int rank_ = 0;

@@ -33,6 +33,32 @@ TEST(LinkOccupancy, BusyAndCongestedTime) {
   EXPECT_NEAR(executor::occupancy({{0, 10}, {0, 10}, {0, 10}}).congestedSeconds, 10e-9, 1e-15);
 }
 
+TEST(LinkMeter, FullBufferFoldsIntoBusyTime) {
+  executor::LinkMeter m;
+  m.configure({0, 1}, 0, nullptr);
+  // 3 x capacity disjoint sends of 10 ns on each level: busy stays exact
+  // across folds; folded inter-node intervals are reported as dropped.
+  const std::size_t n = 3 * executor::LinkMeter::kIntervalCapacity + 5;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto t = static_cast<std::int64_t>(100 * i);
+    m.sendFinished(executor::kIntraLevel, 8, t, t + 10);
+    m.sendFinished(executor::kInterLevel, 8, t, t + 10);
+  }
+  EXPECT_EQ(m.levelOf(executor::kWorldComm, 1), executor::kInterLevel);
+  EXPECT_EQ(m.levelOf(executor::kWorldComm, 0), executor::kIntraLevel);
+  for (int level : {executor::kIntraLevel, executor::kInterLevel}) {
+    const executor::LevelCounters c = m.counters(level);
+    EXPECT_EQ(c.observedBytes, 8 * n);
+    EXPECT_EQ(c.messages, n);
+    EXPECT_NEAR(c.busySeconds, 10e-9 * static_cast<double>(n), 1e-12);
+  }
+  EXPECT_EQ(m.droppedIntervals(), 3 * executor::LinkMeter::kIntervalCapacity);
+  EXPECT_EQ(m.intervals(executor::kInterLevel).size(), 5u);
+  m.reset();
+  EXPECT_EQ(m.counters(executor::kInterLevel).busySeconds, 0);
+  EXPECT_EQ(m.droppedIntervals(), 0u);
+}
+
 TEST(LinkRows, Arithmetic) {
   std::vector<executor::NodeLinkSample> nodes(2);
   nodes[0] = {2, 400, 100, 1.0, 0.5};
