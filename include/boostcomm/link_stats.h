@@ -34,7 +34,7 @@ struct LinkStats {
   // Inter-node in-flight intervals [start, end), steady_clock nanoseconds
   // (one clock per host, so ranks of one node can merge them).
   std::vector<std::pair<std::int64_t, std::int64_t>> interNodeIntervalsNs;
-  std::uint64_t droppedIntervals = 0;  // beyond the buffer (2^18 per level and reset)
+  std::uint64_t droppedIntervals = 0;  // folded out of the 4096-per-level buffer: lost to congestion
 };
 
 // One node: its ranks' counters summed, and its inter-node link's occupancy
