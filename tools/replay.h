@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,13 @@ struct ReplayOptions {
   // fused / boosted keep the gradients inside the buckets (OverlapOptions::bucketView):
   // no pack / unpack copies, as DDP users run with gradient_as_bucket_view=True.
   bool bucketView = true;
+  // Link rows (docs/OVERLAP.md, "Link accounting"): link bandwidths from this
+  // `boostcomm topo` file; empty: probed at the start (detectTopology).
+  std::string topologyPath;
+  double epochSamples = 1281167;  // samples per epoch, all ranks (ImageNet-1k train set)
+  // Also run every step with link accounting off (interleaved) and report
+  // the step-time difference: the accounting's overhead, same run.
+  bool linkOverhead = false;
 };
 
 struct ModeResult {
@@ -55,6 +63,17 @@ struct ModeResult {
   std::size_t collectivesPerStep = 0;
   std::string algorithm;        // what the largest collective ran on
   std::vector<double> stepSamples;
+  // Link rows, medians over steps (commSeconds of a step = its syncSeconds).
+  double syncSecondsPerEpoch = 0;
+  double interUtilisation = 0;
+  double intraUtilisation = 0;
+  double interCongestion = 0;
+  double interBytesPerNode = 0;  // per step, mean over nodes
+  double intraBytesPerNode = 0;
+  double modelledShare = 0;      // of all link bytes: modelled (backend/shm calls), not observed
+  // With linkOverhead: the same steps with accounting off.
+  double stepSecondsAccountingOff = 0;
+  std::vector<double> stepSamplesAccountingOff;
 };
 
 struct ReplayReport {
@@ -65,6 +84,10 @@ struct ReplayReport {
   double commShareTarget = 0;
   double calibratedSyncSeconds = 0;  // baseline sync measured during calibration
   double computeSeconds = 0;         // emulated backward per step
+  double intraBytesPerSecond = 0;    // link bandwidths the link rows divide by
+  double interBytesPerSecond = 0;
+  std::string bandwidthSource;       // the topology file, or "probed"
+  std::uint64_t droppedIntervals = 0;  // > 0: some step's congestion undercounts (LinkStats)
   std::vector<ModeResult> modes;
 };
 

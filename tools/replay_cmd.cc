@@ -14,6 +14,7 @@
 #include "cli_util.h"
 #include "extra_commands.h"
 #include "replay.h"
+#include "seed_table.h"
 
 namespace boostcomm::tools {
 
@@ -29,6 +30,20 @@ struct ReplayCli {
   bool json = false;
 };
 
+SeedColumn seedColumn(const ModeResult& m) {
+  SeedColumn c;
+  c.mode = m.mode;
+  c.throughput = m.throughput;
+  c.speedup = m.speedup;
+  c.commShare = m.commShare;
+  c.interUtilisation = m.interUtilisation;
+  c.syncSecondsPerEpoch = m.syncSecondsPerEpoch;
+  c.overlapEfficiency = m.overlapEfficiency;
+  c.intraUtilisation = m.intraUtilisation;
+  c.interCongestion = m.interCongestion;
+  return c;
+}
+
 nlohmann::json toJson(const ReplayReport& report, const ReplayOptions& o, const telemetry::RunInfo& run) {
   nlohmann::json modes = nlohmann::json::object();
   for (const ModeResult& m : report.modes) {
@@ -43,7 +58,18 @@ nlohmann::json toJson(const ReplayReport& report, const ReplayOptions& o, const 
                      {"bus_bandwidth_gbs", m.busBandwidthGBs},
                      {"collectives_per_step", m.collectivesPerStep},
                      {"algorithm", m.algorithm},
-                     {"step_time_samples_s", m.stepSamples}};
+                     {"step_time_samples_s", m.stepSamples},
+                     {"seed_table", seedJson(seedColumn(m))},
+                     {"link",
+                      {{"inter_bytes_per_node", m.interBytesPerNode},
+                       {"intra_bytes_per_node", m.intraBytesPerNode},
+                       {"modelled_share", m.modelledShare}}}};
+    if (o.linkOverhead) {
+      modes[m.mode]["link_accounting_off"] = {
+          {"step_time_s", m.stepSecondsAccountingOff},
+          {"step_time_samples_s", m.stepSamplesAccountingOff},
+          {"overhead", m.stepSecondsAccountingOff > 0 ? m.stepSeconds / m.stepSecondsAccountingOff - 1 : 0.0}};
+    }
   }
   const double c = report.commShareTarget;
   // The share the baseline really had in the timed run (machine load moves
@@ -81,6 +107,12 @@ nlohmann::json toJson(const ReplayReport& report, const ReplayOptions& o, const 
                       : o.overlap.bufferStrategy == BufferStrategy::kSingle ? "single"
                                                                             : "list"},
           {"bucket_view", o.bucketView},
+          {"epoch_samples", o.epochSamples},
+          {"link_bandwidths",
+           {{"intra_bytes_per_s", report.intraBytesPerSecond},
+            {"inter_bytes_per_s", report.interBytesPerSecond},
+            {"source", report.bandwidthSource}}},
+          {"dropped_link_intervals", report.droppedIntervals},
           {"modes", modes}};
 }
 
@@ -108,6 +140,27 @@ void printTable(const ReplayReport& r, const ReplayOptions& o) {
   if (measuredShare > 0 && measuredShare < 1) {
     std::printf("# baseline comm share measured in this run: %.3f -> bound 1/(1-c) = %.3fx\n", measuredShare,
                 1.0 / (1.0 - measuredShare));
+  }
+  std::vector<SeedColumn> columns;
+  for (const ModeResult& m : r.modes) columns.push_back(seedColumn(m));
+  char title[256];
+  std::snprintf(title, sizeof title,
+                "the seed's table, measured (links: intra %.2f GB/s, inter %.3f GB/s from %s; epoch = %.0f samples)",
+                r.intraBytesPerSecond / 1e9, r.interBytesPerSecond / 1e9, r.bandwidthSource.c_str(), o.epochSamples);
+  printSeedTable(columns, title);
+  if (r.droppedIntervals > 0) {
+    std::printf("# warning: %llu inter-node in-flight intervals did not fit the accounting buffer: congestion undercounts\n",
+                static_cast<unsigned long long>(r.droppedIntervals));
+  }
+  for (const ModeResult& m : r.modes) {
+    std::printf("# %s: link bytes per node and step: intra %s, inter %s (%.0f%% modelled from backend/shm calls)\n",
+                m.mode.c_str(), formatBytes(static_cast<std::size_t>(m.intraBytesPerNode)).c_str(),
+                formatBytes(static_cast<std::size_t>(m.interBytesPerNode)).c_str(), m.modelledShare * 100);
+    if (o.linkOverhead && m.stepSecondsAccountingOff > 0) {
+      std::printf("# %s: link accounting on %.2f ms, off %.2f ms per step (median of %zu): overhead %+.2f%%\n",
+                  m.mode.c_str(), m.stepSeconds * 1e3, m.stepSecondsAccountingOff * 1e3,
+                  m.stepSamplesAccountingOff.size(), (m.stepSeconds / m.stepSecondsAccountingOff - 1) * 100);
+    }
   }
   std::fflush(stdout);
 }
@@ -152,6 +205,13 @@ ExtraCommand addReplayCommand(CLI::App& app) {
                   "gradient_as_bucket_view); off: copied into staging buffers")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  cmd->add_option("--topology", o.topologyPath,
+                  "Link bandwidths for the utilisation rows from this `boostcomm topo` file (default: probe now)");
+  cmd->add_option("--epoch-samples", o.epochSamples, "Samples per epoch, all ranks (sync-per-epoch row)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_flag("--link-overhead", o.linkOverhead,
+                "Also run every step with link accounting off (interleaved) and report the overhead");
   cmd->add_flag("--json", cli->json, "Print the JSON (rank 0) instead of the table");
 
   ExtraCommand extra;

@@ -8,11 +8,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
 #include <memory>
 #include <thread>
 
 #include "api/cli_internal.h"
 #include "boostcomm/error.h"
+#include "boostcomm/topology.h"
 #include "cli_util.h"
 #include "replay.h"
 
@@ -80,6 +84,11 @@ struct StepSample {
   double compute = 0;
   double sync = 0;
   double exposed = 0;
+  // Link rows of the step (the same on every rank; see linkRowsOf).
+  executor::LinkRows links;
+  double interBytesPerNode = 0;
+  double intraBytesPerNode = 0;
+  double modelledShare = 0;
 };
 
 class Replayer {
@@ -130,6 +139,7 @@ class Replayer {
 
   StepSample baselineStep(bool withCompute) {
     comm_.barrier();
+    comm_.linkStats(true);  // the step's traffic only
     const auto start = Clock::now();
     if (withCompute) backward(start, [](std::size_t) {});
     const auto computed = Clock::now();
@@ -142,6 +152,7 @@ class Replayer {
                                          telemetry::nowUs() - t0, {{"bytes", v.count * dataTypeSize(v.dtype)}});
     }
     const auto end = Clock::now();
+    links_ = comm_.linkStats(false);
     StepSample s{secondsBetween(start, end), secondsBetween(start, computed), secondsBetween(computed, end),
                  secondsBetween(computed, end)};
     return s;
@@ -149,12 +160,14 @@ class Replayer {
 
   StepSample engineStep(OverlapEngine& engine) {
     comm_.barrier();
+    comm_.linkStats(true);
     const auto start = Clock::now();
     engine.beginBackward();
     backward(start, [&](std::size_t tensor) { engine.markReady(tensor); });
     const auto computed = Clock::now();
     engine.finishBackward();
     const auto end = Clock::now();
+    links_ = comm_.linkStats(false);
     const OverlapStats stats = engine.getOverlapStats();
     return {secondsBetween(start, end), secondsBetween(start, computed), stats.last.commSeconds,
             secondsBetween(computed, end)};
@@ -165,6 +178,40 @@ class Replayer {
     double v[4] = {s.step, s.compute, s.sync, s.exposed};
     comm_.allreduce(ConstView(v, 4, DataType::kFloat64), View(v, 4, DataType::kFloat64), ReduceOp::kMax);
     return {v[0], v[1], v[2], v[3]};
+  }
+
+  // The step's link rows from every rank's snapshot (collective), over the
+  // step's communication phase s.sync (the slowest rank's).
+  void addLinkRows(StepSample& s) {
+    const std::vector<NodeLinkStats> nodes = mergeNodeLinkStats(comm_, links_);
+    std::vector<executor::NodeLinkSample> samples;
+    double modelled = 0, all = 0;
+    double dropped = static_cast<double>(links_.droppedIntervals);
+    comm_.allreduce(ConstView(&dropped, 1, DataType::kFloat64), View(&dropped, 1, DataType::kFloat64), ReduceOp::kSum);
+    droppedIntervals_ += static_cast<std::uint64_t>(dropped);
+    for (const NodeLinkStats& n : nodes) {
+      executor::NodeLinkSample x;
+      x.ranks = n.ranks;
+      x.intraBytes = static_cast<double>(n.intraNode.bytes);
+      x.interBytes = static_cast<double>(n.interNode.bytes);
+      x.interBusySeconds = n.interNode.busySeconds;
+      x.interCongestedSeconds = n.interCongestedSeconds;
+      samples.push_back(x);
+      s.interBytesPerNode += x.interBytes / static_cast<double>(nodes.size());
+      s.intraBytesPerNode += x.intraBytes / static_cast<double>(nodes.size());
+      modelled += static_cast<double>(n.intraNode.modelledBytes + n.interNode.modelledBytes);
+      all += x.intraBytes + x.interBytes;
+    }
+    s.modelledShare = all > 0 ? modelled / all : 0;
+    s.links = executor::linkRows(samples, intraBytesPerSecond_, interBytesPerSecond_, s.sync);
+    if (timeline_) {
+      const double now = telemetry::nowUs();
+      timeline_->counter("link bytes (this rank)", now,
+                         {{"intra", links_.intraNode.bytes}, {"inter", links_.interNode.bytes}});
+      timeline_->counter("link utilisation %", now,
+                         {{"intra", 100 * s.links.intraUtilisation}, {"inter", 100 * s.links.interUtilisation},
+                          {"inter congestion", 100 * s.links.interCongestion}});
+    }
   }
 
   double calibrate() {
@@ -204,11 +251,29 @@ class Replayer {
       if (timeline_) engine::attachTimeline(*engines[m], timeline_);
     }
     std::vector<std::vector<StepSample>> samples(modes.size());
+    std::vector<std::vector<double>> offSteps(modes.size());
     for (int round = 0; round < options_.warmup + options_.steps; ++round) {
       for (std::size_t m = 0; m < modes.size(); ++m) {
         useStrategy(modes[m] == "boosted" ? Strategy::kTopologyAware : Strategy::kFlat);
+        if (options_.linkOverhead) {
+          // The same step with accounting off, before or after the measured
+          // one (alternating by round, so neither always comes first).
+          auto off = [&] {
+            detail::setLinkAccounting(comm_, false);
+            const StepSample o = slowest(engines[m] ? engineStep(*engines[m]) : baselineStep(true));
+            detail::setLinkAccounting(comm_, true);
+            if (round >= options_.warmup) offSteps[m].push_back(o.step);
+          };
+          if (round % 2 == 0) off();
+          roundOff_ = round % 2 != 0 ? off : std::function<void()>{};
+        }
         const double t0 = telemetry::nowUs();
-        const StepSample s = slowest(engines[m] ? engineStep(*engines[m]) : baselineStep(true));
+        StepSample s = slowest(engines[m] ? engineStep(*engines[m]) : baselineStep(true));
+        addLinkRows(s);
+        if (roundOff_) {
+          roundOff_();
+          roundOff_ = {};
+        }
         if (round < options_.warmup) continue;
         samples[m].push_back(s);
         if (timeline_) {
@@ -220,6 +285,8 @@ class Replayer {
     std::vector<ModeResult> results;
     for (std::size_t m = 0; m < modes.size(); ++m) {
       ModeResult r = summarise(modes[m], samples[m]);
+      r.stepSamplesAccountingOff = offSteps[m];
+      r.stepSecondsAccountingOff = median(offSteps[m]);
       useStrategy(modes[m] == "boosted" ? Strategy::kTopologyAware : Strategy::kFlat);
       r.collectivesPerStep = engines[m] ? engines[m]->bucketCount() : model_.tensors.size();
       const std::size_t largest = engines[m] ? std::max(options_.overlap.bucketBytes, model_.largestBytes) : model_.largestBytes;
@@ -239,6 +306,21 @@ class Replayer {
       sync.push_back(s.sync);
       exposed.push_back(s.exposed);
     }
+    std::vector<double> inter, intra, congestion, interBytes, intraBytes, modelled;
+    for (const StepSample& s : samples) {
+      inter.push_back(s.links.interUtilisation);
+      intra.push_back(s.links.intraUtilisation);
+      congestion.push_back(s.links.interCongestion);
+      interBytes.push_back(s.interBytesPerNode);
+      intraBytes.push_back(s.intraBytesPerNode);
+      modelled.push_back(s.modelledShare);
+    }
+    r.interUtilisation = median(inter);
+    r.intraUtilisation = median(intra);
+    r.interCongestion = median(congestion);
+    r.interBytesPerNode = median(interBytes);
+    r.intraBytesPerNode = median(intraBytes);
+    r.modelledShare = median(modelled);
     r.stepSamples = step;
     r.stepSeconds = median(step);
     r.computeSeconds = median(compute);
@@ -248,8 +330,14 @@ class Replayer {
     r.commShare = r.stepSeconds > 0 ? r.exposedSeconds / r.stepSeconds : 0;
     r.throughput = r.stepSeconds > 0 ? options_.batchPerRank * comm_.size() / r.stepSeconds : 0;
     const double n = comm_.size();
+    r.syncSecondsPerEpoch = r.syncSeconds * options_.epochSamples / (static_cast<double>(options_.batchPerRank) * n);
     if (r.syncSeconds > 0 && n > 1) r.busBandwidthGBs = static_cast<double>(model_.bytes) / r.syncSeconds * 2 * (n - 1) / n / 1e9;
     return r;
+  }
+
+  void setBandwidths(double intraBytesPerSecond, double interBytesPerSecond) {
+    intraBytesPerSecond_ = intraBytesPerSecond;
+    interBytesPerSecond_ = interBytesPerSecond;
   }
 
   void finishTimeline() {
@@ -275,6 +363,13 @@ class Replayer {
   Model& model_;
   std::shared_ptr<telemetry::Timeline> timeline_;
   bool singleNode_ = true;
+  double intraBytesPerSecond_ = 0;
+  double interBytesPerSecond_ = 0;
+  LinkStats links_;                 // this rank's, of the last step
+ public:
+  std::uint64_t droppedIntervals_ = 0;  // summed over nodes and steps (the same on every rank)
+ private:
+  std::function<void()> roundOff_;  // linkOverhead: the off step still to run this round
 };
 
 }  // namespace
@@ -293,7 +388,28 @@ ReplayReport runReplay(Communicator& comm, const ReplayOptions& options) {
   report.ranks = comm.size();
   report.commShareTarget = options.commShare;
 
+  // Link bandwidths for the link rows: a `boostcomm topo` file, or probed now.
+  Topology topo;
+  if (!options.topologyPath.empty()) {
+    std::ifstream in(options.topologyPath);
+    if (!in) throw UsageError("--topology: cannot read '" + options.topologyPath + "'");
+    std::stringstream text;
+    text << in.rdbuf();
+    topo = topologyFromJson(text.str());
+    report.bandwidthSource = options.topologyPath;
+  } else {
+    topo = detectTopology(comm);
+    report.bandwidthSource = "probed";
+  }
+  // The rates a stream of messages sees, read from the probes as the
+  // simulator reads them (simulate::clusterFromTopology): a token-bucket
+  // link's fitted bandwidth is its burst rate, several times its real one.
+  const transport::sim::ClusterSpec links = simulate::clusterFromTopology(topo, report.bandwidthSource);
+  report.intraBytesPerSecond = topo.intraNode.measured ? links.intra.bytesPerSecond : 0;
+  report.interBytesPerSecond = topo.interNode.measured ? links.inter.bytesPerSecond : 0;
+
   Replayer replayer(comm, options, model);
+  replayer.setBandwidths(report.intraBytesPerSecond, report.interBytesPerSecond);
   report.computeSeconds = options.computeSeconds;
   if (options.commShare > 0) {
     report.calibratedSyncSeconds = replayer.calibrate();
@@ -307,6 +423,7 @@ ReplayReport runReplay(Communicator& comm, const ReplayOptions& options) {
   }
   for (ModeResult& m : report.modes) m.speedup = baseline && m.stepSeconds > 0 ? baseline->stepSeconds / m.stepSeconds : 0;
   replayer.finishTimeline();
+  report.droppedIntervals = replayer.droppedIntervals_;
   return report;
 }
 

@@ -260,6 +260,9 @@ ExtraCommand addSimulateCommand(CLI::App& app) {
   replay->add_option("--first-bucket", a->firstBucketText, "First (smaller) bucket")->capture_default_str();
   replay->add_option("--modes", a->replay.modes, "baseline, fused, boosted")->delimiter(',');
   replay->add_option("--output", a->replayOutput, "Write the table as JSON");
+  replay->add_option("--epoch-samples", a->replay.epochSamples, "Samples per epoch, all ranks (sync-per-epoch row)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
 
   ExtraCommand extra;
   extra.app = cmd;

@@ -12,6 +12,7 @@
 #include "boostcomm/version.h"
 #include "bench_json.h"
 #include "cli_util.h"
+#include "seed_table.h"
 #include "simulate.h"
 
 namespace boostcomm::tools {
@@ -126,6 +127,20 @@ void writeSimulateJson(const SimulateSweep& sweep, const std::vector<SimulateRec
   if (!out) throw UsageError("--output: cannot write " + o.outputPath);
 }
 
+SeedColumn seedColumn(const simulate::ReplaySimMode& m) {
+  SeedColumn c;
+  c.mode = m.mode;
+  c.throughput = m.throughput;
+  c.speedup = m.speedup;
+  c.commShare = m.commShare;
+  c.interUtilisation = m.interUtilisation;
+  c.syncSecondsPerEpoch = m.syncSecondsPerEpoch;
+  c.overlapEfficiency = m.overlapEfficiency;
+  c.intraUtilisation = m.intraUtilisation;
+  c.interCongestion = m.interCongestion;
+  return c;
+}
+
 void printReplayTable(const transport::sim::ClusterSpec& cluster, const simulate::ReplaySimReport& r,
                       const simulate::ReplaySimOptions& o) {
   std::printf("# simulated replay %s: %zu tensors, %s of gradients, %d ranks (%s)\n", r.model.c_str(), r.tensors,
@@ -146,7 +161,12 @@ void printReplayTable(const transport::sim::ClusterSpec& cluster, const simulate
                 m.throughput, m.speedup, m.commShare, m.syncSeconds * 1e3, m.exposedSeconds * 1e3, m.collectives,
                 m.algorithms.c_str());
   }
-  std::fflush(stdout);
+  std::vector<SeedColumn> columns;
+  for (const simulate::ReplaySimMode& m : r.modes) columns.push_back(seedColumn(m));
+  char title[256];
+  std::snprintf(title, sizeof title, "the seed's table, simulated (links: intra %.2f GB/s, inter %.3f GB/s; epoch = %.0f samples)",
+                cluster.intra.bytesPerSecond / 1e9, cluster.inter.bytesPerSecond / 1e9, o.epochSamples);
+  printSeedTable(columns, title);
 }
 
 void writeReplayJson(const transport::sim::ClusterSpec& cluster, const simulate::ReplaySimReport& r,
@@ -157,7 +177,8 @@ void writeReplayJson(const transport::sim::ClusterSpec& cluster, const simulate:
                      {"speedup", m.speedup},              {"comm_share", m.commShare},
                      {"sync_time_s", m.syncSeconds},      {"exposed_comm_s", m.exposedSeconds},
                      {"compute_time_s", m.computeSeconds}, {"collectives_per_step", m.collectives},
-                     {"algorithms", m.algorithms}};
+                     {"algorithms", m.algorithms},
+                     {"seed_table", seedJson(seedColumn(m))}};
   }
   nlohmann::ordered_json doc = {{"tool", "boostcomm simulate replay"},
                                 {"predicted", true},
@@ -172,6 +193,7 @@ void writeReplayJson(const transport::sim::ClusterSpec& cluster, const simulate:
                                 {"bucket_bytes", o.bucketBytes},
                                 {"first_bucket_bytes", o.firstBucketBytes},
                                 {"compute_time_s", r.computeSeconds},
+                                {"epoch_samples", o.epochSamples},
                                 {"modes", modes}};
   std::ofstream out(path);
   out << doc.dump(2) << '\n';

@@ -6,6 +6,7 @@
 #include "boostcomm/communicator.h"
 #include "boostcomm/error.h"
 #include "boostcomm/gradient_group.h"
+#include "boostcomm/link_stats.h"
 #include "boostcomm/overlap.h"
 #include "boostcomm/topology.h"
 #include "boostcomm/tuning.h"

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "boostcomm/buffer.h"
+#include "boostcomm/link_stats.h"
 #include "boostcomm/store.h"
 #include "boostcomm/types.h"
 #include "boostcomm/work.h"
@@ -203,6 +204,10 @@ class Communicator {
   // One progress sweep over the collectives in flight (never blocks): for
   // callers that do long local work (copies) between launches and waits.
   void progress();
+
+  // Link accounting of this rank (boostcomm/link_stats.h); local, not
+  // collective. reset: the counters restart after the snapshot.
+  LinkStats linkStats(bool reset = false);
 
   // Completes outstanding work, releases buffers and, if boostcomm initialised
   // MPI, finalises it. Any later call throws Error{kFinalized}.

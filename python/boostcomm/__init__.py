@@ -44,6 +44,7 @@ __all__ = [
     "GradientGroup", "collective_fusion", "CollectiveFusion", "OverlapEngine",
     "detect_topology", "configure_comm_strategy", "reduce_scatter_autotune",
     "configure_overlap", "get_overlap_stats", "DistributedOptimizer",
+    "configure_overlap", "get_overlap_stats", "get_link_stats",
     "Error", "InvalidArgumentError", "MismatchError", "TimeoutError", "FinalizedError",
 ]
 
@@ -490,6 +491,20 @@ def get_overlap_stats(reset=False):
         steps, mean = s["steps"], s["mean"]
         return OverlapStats(mean["comm_seconds"] * steps, mean["hidden_seconds"] * steps, "overlap_engine", steps)
     return OverlapStats(0.0, 0.0, "none", 0)
+
+
+def get_link_stats(reset=False, per_node=False):
+    """Bytes and busy time per link level (intra_node, inter_node) of the
+    default communicator (docs/OVERLAP.md, "Link accounting").
+
+    per_node=False: this rank's counters (local). per_node=True: collective,
+    every rank gets a list with one dict per node: its ranks' bytes summed,
+    inter_node busy_seconds = time any of them had an inter-node transfer in
+    flight, congested_seconds = time two or more did. "modelled_bytes" are
+    backend (MPI) and shared-memory calls, counted as the simulator models
+    them; "observed_bytes" are boostcomm's own sends. reset: restart counting."""
+    comm = _default()
+    return comm.node_link_stats(reset) if per_node else comm.link_stats(reset)
 
 
 class OverlapEngine:

@@ -54,6 +54,17 @@ struct PyWork {
   }
 };
 
+py::dict linkLevelDict(const LinkLevelStats& l) {
+  py::dict d;
+  d["bytes"] = l.bytes;
+  d["observed_bytes"] = l.observedBytes;
+  d["modelled_bytes"] = l.modelledBytes;
+  d["messages"] = l.messages;
+  d["collectives"] = l.collectives;
+  d["busy_seconds"] = l.busySeconds;
+  return d;
+}
+
 CallOptions callOptions(const std::optional<std::string>& algorithm) {
   CallOptions options;
   if (algorithm) options.algorithm = *algorithm;
@@ -220,6 +231,35 @@ void bindCommunicator(py::module_& m) {
           py::arg("strategy"), py::arg("intra_algorithm"), py::arg("inter_algorithm"),
           py::arg("collective_algorithm"))
       .def_property_readonly("node_layout", &Communicator::nodeLayout)
+      .def(
+          "link_stats",
+          [](Communicator& c, bool reset) {
+            const LinkStats s = c.linkStats(reset);
+            return py::dict(py::arg("enabled") = s.enabled, py::arg("node") = s.node,
+                            py::arg("intra_node") = linkLevelDict(s.intraNode),
+                            py::arg("inter_node") = linkLevelDict(s.interNode),
+                            py::arg("inter_node_intervals") = s.interNodeIntervalsNs.size(),
+                            py::arg("dropped_intervals") = s.droppedIntervals);
+          },
+          py::arg("reset") = false)
+      .def(
+          "node_link_stats",
+          [](Communicator& c, bool reset) {
+            std::vector<NodeLinkStats> nodes;
+            {
+              py::gil_scoped_release release;
+              nodes = nodeLinkStats(c, reset);
+            }
+            py::list out;
+            for (const NodeLinkStats& n : nodes) {
+              py::dict inter = linkLevelDict(n.interNode);
+              inter["congested_seconds"] = n.interCongestedSeconds;
+              out.append(py::dict(py::arg("node") = n.node, py::arg("ranks") = n.ranks,
+                                  py::arg("intra_node") = linkLevelDict(n.intraNode), py::arg("inter_node") = inter));
+            }
+            return out;
+          },
+          py::arg("reset") = false)
       .def(
           "algorithms",
           [](const Communicator& c, const std::string& coll) {

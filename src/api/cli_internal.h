@@ -18,6 +18,9 @@
 //   telemetry/timeline.h   replay's Chrome-trace timeline
 //   telemetry/run_info.h   the command, host and date the tools write into their JSON
 //   engine/engine_impl.h   engine::attachTimeline: replay traces the overlap engine
+//   executor/link_meter.h  replay's link rows (linkRows, occupancy), the same
+//                          arithmetic as the simulator's; setLinkAccounting
+//                          for its accounting on/off comparison
 //
 // Only tools/ compiles this header; it sits in api/ as the library's one
 // door for its own CLI and is not part of any layer's scope (bc_api's sources
@@ -30,6 +33,7 @@
 #include "core/reduce.h"
 #include "core/tunables.h"
 #include "engine/engine_impl.h"
+#include "executor/link_meter.h"
 #include "models/model_profile.h"
 #include "simulate/cluster_file.h"
 #include "simulate/predict.h"
@@ -37,3 +41,9 @@
 #include "telemetry/run_info.h"
 #include "telemetry/timeline.h"
 #include "transport/sim/sim_cluster.h"
+
+namespace boostcomm { class Communicator; }
+namespace boostcomm::detail {
+// Link accounting on or off for this rank (local; the default is BOOSTCOMM_LINK_STATS).
+void setLinkAccounting(Communicator& comm, bool on);
+}  // namespace boostcomm::detail

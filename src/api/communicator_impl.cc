@@ -99,6 +99,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   } else {
     layout_ = algorithms::layoutFromNodeIds(transport_->nodeIdOfEachRank());
   }
+  links_.configure(layout_, rank_);
   // BOOSTCOMM_TUNING_CACHE and the link probe happen at the first collective
   // call: both are collective, and in-process groups construct their ranks
   // on one thread. Until then a multi-node model uses its default link.
@@ -257,6 +258,16 @@ const AlgorithmInfo& CommunicatorImpl::prepare(const CallArgs& args, const CallO
   return algo;
 }
 
+LinkStats CommunicatorImpl::linkStats(bool reset) {
+  executor::EngineLock lock(*engine_);
+  return links_.snapshot(reset);
+}
+
+void CommunicatorImpl::setLinkAccounting(bool on) {
+  executor::EngineLock lock(*engine_);
+  links_.raw().setEnabled(on);
+}
+
 bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count, const CallOptions& options) {
   // Latency-bound calls (a few hundred ns here) cannot afford a schedule:
   // when one blocking backend call is the whole job, make it straight away.
@@ -272,6 +283,13 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
   status_->recordStart(sequence_, core::Fingerprint::of(args.collective, args.recv.dtype, args.op, args.root, count));
   status_->blocking.store(1, std::memory_order_relaxed);
   BlockingScope blockingScope{status_};
+  executor::LinkMeter* meter = links_.meter();
+  executor::LevelBytes linkBytes{};
+  std::int64_t startNs = 0;
+  if (meter != nullptr) {
+    linkBytes = meter->modelled({args.collective, count, 0, args.root}, executor::kWorldComm, args.recv.dtype);
+    startNs = executor::LinkMeter::nowNs();
+  }
   try {
     switch (args.collective) {
       case Collective::kAllreduce:
@@ -291,6 +309,7 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
     throw;
   }
   status_->recordEnd(sequence_);
+  if (meter != nullptr) meter->collectiveFinished(linkBytes, startNs, executor::LinkMeter::nowNs());
   ++sequence_;
   return true;
 }
@@ -306,6 +325,7 @@ std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs
   binding.recv = args.recv.data;
   binding.subTransports[executor::kIntraComm] = intra_.get();
   binding.subTransports[executor::kInterComm] = inter_.get();
+  binding.meter = links_.meter();
   if (args.list != nullptr) {
     exec->list = *args.list;  // owned by the execution: async callers need not keep it
     binding.list = &exec->list;

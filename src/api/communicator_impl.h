@@ -26,6 +26,7 @@
 #include "algorithms/selection.h"
 #include "algorithms/selection_map.h"
 #include "api/call.h"
+#include "api/link_accounting.h"
 #include "api/online_selection.h"
 #include "api/stall_inspector.h"
 #include "api/schedule_cache.h"
@@ -79,6 +80,10 @@ class CommunicatorImpl {
   // The flight recorder of this rank as JSON (Communicator::flightRecord).
   std::string flightRecord() const { return inspector_->flightJson(); }
   const algorithms::NodeLayout& layout() const { return layout_; }
+  // Link accounting (boostcomm/link_stats.h); call with the lock held.
+  LinkAccounting& links() { return links_; }
+  LinkStats linkStats(bool reset);
+  void setLinkAccounting(bool on);  // local; what replay's on/off comparison toggles
   std::vector<std::string> algorithms(Collective coll) const;
   // What a call of `bytes` without CallOptions::algorithm runs (a lookup in
   // the selection map; throws as the call would for a forced algorithm that
@@ -205,6 +210,7 @@ class CommunicatorImpl {
   algorithms::NodeLayout layout_;
   std::unique_ptr<transport::Transport> intra_;
   std::unique_ptr<transport::Transport> inter_;
+  LinkAccounting links_;
 
   ScheduleCache cache_;
   algorithms::CollectiveSpec spec_;  // reused per call (keeps counts capacity)

@@ -27,6 +27,7 @@ void Execution::start(const Schedule& schedule, const Binding& binding, int tagB
   requests_.assign(n, transport::Request{});
   firstPending_ = 0;
   remaining_ = n;
+  if (binding.meter != nullptr) startNs_.assign(n, 0);
   // Executions are reused: a plain call must not see a list call's staging.
   if (binding.list != nullptr) {
     staged_.assign(n, StagedRange{});
@@ -296,6 +297,23 @@ bool Execution::placeIsNext(const Step& step) const {
 
 void Execution::markIssued(const Step& step) { ++lanes_[issueLane(step.kind)][step.comm]->issued; }
 
+void Execution::meterStart(std::size_t index) {
+  const Step& s = schedule_->steps()[index];
+  if (s.kind == StepKind::kSend || s.kind == StepKind::kNative || s.kind == StepKind::kShm) {
+    startNs_[index] = LinkMeter::nowNs();
+  }
+}
+
+void Execution::meterFinish(std::size_t index) {
+  const Step& s = schedule_->steps()[index];
+  LinkMeter& m = *binding_.meter;
+  if (s.kind == StepKind::kSend) {
+    m.sendFinished(m.levelOf(s.comm, s.peer), s.bytes, startNs_[index], LinkMeter::nowNs());
+  } else if (s.kind == StepKind::kNative || s.kind == StepKind::kShm) {
+    m.collectiveFinished(m.modelled(s.native, s.comm, schedule_->dtype()), startNs_[index], LinkMeter::nowNs());
+  }
+}
+
 bool Execution::progress(transport::Transport& transport, IssueLedger& ledger, bool* anyAdvance) {
   if (!placed_) takePlaces(transport, ledger);
   const auto& steps = schedule_->steps();
@@ -318,10 +336,12 @@ bool Execution::progress(transport::Transport& transport, IssueLedger& ledger, b
         st = State::kRunning;
         any = true;
         if (ordered) markIssued(steps[i]);
+        if (binding_.meter != nullptr) meterStart(i);
         finished = startStep(i, transport);
       }
       if (finished) {
         finishStep(i);
+        if (binding_.meter != nullptr) meterFinish(i);
         st = State::kDone;
         --remaining_;
         advanced = true;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/segment_list.h"
+#include "executor/link_meter.h"
 #include "executor/schedule.h"
 #include "transport/transport.h"
 
@@ -36,6 +37,8 @@ struct Binding {
   // steps: one run per piece; shm allreduce: the engine copies in and out of
   // the segments; other backend collectives: through a staging copy).
   const core::SegmentList* list = nullptr;
+  // Link accounting (executor/link_meter.h); null when off.
+  LinkMeter* meter = nullptr;
 };
 
 // Issue order of collective steps across the executions in flight.
@@ -118,6 +121,9 @@ class Execution {
   // kNative / kShm: whether the step's place is next in its lane.
   bool placeIsNext(const Step& step) const;
   void markIssued(const Step& step);
+  // Link accounting of step `index` as it starts / finishes (binding_.meter set).
+  void meterStart(std::size_t index);
+  void meterFinish(std::size_t index);
 
   const Schedule* schedule_ = nullptr;
   Binding binding_;
@@ -132,6 +138,7 @@ class Execution {
   std::vector<StagedRange> staged_;  // per step, list-bound calls only
   std::vector<char> staging_;        // capacity kept across calls
   std::vector<core::Piece> pieces_;  // posting scratch
+  std::vector<std::int64_t> startNs_;  // per step, when a meter is bound
   std::size_t firstPending_ = 0;
   std::size_t remaining_ = 0;
   bool placed_ = false;

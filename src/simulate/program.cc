@@ -50,19 +50,6 @@ std::size_t nativeTemporaryBytes(Collective collective, std::size_t bytes) {
   return bytes >= core::kFreshAllocationBytes ? bytes : 0;
 }
 
-const char* nativeModelOf(Collective collective, std::size_t bytes, int ranks) {
-  switch (collective) {
-    case Collective::kAllreduce:
-      if (bytes < (std::size_t{64} << 10)) return "rd";
-      return ranks < 4 ? "rhd" : "ring";
-    case Collective::kAllgather: return "ring";
-    case Collective::kBroadcast: return "binomial";
-    case Collective::kReduceScatter: return "ring";
-    case Collective::kBarrier: return "dissemination";
-  }
-  return "ring";
-}
-
 // How one schedule's steps land in the program: what its send / recv /
 // scratch offsets 0 stand for, which communicator a nested schedule runs on,
 // and what its dependency-free steps wait for.

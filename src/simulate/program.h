@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/native_model.h"
 #include "algorithms/spec.h"
 #include "executor/schedule.h"
 
@@ -60,18 +61,12 @@ struct RankPlace {
   int commSize(std::uint8_t comm) const;
 };
 
-// The algorithm a backend collective is modelled as, for a payload of
-// `bytes` on `ranks` ranks: Open MPI 4.1's fixed decision rules (coll/tuned),
-// simplified to their main regimes. Allreduce: recursive doubling below
-// 64 KiB, Rabenseifner on fewer than 4 ranks from 64 KiB, ring otherwise
-// (the real rules switch at thresholds that vary with the rank count).
-// Allgather and reduce-scatter: ring. Broadcast: binomial. Barrier:
-// dissemination. A backend that is not Open MPI (NCCL's rings and trees,
-// MPICH) is a different model; docs/SIMULATOR.md lists this as a limit.
+// The algorithm a backend collective is modelled as: algorithms::nativeModelOf
+// (algorithms/native_model.h), Open MPI 4.1's fixed decision rules simplified.
 // Bytes of fresh memory the backend's own collective writes per call: the
 // allreduce temporary from core::kFreshAllocationBytes (core/backend_facts.h).
 std::size_t nativeTemporaryBytes(Collective collective, std::size_t bytes);
-const char* nativeModelOf(Collective collective, std::size_t bytes, int ranks);
+using algorithms::nativeModelOf;
 
 class RankProgram {
  public:

@@ -1,9 +1,11 @@
 #include "simulate/replay_sim.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "core/check.h"
+#include "executor/link_meter.h"
 #include "planner/bucketing.h"
 #include "simulate/predict.h"
 #include "simulate/simulator.h"
@@ -22,6 +24,7 @@ struct Sync {
 struct ModeRun {
   double endSeconds = 0;
   double syncSeconds = 0;
+  std::vector<transport::sim::NodeLinkLog> links;
   std::map<std::string, int> algorithms;
 };
 
@@ -34,6 +37,7 @@ class Replay {
   // as DDP and the OverlapEngine issue them), each no earlier than its data.
   ModeRun run(const std::vector<Sync>& syncs, bool tuned) {
     Simulation sim(cluster_);
+    sim.setRecordLinks(true);
     std::vector<std::string> names;
     ModeRun out;
     for (std::size_t i = 0; i < syncs.size(); ++i) {
@@ -52,6 +56,7 @@ class Replay {
       out.syncSeconds += r.jobEndSeconds[i] - std::max(r.jobStartSeconds[i], busyUntil);
       busyUntil = r.jobEndSeconds[i];
     }
+    out.links = r.links;
     return out;
   }
 
@@ -80,6 +85,26 @@ class Replay {
   ReplaySimOptions options_;
   std::map<std::size_t, std::string> best_;
 };
+
+executor::LinkRows linkRowsOf(const transport::sim::ClusterSpec& cluster, const ModeRun& run) {
+  std::vector<executor::NodeLinkSample> nodes;
+  for (const transport::sim::NodeLinkLog& log : run.links) {
+    executor::NodeLinkSample n;
+    n.ranks = cluster.ranksPerNode;
+    n.intraBytes = static_cast<double>(log.intraBytes);
+    n.interBytes = static_cast<double>(log.interBytes);
+    std::vector<executor::LinkInterval> ns;
+    ns.reserve(log.interIntervals.size());
+    for (const auto& [a, b] : log.interIntervals) {
+      ns.emplace_back(std::llround(a * 1e9), std::llround(b * 1e9));
+    }
+    const executor::IntervalOccupancy o = executor::occupancy(std::move(ns));
+    n.interBusySeconds = o.busySeconds;
+    n.interCongestedSeconds = o.congestedSeconds;
+    nodes.push_back(n);
+  }
+  return executor::linkRows(nodes, cluster.intra.bytesPerSecond, cluster.inter.bytesPerSecond, run.syncSeconds);
+}
 
 std::string describeAlgorithms(const std::map<std::string, int>& counts) {
   std::string out;
@@ -161,6 +186,13 @@ ReplaySimReport simulateReplay(const transport::sim::ClusterSpec& cluster, const
     m.exposedSeconds = m.stepSeconds - compute;
     m.throughput = m.stepSeconds > 0 ? options.batchPerRank * cluster.ranks() / m.stepSeconds : 0;
     m.commShare = m.stepSeconds > 0 ? m.exposedSeconds / m.stepSeconds : 0;
+    m.overlapEfficiency = m.syncSeconds > 0 ? std::clamp((m.syncSeconds - m.exposedSeconds) / m.syncSeconds, 0.0, 1.0) : 0;
+    const double stepsPerEpoch = options.epochSamples / (static_cast<double>(options.batchPerRank) * cluster.ranks());
+    m.syncSecondsPerEpoch = m.syncSeconds * stepsPerEpoch;
+    const executor::LinkRows rows = linkRowsOf(cluster, run);
+    m.interUtilisation = rows.interUtilisation;
+    m.intraUtilisation = rows.intraUtilisation;
+    m.interCongestion = rows.interCongestion;
     m.collectives = mode == "baseline" ? n : plan.buckets.size();
     m.algorithms = describeAlgorithms(run.algorithms);
     if (mode == "baseline") baselineStep = m.stepSeconds;

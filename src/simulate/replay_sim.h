@@ -39,6 +39,7 @@ struct ReplaySimOptions {
   std::size_t chunkBytes = std::size_t{1} << 20;  // BOOSTCOMM_RING_CHUNK_BYTES default
   int maxChunks = 64;
   std::vector<std::string> modes = {"baseline", "fused", "boosted"};
+  double epochSamples = 1281167;  // samples per epoch, all ranks (ImageNet-1k train set)
 };
 
 struct ReplaySimMode {
@@ -50,6 +51,13 @@ struct ReplaySimMode {
   double throughput = 0;      // samples/s over all ranks
   double speedup = 0;         // baseline step / this step
   double commShare = 0;       // exposed / step
+  double overlapEfficiency = 0;     // (sync - exposed) / sync
+  double syncSecondsPerEpoch = 0;   // syncSeconds x steps per epoch
+  // From the simulator's link accounting (executor::linkRows over
+  // transport::sim::NodeLinkLog); commSeconds = syncSeconds.
+  double interUtilisation = 0;
+  double intraUtilisation = 0;
+  double interCongestion = 0;
   std::size_t collectives = 0;
   std::string algorithms;     // e.g. "native(rhd)" or "hier x3, ring x1"
 };

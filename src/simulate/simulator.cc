@@ -122,7 +122,12 @@ class MatchTable {
 }  // namespace
 
 struct Simulation::Engine {
-  Engine(const Simulation& sim) : sim_(sim), network_(sim.cluster_) {}
+  Engine(const Simulation& sim) : sim_(sim), network_(sim.cluster_) {
+    if (sim.recordLinks_) {
+      network_.setRecordLinks(true);
+      network_.reset();
+    }
+  }
 
   const Simulation& sim_;
   transport::sim::Network network_;
@@ -354,6 +359,7 @@ struct Simulation::Engine {
     result_.seconds = now;
     for (double& s : result_.jobStartSeconds) s = std::min(s, now);
     result_.network = network_.stats();
+    result_.links = network_.links();
     return result_;
   }
 };

@@ -48,6 +48,7 @@ struct SimResult {
   std::vector<double> jobEndSeconds;    // per job: latest finish over ranks
   std::uint64_t ops = 0;
   transport::sim::NetworkStats network;
+  std::vector<transport::sim::NodeLinkLog> links;  // per node, with Simulation::setRecordLinks
 };
 
 class Simulation {
@@ -62,6 +63,8 @@ class Simulation {
   // Data mode for `job`: rank's buffers, laid out as for the real call.
   // A job must be bound on every rank or on none.
   void bind(int job, int rank, const void* send, void* recv);
+  // Keep per-node link logs in SimResult::links (transport/sim/sim_network.h).
+  void setRecordLinks(bool on) { recordLinks_ = on; }
   // Runs every job once; may be called again (starts from time 0).
   SimResult run();
 
@@ -74,6 +77,7 @@ class Simulation {
   algorithms::CollectiveSpec specFor(const JobSpec& job, int rank) const;
 
   transport::sim::ClusterSpec cluster_;
+  bool recordLinks_ = false;
   std::unique_ptr<struct algorithms::NodeLayout> layout_;
   std::vector<JobSpec> jobs_;
   struct Bound {

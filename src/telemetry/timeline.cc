@@ -133,6 +133,16 @@ void Timeline::complete(std::string_view name, std::string_view category, int ti
   if (buffer_.size() >= options_.flushBytes) flushLocked();
 }
 
+void Timeline::counter(std::string_view name, double tsUs, nlohmann::json values) {
+  nlohmann::json e = {{"name", name}, {"ph", "C"}, {"pid", options_.pid}, {"ts", tsUs}, {"args", std::move(values)}};
+  std::lock_guard lock(mutex_);
+  if (file_ == nullptr) return;
+  if (eventsInFile_ >= options_.maxEvents / 2 + metadata_.size()) rotateLocked();
+  appendLocked(e);
+  ++totalEvents_;
+  if (buffer_.size() >= options_.flushBytes) flushLocked();
+}
+
 void Timeline::flush() {
   std::lock_guard lock(mutex_);
   flushLocked();

@@ -69,6 +69,9 @@ class Timeline {
   // A complete event ("ph":"X"): [startUs, startUs + durationUs) on thread tid.
   void complete(std::string_view name, std::string_view category, int tid, double startUs, double durationUs,
                 nlohmann::json args = nullptr);
+  // A counter event ("ph":"C"): viewers draw each numeric field of `values`
+  // as a track named `name` (e.g. link bytes per level per step).
+  void counter(std::string_view name, double tsUs, nlohmann::json values);
   void flush();
   void close();  // writes the closing "]"; idempotent
   const std::string& path() const { return options_.path; }

@@ -403,3 +403,26 @@ def test_overlap_engine_bucket_view_torch(comm):
         np.testing.assert_array_equal(view.double().flatten().numpy(), want)
     with pytest.raises(boostcomm.InvalidArgumentError, match="out of range"):
         engine.tensor_view(len(passed))
+
+
+def test_link_stats(comm):
+    # A ring allreduce of n floats: every rank sends 2 (size-1)/size of the
+    # payload (its own sends, observed); all ranks of this job share one node
+    # unless a layout is declared, so the bytes are split by the node layout.
+    boostcomm.barrier()
+    boostcomm.get_link_stats(reset=True)
+    n = 100000
+    x = np.ones(n, dtype=np.float32)
+    boostcomm.all_reduce(x, algorithm="ring")
+    mine = boostcomm.get_link_stats()
+    assert mine["enabled"]
+    sent = mine["intra_node"]["observed_bytes"] + mine["inter_node"]["observed_bytes"]
+    assert sent == 2 * (comm.size - 1) * n * 4 // comm.size
+    assert mine["intra_node"]["modelled_bytes"] + mine["inter_node"]["modelled_bytes"] == 0
+    assert mine["intra_node"]["busy_seconds"] + mine["inter_node"]["busy_seconds"] > 0
+    nodes = boostcomm.get_link_stats(per_node=True, reset=True)
+    assert sum(node["ranks"] for node in nodes) == comm.size
+    total = sum(node["intra_node"]["bytes"] + node["inter_node"]["bytes"] for node in nodes)
+    assert total == comm.size * sent
+    for node in nodes:
+        assert 0 <= node["inter_node"]["congested_seconds"] <= node["inter_node"]["busy_seconds"]

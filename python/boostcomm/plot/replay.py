@@ -33,6 +33,11 @@ def read(source):
                               "overlap_efficiency")}
         values["hidden_s"] = max(0.0, values["sync_time_s"] - values["exposed_comm_s"])
         values["algorithm"] = m.get("algorithm", "") if isinstance(m.get("algorithm"), str) else ""
+        # Link rows (files from before link accounting have none).
+        seed = m.get("seed_table") if isinstance(m.get("seed_table"), dict) else {}
+        values["links"] = {key: number(source, seed, key, where + ".seed_table")
+                           for key in ("inter_node_utilisation", "intra_node_utilisation", "inter_node_congestion")
+                           if key in seed}
         rows.append((name, values))
     meta = doc.get("meta") if isinstance(doc.get("meta"), dict) else {}
     return {"meta": meta, "model": str(doc.get("model", "?")), "ranks": doc.get("ranks", "?"), "modes": rows}
@@ -67,6 +72,10 @@ def draw(sources):
         text = f"{v['speedup']:.2f}x\noverlap {100 * v['overlap_efficiency']:.0f}%"
         if v["algorithm"]:
             text += f"\n{v['algorithm']}"
+        links = v.get("links", {})
+        if "inter_node_utilisation" in links and "inter_node_congestion" in links:
+            text += (f"\ninter link {100 * links['inter_node_utilisation']:.0f}%, "
+                     f"congested {100 * links['inter_node_congestion']:.0f}%")
         ax.text(x, max(height, v["step_time_s"] * 1e3) + 0.02 * top, text, ha="center", va="bottom", fontsize=8)
     ax.set_xticks(xs)
     ax.set_xticklabels([label for label, _ in bars])

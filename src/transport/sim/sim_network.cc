@@ -20,6 +20,7 @@ void Network::reset() {
   bus_.assign(nodes, Resource{0, cluster_.nodeBusBytesPerSecond});
   memoryBus_.assign(nodes, Timeline{});
   stats_ = NetworkStats{};
+  links_.assign(recordLinks_ ? nodes : 0, NodeLinkLog{});
 }
 
 double Network::Timeline::book(double earliest, double seconds, double now) {
@@ -62,9 +63,15 @@ double Network::transfer(int src, int dst, std::size_t bytes, double now, double
     const double seconds = cluster_.inter.seconds(static_cast<double>(bytes));
     const double busy = std::max(0.0, seconds - cluster_.inter.latencySeconds);
     const double busySeconds[] = {busy, busy};
-    return reserve(path, busySeconds, 2, seconds, now);
+    const double arrival = reserve(path, busySeconds, 2, seconds, now);
+    if (recordLinks_) {
+      links_[ns].interBytes += bytes;
+      links_[ns].interIntervals.emplace_back(now, arrival);
+    }
+    return arrival;
   }
   stats_.intraBytes += bytes;
+  if (recordLinks_) links_[ns].intraBytes += bytes;
   const bool bus = cluster_.nodeBusBytesPerSecond > 0;
   if (!cluster_.intraCopyOnCpu) {
     // A device link: the ports, and a shared switch/bus if there is one.

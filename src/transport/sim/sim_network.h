@@ -51,6 +51,16 @@ struct NetworkStats {
   std::uint64_t localBytes = 0;  // moved by local copy/reduce steps
 };
 
+// Link accounting per node (Network::setRecordLinks), the simulator's side of
+// executor/link_meter.h: bytes its ranks sent per level, and each inter-node
+// message's in-flight interval [ready to move, arrival) in virtual seconds,
+// from which congestion (two or more at once on the node's NIC) is computed.
+struct NodeLinkLog {
+  std::uint64_t intraBytes = 0;
+  std::uint64_t interBytes = 0;
+  std::vector<std::pair<double, double>> interIntervals;
+};
+
 class Network {
  public:
   explicit Network(const ClusterSpec& cluster);
@@ -71,6 +81,9 @@ class Network {
 
   const NetworkStats& stats() const { return stats_; }
   void reset();
+  // Keep per-node link logs (off by default: memory grows with the messages).
+  void setRecordLinks(bool on) { recordLinks_ = on; }
+  const std::vector<NodeLinkLog>& links() const { return links_; }
 
  private:
   struct Resource {
@@ -100,6 +113,8 @@ class Network {
   std::vector<Resource> nicOut_, nicIn_, bus_;    // per node (bus_: device links)
   std::vector<Timeline> memoryBus_;                // per node, host processes
   NetworkStats stats_;
+  bool recordLinks_ = false;
+  std::vector<NodeLinkLog> links_;  // per node, when recordLinks_
 };
 
 }  // namespace boostcomm::transport::sim

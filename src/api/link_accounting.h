@@ -1,0 +1,35 @@
+// A communicator's link accounting (boostcomm/link_stats.h): the executor's
+// LinkMeter plus the per-call model of backend collectives, cached by call
+// shape (a schedule build per new shape, a map lookup after).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+#include "algorithms/node_layout.h"
+#include "boostcomm/link_stats.h"
+#include "executor/link_meter.h"
+
+namespace boostcomm::detail {
+
+class LinkAccounting {
+ public:
+  // Reads BOOSTCOMM_LINK_STATS. layout must outlive this object.
+  void configure(const algorithms::NodeLayout& layout, int rank);
+  // What a Binding carries: null when accounting is off.
+  executor::LinkMeter* meter() { return meter_.enabled() ? &meter_ : nullptr; }
+  executor::LinkMeter& raw() { return meter_; }
+  LinkStats snapshot(bool reset);
+
+ private:
+  executor::LevelBytes model(const executor::NativeCall& call, int comm, DataType dtype);
+  using Key = std::tuple<int, std::size_t, int, int, int>;  // collective, count, dtype, root, comm
+  executor::LinkMeter meter_;
+  const algorithms::NodeLayout* layout_ = nullptr;
+  int rank_ = 0;
+  std::map<Key, executor::LevelBytes> cache_;
+};
+
+}  // namespace boostcomm::detail
