@@ -55,6 +55,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   strategy.strategy = *parseStrategy(core::tunableEnum(core::kTunableStrategy));
   strategy.interAlgorithm = core::tunableEnum(core::kTunableHierInterAlgo);
   strategy.intraAlgorithm = core::tunableEnum(core::kTunableHierIntraAlgo);
+  wire_ = *parseWireFormat(core::tunableEnum(core::kTunableWireDtype));
   configureStrategy(strategy);
   // Node layout: declared (tests, emulation) or detected (collective call).
   if (auto declared = topology::layoutOverrideFromEnv(size_, rank_)) {
@@ -146,17 +147,18 @@ std::shared_ptr<const executor::Schedule> CommunicatorImpl::schedule(const Algor
 }
 
 void CommunicatorImpl::checkConsistency(const CollectiveSpec& spec) {
-  // (collective, dtype, op, root, count) from every rank, compared everywhere:
-  // a mismatch becomes an error on all ranks instead of a hang.
-  constexpr int kFields = 5;
+  // (collective, dtype, op, root, count, wire format) from every rank,
+  // compared everywhere: a mismatch becomes an error on all ranks instead of a hang.
+  constexpr int kFields = 6;
   const long long mine[kFields] = {static_cast<int>(spec.collective), static_cast<int>(spec.dtype),
-                                   static_cast<int>(spec.op), spec.root, static_cast<long long>(spec.count)};
+                                   static_cast<int>(spec.op), spec.root, static_cast<long long>(spec.count),
+                                   static_cast<int>(spec.wire)};
   std::vector<long long> all(static_cast<std::size_t>(kFields * size_));
   std::vector<int> counts(static_cast<std::size_t>(size_), kFields);
   std::vector<int> displs(static_cast<std::size_t>(size_));
   for (int i = 0; i < size_; ++i) displs[static_cast<std::size_t>(i)] = i * kFields;
   transport_->nativeAllgatherv(mine, kFields, all.data(), counts.data(), displs.data(), DataType::kInt64, nullptr);
-  static const char* kNames[kFields] = {"collective", "dtype", "op", "root", "count"};
+  static const char* kNames[kFields] = {"collective", "dtype", "op", "root", "count", "wire format"};
   for (int r = 0; r < size_; ++r) {
     for (int f = 0; f < kFields; ++f) {
       if (f == 3 && spec.collective != Collective::kBroadcast) continue;
@@ -188,6 +190,7 @@ const AlgorithmInfo& CommunicatorImpl::prepare(const CallArgs& args, const CallO
   } else {
     spec.intraSharedMemory = false;
   }
+  spec.wire = resolveWire(spec, algo, options);
   if (checkConsistency_) checkConsistency(spec);
   return algo;
 }
@@ -264,7 +267,10 @@ std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs
   // hier) would stall the schedule's other steps, so only native-only
   // schedules use it; the schedule's shape is the same on every rank.
   const bool blockingNative = blocking && !deadlineFor(options).has_value() && sched->nativeOnly();
-  if (work) work->algorithm = algo.name;
+  if (work) {
+    work->algorithm = algo.name;
+    work->wire = spec.wire;
+  }
   // A failure while the in-flight cap progresses older operations fails the
   // engine itself (as every engine progress does).
   return engine_->launch(std::move(exec), std::move(sched), binding, sequence, tagBase, blockingNative,
@@ -279,7 +285,8 @@ bool CommunicatorImpl::tryFastAllreduce(const CallArgs& args, const CallOptions&
   // What validation would check, and an explicit algorithm (above the map).
   if (args.collective != Collective::kAllreduce || dtype >= kNumDataTypes || op >= kNumReduceOps ||
       send.dtype != recv.dtype || send.count != recv.count || recv.count == 0 || send.data == nullptr ||
-      recv.data == nullptr || !options.algorithm.empty() || finalized_ || engine_->failure()) {
+      recv.data == nullptr || !options.algorithm.empty() || options.wire.has_value() || finalized_ ||
+      engine_->failure()) {
     return false;
   }
   const std::size_t bytes = recv.count * dataTypeSize(recv.dtype);

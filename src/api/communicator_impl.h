@@ -71,6 +71,10 @@ class CommunicatorImpl {
   void useProgressThread();
 
   void configureStrategy(const CommStrategy& strategy);
+  // Wire formats (communicator_wire.cc).
+  void setWireFormat(WireFormat wire);
+  WireFormat wireFormat() const;
+  WireFormat wireFormatOf(std::size_t bytes, DataType dtype, const CallOptions& options) const;
   const algorithms::NodeLayout& layout() const { return layout_; }
   std::vector<std::string> algorithms(Collective coll) const;
   // What a call of `bytes` without CallOptions::algorithm runs (a lookup in
@@ -141,8 +145,16 @@ class CommunicatorImpl {
   // reads BOOSTCOMM_TUNING_CACHE and learns the link facts of a multi-node
   // layout (tuning/link_facts.h), rebuilding the selection from them.
   void firstCallSetup();
-  bool firstCallPending() const { return tuningFromEnvPending_ || linkFactsPending_; }
+  bool firstCallPending() const { return tuningFromEnvPending_ || linkFactsPending_ || wireAgreementPending_; }
   void installTuned(std::shared_ptr<const tuning::TunedSelection> tuned);
+  // The wire format `spec` runs with under `algo` (kOff, kBf16, kFp16);
+  // throws kInvalidArgument for an explicit CallOptions::wire it cannot honour.
+  WireFormat resolveWire(const algorithms::CollectiveSpec& spec, const algorithms::AlgorithmInfo& algo,
+                         const CallOptions& options) const;
+  // kAuto: whether the cost model predicts the 16-bit wire faster for `algo`.
+  WireFormat autoWire(const algorithms::CollectiveSpec& spec, const algorithms::AlgorithmInfo& algo) const;
+  // Compares `wire` across ranks (collective); kMismatch on every rank if they differ.
+  void agreeOnWire(WireFormat wire, const char* what);
   // Splits the intra-node and inter-node communicators on first use (collective).
   void ensureSubCommunicators();
 
@@ -177,6 +189,9 @@ class CommunicatorImpl {
   bool tuningFromEnvPending_ = false;  // BOOSTCOMM_TUNING_CACHE not read yet
   bool linkFactsPending_ = false;      // several nodes: the link not probed yet
   tuning::LinkFacts linkFacts_;        // the model's inputs beyond the layout
+  WireFormat wire_ = WireFormat::kOff;  // BOOSTCOMM_WIRE_DTYPE or setWireFormat
+  bool wireAgreementPending_ = true;    // BOOSTCOMM_WIRE_DTYPE not compared across ranks yet
+  tuning::CostParams modelParams_;      // several nodes: what model_ was built from (autoWire)
   // Several nodes: the cost model's choice (the "model" layer), rebuilt with
   // the selection; null on one node.
   std::shared_ptr<const tuning::ModelSelection> model_;
@@ -200,6 +215,7 @@ class CommunicatorImpl {
 class WorkState : public executor::OpState {
  public:
   CommunicatorImpl* comm = nullptr;
+  WireFormat wire = WireFormat::kOff;  // the call's resolved wire format
 };
 
 }  // namespace boostcomm::detail

@@ -71,6 +71,7 @@ void CommunicatorImpl::rebuildSelection() {
     tuning::CostParams params = tuning::paramsFor(size_, layout_.nodeSizes(), linkFacts_.coresPerNode, sharedMemory_,
                                                   LinkModel{}, linkFacts_.inter);
     params.chunkBytes = chunkBytes_;
+    modelParams_ = params;
     model_ = std::make_shared<tuning::ModelSelection>(params, probe, strategy_ != Strategy::kFlat);
   }
   for (int c = 0; c < kNumCollectives; ++c) {
@@ -151,6 +152,10 @@ const AlgorithmInfo* CommunicatorImpl::onlineChoice(const CollectiveSpec& spec, 
 }
 
 void CommunicatorImpl::firstCallSetup() {
+  if (wireAgreementPending_) {
+    wireAgreementPending_ = false;
+    agreeOnWire(wire_, "BOOSTCOMM_WIRE_DTYPE");
+  }
   if (tuningFromEnvPending_) loadTuningFromEnv();
   if (linkFactsPending_) {
     linkFactsPending_ = false;
