@@ -52,12 +52,12 @@ constexpr double kScheduleCallUs = 1.0;
 constexpr double kShmSyncUs = 0.5;
 constexpr std::size_t kShmChunkBytes = std::size_t{256} << 10;
 // Wire formats (core/wire.h): float32 bytes per us one thread encodes or
-// decodes (scalar integer conversions; measured by test_wire's throughput
+// decodes (AVX2/F16C where present, measured by test_wire's throughput
 // line on these 2-vCPU hosts: see docs/PERFORMANCE.md). Not overlapped with
 // the link in the model (conservative: auto compresses only where the link
 // saving clearly exceeds it).
-constexpr double kWireBf16ConvertGBps = 2.0;
-constexpr double kWireFp16ConvertGBps = 0.8;
+constexpr double kWireBf16ConvertGBps = 8.0;
+constexpr double kWireFp16ConvertGBps = 2.5;
 // A 256 KiB chunk is copied in, reduced and copied out while it sits in L2,
 // so the engine's copies run near the top of the 9-18 GB/s single-thread
 // range, and its reductions at ~2/3 of that (docs/PERF_SHM.md: 1.5-1.8x
