@@ -287,6 +287,7 @@ class Sweep {
         case Collective::kReduceScatter: mpi_.reduceScatter(send_.get(), recv_.get(), plan.countPerRank); break;
         case Collective::kBarrier: break;
       }
+      if (ranWire != nullptr) *ranWire = "off";
       return kAlgoMpi;
     }
     CallOptions options;

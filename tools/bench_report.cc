@@ -31,7 +31,10 @@ std::string opName(const BenchMeta& meta) { return opName(meta.options); }
 std::string algoLabel(const BenchRecord& r) {
   const std::string name = algoPart(r.algorithm);
   const std::string base = name == kAlgoSelected ? "selected:" + r.ranAlgorithm : name;
-  return r.wire.empty() ? base : base + "+" + r.ranWire;  // the format the payload travelled as
+  // NAME+WIRE as requested, "=RAN" when the payload travelled otherwise (auto resolved, or an
+  // algorithm that cannot carry the format).
+  if (r.wire.empty()) return base;
+  return base + "+" + r.wire + (r.ranWire == r.wire ? "" : "=" + r.ranWire);
 }
 
 }  // namespace
