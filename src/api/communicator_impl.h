@@ -145,7 +145,7 @@ class CommunicatorImpl {
   // reads BOOSTCOMM_TUNING_CACHE and learns the link facts of a multi-node
   // layout (tuning/link_facts.h), rebuilding the selection from them.
   void firstCallSetup();
-  bool firstCallPending() const { return tuningFromEnvPending_ || linkFactsPending_ || wireAgreementPending_; }
+  bool firstCallPending() const { return tuningFromEnvPending_ || linkFactsPending_; }
   void installTuned(std::shared_ptr<const tuning::TunedSelection> tuned);
   // The wire format `spec` runs with under `algo` (kOff, kBf16, kFp16);
   // throws kInvalidArgument for an explicit CallOptions::wire it cannot honour.
@@ -190,7 +190,6 @@ class CommunicatorImpl {
   bool linkFactsPending_ = false;      // several nodes: the link not probed yet
   tuning::LinkFacts linkFacts_;        // the model's inputs beyond the layout
   WireFormat wire_ = WireFormat::kOff;  // BOOSTCOMM_WIRE_DTYPE or setWireFormat
-  bool wireAgreementPending_ = true;    // BOOSTCOMM_WIRE_DTYPE not compared across ranks yet
   tuning::CostParams modelParams_;      // several nodes: what model_ was built from (autoWire)
   // Several nodes: the cost model's choice (the "model" layer), rebuilt with
   // the selection; null on one node.

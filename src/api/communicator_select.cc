@@ -152,10 +152,6 @@ const AlgorithmInfo* CommunicatorImpl::onlineChoice(const CollectiveSpec& spec, 
 }
 
 void CommunicatorImpl::firstCallSetup() {
-  if (wireAgreementPending_) {
-    wireAgreementPending_ = false;
-    agreeOnWire(wire_, "BOOSTCOMM_WIRE_DTYPE");
-  }
   if (tuningFromEnvPending_) loadTuningFromEnv();
   if (linkFactsPending_) {
     linkFactsPending_ = false;

@@ -8,8 +8,12 @@
 // be honoured is an error (the caller asked for exactly that call). kAuto
 // asks the cost model: 16-bit only on several nodes and only where halving
 // the link bytes saves more than the conversions cost, so one host never
-// compresses. The communicator-wide format is compared across ranks (at the
-// first call, and by setWireFormat): a disagreement is kMismatch on every rank.
+// compresses. setWireFormat compares the value across ranks (kMismatch on
+// every rank). BOOSTCOMM_WIRE_DTYPE is not exchanged on its own: a blocking
+// exchange at the first call would hang (not time out) a call that only some
+// ranks make, and a communicator's first call may be any one. Like every
+// collective argument, the resolved format of each call is compared by
+// BOOSTCOMM_CHECK_CONSISTENCY=1.
 #include <vector>
 
 #include "api/communicator_impl.h"
@@ -52,7 +56,6 @@ void CommunicatorImpl::setWireFormat(WireFormat wire) {
   engine_->drain(deadlineFor({}), "setWireFormat", rank_);
   agreeOnWire(wire, "setWireFormat");
   wire_ = wire;
-  wireAgreementPending_ = false;
 }
 
 WireFormat CommunicatorImpl::wireFormat() const {

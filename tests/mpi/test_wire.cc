@@ -4,8 +4,9 @@
 // checked on every rank against the float64 reference within the documented
 // bound and bitwise across ranks (rank 0's result broadcast and compared);
 // float64 passes through exactly; explicit bad requests fail on every rank.
-// With the argument --env-mismatch, rank 1 alone sets BOOSTCOMM_WIRE_DTYPE:
-// the first collective must then fail with kMismatch on every rank.
+// With the argument --env-mismatch, rank 1 alone sets BOOSTCOMM_WIRE_DTYPE
+// (and every rank BOOSTCOMM_CHECK_CONSISTENCY=1): a ring allreduce, which
+// rank 1 would compress, must fail with kMismatch on every rank.
 // Own main; exits non-zero when any rank saw a failure.
 #include <mpi.h>
 
@@ -28,9 +29,14 @@ using testing::MpiReport;
 
 MpiReport* gReport = nullptr;
 
+// Uniform in [-1, 1), from a hash of (rank, i): every rank computes every input.
 float inputOf(int rank, std::size_t i) {
-  std::mt19937 gen(static_cast<std::uint32_t>(rank * 1000003u + i));
-  return std::uniform_real_distribution<float>(-1.0f, 1.0f)(gen);
+  std::uint64_t x = (static_cast<std::uint64_t>(rank) << 40) ^ i;
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return static_cast<float>(static_cast<double>(x >> 40) * 0x1p-23 - 1.0);
 }
 
 int log2Floor(int n) {
@@ -55,8 +61,9 @@ void check(Communicator& comm, const std::string& algorithm, WireFormat wire, st
   for (std::size_t i = 0; i < count; ++i) {
     double ref = 0, sumAbs = 0;
     for (int r = 0; r < n; ++r) {
-      ref += inputOf(r, i);
-      sumAbs += std::fabs(inputOf(r, i));
+      const double v = r == comm.rank() ? in[i] : inputOf(r, i);
+      ref += v;
+      sumAbs += std::fabs(v);
     }
     const double err = std::fabs(out[i] - ref);
     const double bound = (roundings * u + (n + 1) * 0x1p-24) * sumAbs * (1 + 1e-6);
@@ -70,7 +77,7 @@ void check(Communicator& comm, const std::string& algorithm, WireFormat wire, st
   std::vector<float> first = out;
   MPI_Bcast(first.data(), static_cast<int>(count), MPI_FLOAT, 0, MPI_COMM_WORLD);
   if (std::memcmp(first.data(), out.data(), count * sizeof(float)) != 0) gReport->fail(what + ": differs from rank 0");
-  if (comm.rank() == 0 && count >= 100000)
+  if (comm.rank() == 0 && count >= 65537)
     std::printf("[wire] %s on %d ranks (%s): max rel error %.3g (bound %.3g)\n", what.c_str(), n,
                 comm.nodeLayout().c_str(), worst, roundings * u);
 }
@@ -81,7 +88,7 @@ void sweep(Communicator& comm) {
   const bool hier = std::find(available.begin(), available.end(), "hier") != available.end();
   const int nodes = hier ? n / 2 : 1;  // the np4 entry declares 2 ranks per node
   for (WireFormat wire : {WireFormat::kBf16, WireFormat::kFp16}) {
-    for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{262147}}) {
+    for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{65537}}) {
       check(comm, "ring", wire, count, n);
       check(comm, "rhd", wire, count, log2Floor(n) + (n != (1 << log2Floor(n)) ? 1 : 0) + 1);
       if (hier) check(comm, "hier", wire, count, nodes);
@@ -124,6 +131,7 @@ int main(int argc, char** argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (envMismatch) setenv("BOOSTCOMM_CHECK_CONSISTENCY", "1", 1);
   if (envMismatch && rank == 1) setenv("BOOSTCOMM_WIRE_DTYPE", "bf16", 1);
   int failures = 0;
   {
@@ -131,13 +139,15 @@ int main(int argc, char** argv) {
     MpiReport report(*comm);
     gReport = &report;
     if (envMismatch) {
-      std::vector<float> x(16, 1.0f);
+      std::vector<float> x(1000, 1.0f);
+      CallOptions ring;
+      ring.algorithm = "ring";
       try {
-        comm->allreduce(std::span<const float>(x), std::span<float>(x), ReduceOp::kSum);
+        comm->allreduce(std::span<const float>(x), std::span<float>(x), ReduceOp::kSum, ring);
         report.fail("ranks disagreeing on BOOSTCOMM_WIRE_DTYPE did not throw");
       } catch (const Error& e) {
         if (e.category() != ErrorCategory::kMismatch ||
-            std::string(e.what()).find("BOOSTCOMM_WIRE_DTYPE") == std::string::npos) {
+            std::string(e.what()).find("wire format") == std::string::npos) {
           report.fail(std::string("wrong error: ") + e.what());
         }
       }
