@@ -71,6 +71,23 @@ AlignedBuffer allocateRegistered(Communicator& comm, std::size_t bytes) {
   return AlignedBuffer(p, FreeDeleter{&comm});
 }
 
+// Each entry but mpi once per --wire format, as "NAME+WIRE".
+std::vector<std::string> withWires(const BenchOptions& o, const std::vector<std::string>& algos) {
+  for (const std::string& w : o.wires) {
+    if (!parseWireFormat(w)) throw UsageError("--wire: '" + w + "' is not a wire format (off, bf16, fp16, auto)");
+  }
+  if (o.wires.empty()) return algos;
+  std::vector<std::string> out;
+  for (const std::string& a : algos) {
+    if (a == kAlgoMpi || !wirePart(a).empty()) {
+      out.push_back(a);
+      continue;
+    }
+    for (const std::string& w : o.wires) out.push_back(a + "+" + w);
+  }
+  return out;
+}
+
 std::vector<std::string> resolveAlgos(const BenchOptions& o, const Communicator& comm) {
   const std::vector<std::string> available = comm.algorithms(o.collective);
   std::vector<std::string> algos;
@@ -78,9 +95,14 @@ std::vector<std::string> resolveAlgos(const BenchOptions& o, const Communicator&
     algos = available;
     algos.emplace_back(kAlgoSelected);
     algos.emplace_back(kAlgoMpi);
-    return algos;
+    return withWires(o, algos);
   }
-  for (const std::string& name : o.algos) {
+  for (const std::string& entry : o.algos) {
+    const std::string name = algoPart(entry);
+    if (const std::string w = wirePart(entry); !w.empty() && (!parseWireFormat(w) || name == kAlgoMpi)) {
+      throw UsageError("--algos: '" + entry + "': after '+' comes a wire format (off, bf16, fp16, auto), and "
+                       "not for mpi");
+    }
     const bool known = name == kAlgoSelected || name == kAlgoMpi ||
                        std::find(available.begin(), available.end(), name) != available.end();
     if (!known) {
@@ -90,9 +112,9 @@ std::vector<std::string> resolveAlgos(const BenchOptions& o, const Communicator&
                        std::to_string(comm.size()) + (comm.size() == 1 ? " rank" : " ranks") + "; choose from " + list + kAlgoSelected + ", " +
                        kAlgoMpi);
     }
-    if (std::find(algos.begin(), algos.end(), name) == algos.end()) algos.push_back(name);
+    if (std::find(algos.begin(), algos.end(), entry) == algos.end()) algos.push_back(entry);
   }
-  return algos;
+  return withWires(o, algos);
 }
 
 void validate(const BenchOptions& o, int ranks) {
@@ -186,7 +208,8 @@ class Sweep {
     const int warmup = algo == kAlgoSelected ? std::max(o_.warmup, kSelectedMinWarmup) : o_.warmup;
     for (int i = 0; i < warmup; ++i) callOnce(plan, algo, false);
     prepareInputs(plan);
-    r.ranAlgorithm = callOnce(plan, algo, /*wantName=*/true);
+    r.ranAlgorithm = callOnce(plan, algo, /*wantName=*/true, &r.ranWire);
+    r.wire = wirePart(algo);
     if (algo == kAlgoSelected) r.selectedAlgorithm = comm_.selectedAlgorithm(o_.collective, plan.bytes);
     mismatches = o_.check ? verify(plan, algo) : 0;
     return r;
@@ -244,12 +267,17 @@ class Sweep {
     e.rank = comm_.rank();
     e.root = o_.root;
     e.countPerRank = plan.countPerRank;
+    // A 16-bit wire rounds what crosses it (the inputs are small integers,
+    // so sums stay exact; kAvg quotients round once more).
+    const auto wire = wirePart(algo).empty() ? comm_.wireFormat() : *parseWireFormat(wirePart(algo));
+    if (wire != WireFormat::kOff) e.wireRoundoff = wire == WireFormat::kFp16 ? 0x1p-11 : 0x1p-8;
     return verifyResult(recv_.get(), resultCount(plan), e, algo.c_str());
   }
 
   // One collective call. With wantName the library call goes through the
   // *Async form to learn which algorithm really ran (Work::algorithm()).
-  std::string callOnce(const SizePlan& plan, const std::string& algo, bool wantName) {
+  std::string callOnce(const SizePlan& plan, const std::string& entry, bool wantName, std::string* ranWire = nullptr) {
+    const std::string algo = algoPart(entry);
     const DataType t = o_.dtype;
     if (algo == kAlgoMpi) {
       switch (o_.collective) {
@@ -259,10 +287,12 @@ class Sweep {
         case Collective::kReduceScatter: mpi_.reduceScatter(send_.get(), recv_.get(), plan.countPerRank); break;
         case Collective::kBarrier: break;
       }
+      if (ranWire != nullptr) *ranWire = "off";
       return kAlgoMpi;
     }
     CallOptions options;
     if (algo != kAlgoSelected) options.algorithm = algo;
+    if (const std::string w = wirePart(entry); !w.empty()) options.wire = parseWireFormat(w);
     const ConstView send(send_.get(), o_.collective == Collective::kAllgather ? plan.countPerRank : plan.count, t);
     const View recv(recv_.get(), resultCount(plan), t);
     if (!wantName) {
@@ -285,6 +315,7 @@ class Sweep {
     }
     const char* ran = work.valid() ? work.algorithm() : nullptr;
     std::string name = ran != nullptr ? ran : algo;
+    if (ranWire != nullptr) *ranWire = work.valid() ? std::string(toString(work.wireFormat())) : "off";
     if (work.valid()) work.wait(options.timeout);
     return name;
   }

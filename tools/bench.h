@@ -32,6 +32,10 @@ struct BenchOptions {
   bool interleave = false;  // alternate the algorithms' timed blocks within a size
   int root = 0;
   std::vector<std::string> algos;  // empty: every applicable one + "selected" + "mpi"
+  // --wire: each algorithm (but mpi) runs once per listed wire format
+  // ("off", "bf16", "fp16", "auto") as "NAME+WIRE"; empty: the
+  // communicator's (BOOSTCOMM_WIRE_DTYPE). --algos may name "NAME+WIRE" itself.
+  std::vector<std::string> wires;
   bool check = true;
   bool zeroCopy = false;  // buffers from Communicator::allocateBuffer (registered, zero-copy for "shm")
   std::string outputPath;  // JSON; empty: none
@@ -42,6 +46,13 @@ struct BenchOptions {
 // 'selected' runs at least this many warm-up calls: online selection
 // (docs/TUNING.md) tries its candidates in the first calls of a size class.
 inline constexpr int kSelectedMinWarmup = 14;
+
+// "NAME+WIRE" entries of --algos: the algorithm and the wire format parts.
+inline std::string algoPart(const std::string& entry) { return entry.substr(0, entry.find('+')); }
+inline std::string wirePart(const std::string& entry) {
+  const std::size_t plus = entry.find('+');
+  return plus == std::string::npos ? std::string() : entry.substr(plus + 1);
+}
 
 // Algorithm names with a special meaning in --algos.
 inline constexpr const char* kAlgoSelected = "selected";  // no CallOptions::algorithm
@@ -62,6 +73,8 @@ struct BenchMeta {
 struct BenchRecord {
   std::string algorithm;  // as requested: "ring", "selected", "mpi", ...
   std::string ranAlgorithm;  // what ran (Work::algorithm()); "mpi" for the baseline
+  std::string wire;     // as requested ("bf16", ...; empty: the communicator's)
+  std::string ranWire;  // what the payload travelled as (Work::wireFormat()): "off", "bf16", "fp16"
   // "selected" records: what Communicator::selectedAlgorithm reports for the
   // size (equal to ranAlgorithm, or selection is broken); empty otherwise.
   std::string selectedAlgorithm;

@@ -91,7 +91,7 @@ Reduced reduceOverRanks(const Expectation& e, std::size_t index) {
 // Beyond that, each of the ranks - 1 additions may round by u * sumAbs.
 template <typename T>
 double sumTolerance(const Reduced& r, const Expectation& e, double expected) {
-  const double u = unitRoundoff<T>();
+  const double u = std::max(unitRoundoff<T>(), e.wireRoundoff);
   const double sumAbs = static_cast<double>(r.sumAbs);
   const double divide = e.op == ReduceOp::kAvg ? 2.0 * u * std::fabs(expected) : 0.0;
   if (sumAbs <= 1.0 / u) return divide;

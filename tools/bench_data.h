@@ -36,6 +36,9 @@ struct Expectation {
   int rank = 0;
   int root = 0;
   std::size_t countPerRank = 0;  // allgather/reduce_scatter; else the whole count
+  // Unit roundoff of a 16-bit wire format the data crossed (0: float32 wire);
+  // the tolerance uses the larger of it and the dtype's.
+  double wireRoundoff = 0;
 };
 
 // Compares `count` elements of buf with the reference. Everything must match

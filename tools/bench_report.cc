@@ -29,7 +29,12 @@ double mpiTimeUs(const std::vector<BenchRecord>& records, std::size_t bytes) {
 std::string opName(const BenchMeta& meta) { return opName(meta.options); }
 
 std::string algoLabel(const BenchRecord& r) {
-  return r.algorithm == kAlgoSelected ? "selected:" + r.ranAlgorithm : r.algorithm;
+  const std::string name = algoPart(r.algorithm);
+  const std::string base = name == kAlgoSelected ? "selected:" + r.ranAlgorithm : name;
+  // NAME+WIRE as requested, "=RAN" when the payload travelled otherwise (auto resolved, or an
+  // algorithm that cannot carry the format).
+  if (r.wire.empty()) return base;
+  return base + "+" + r.wire + (r.ranWire == r.wire ? "" : "=" + r.ranWire);
 }
 
 }  // namespace
@@ -43,6 +48,8 @@ nlohmann::ordered_json recordJson(const BenchRecord& r, const BenchOptions& o, i
       {"collective", std::string(toString(o.collective))},
       {"algorithm", r.algorithm},
       {"ran_algorithm", r.ranAlgorithm},
+      {"wire", r.wire.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.wire)},
+      {"ran_wire", r.ranWire},
       {"selected_algorithm",
        r.selectedAlgorithm.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.selectedAlgorithm)},
       {"dtype", std::string(toString(o.dtype))},

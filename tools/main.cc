@@ -124,6 +124,11 @@ int main(int argc, char** argv) {
                    "Comma list of algorithms; 'selected' = the selection table's choice, 'mpi' = raw MPI on "
                    "MPI_COMM_WORLD. Default: every applicable algorithm, selected and mpi")
       ->delimiter(',');
+  benchCmd
+      ->add_option("--wire", bench.wires,
+                   "Comma list of wire formats (off, bf16, fp16, auto): every algorithm but mpi runs once per "
+                   "format, as NAME+WIRE (float32 allreduce; docs/ALGORITHMS.md, 'Wire formats')")
+      ->delimiter(',');
   benchCmd->add_flag("--check,!--no-check", bench.check,
                      "Check results against a locally computed reference (default on)");
   benchCmd->add_flag("--zero-copy", bench.zeroCopy,

@@ -45,6 +45,7 @@ struct SimulateCli {
   std::string chunkText = "1M";
   int maxChunks = 64;
   std::string interAlgorithm = "ring";
+  std::string wire = "off";
   std::string output;
   // replay
   std::string model = "resnet50";
@@ -127,6 +128,7 @@ int runSweep(const SimulateSweep& sweep) {
   request.chunkBytes = sweep.chunkBytes;
   request.maxChunks = sweep.maxChunks;
   request.interAlgorithm = sweep.interAlgorithm.c_str();
+  request.wire = sweep.wire;
   if (o.collective == Collective::kBroadcast && (o.root < 0 || o.root >= sweep.cluster.ranks())) {
     throw UsageError("--root " + std::to_string(o.root) + " is not a rank of the " +
                      std::to_string(sweep.cluster.ranks()) + "-rank cluster");
@@ -247,6 +249,10 @@ ExtraCommand addSimulateCommand(CLI::App& app) {
   cmd->add_option("--max-chunks", a->maxChunks, "Chunks per segment at most (BOOSTCOMM_MAX_CHUNKS)")->capture_default_str();
   cmd->add_option("--inter-algorithm", a->interAlgorithm, "Inter-node phase of hier allreduce: ring, rhd or native")
       ->capture_default_str();
+  cmd->add_option("--wire", a->wire,
+                  "Wire format of float32 allreduce under ring, rhd and hier's inter-node phase: off, bf16 or fp16 "
+                  "(link bytes; conversion compute not modelled)")
+      ->capture_default_str();
   cmd->add_option("--output", a->output, "Write the predictions as bench JSON records (docs/BENCH_JSON.md)");
 
   CLI::App* replay = cmd->add_subcommand("replay", "Before/after table of a training step on the cluster");
@@ -291,6 +297,13 @@ ExtraCommand addSimulateCommand(CLI::App& app) {
     sweep.chunkBytes = bytesOption(a->chunkText, "--chunk-bytes");
     sweep.maxChunks = a->maxChunks;
     sweep.interAlgorithm = a->interAlgorithm;
+    const auto wire = parseWireFormat(a->wire);
+    if (!wire || *wire == WireFormat::kAuto) throw UsageError("--wire: '" + a->wire + "' is not off, bf16 or fp16");
+    if (*wire != WireFormat::kOff && (sweep.options.collective != Collective::kAllreduce ||
+                                      sweep.options.dtype != DataType::kFloat32)) {
+      throw UsageError("--wire " + a->wire + " applies to float32 allreduce only");
+    }
+    sweep.wire = *wire;
     if (sweep.interAlgorithm != "ring" && sweep.interAlgorithm != "rhd" && sweep.interAlgorithm != "native") {
       throw UsageError("--inter-algorithm: '" + sweep.interAlgorithm + "' is not ring, rhd or native");
     }

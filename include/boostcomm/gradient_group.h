@@ -58,8 +58,14 @@ struct GradientGroupOptions {
   // true: pack into registered buckets and unpack every step (the former
   // default; slower wherever the copies cost as much as the collective).
   bool packBuckets = false;
-  // Algorithm / timeout of the bucket collectives.
+  // Algorithm / timeout / wire format of the bucket collectives
+  // (call.wire: this group's 16-bit wire, on or off; empty: the communicator's).
   CallOptions call;
+  // Error feedback for a 16-bit wire format (src/fusion/error_feedback.h):
+  // each rank rounds its float32 bucket through the format the bucket's
+  // allreduce will use and carries the rounding residual into the next step.
+  // No effect where the bucket travels as float32.
+  bool errorFeedback = false;
 };
 
 struct GradientGroupStats {

@@ -81,7 +81,9 @@ struct OverlapOptions {
   // Deadline of every wait (finishBackward, and each bucket collective);
   // empty: BOOSTCOMM_TIMEOUT_MS (0 = none).
   std::optional<std::chrono::milliseconds> timeout;
-  CallOptions call;          // algorithm override for the bucket collectives
+  CallOptions call;          // algorithm / wire format override for the bucket collectives
+  // Error feedback for a 16-bit wire format, as GradientGroupOptions::errorFeedback.
+  bool errorFeedback = false;
   std::string timelinePath;  // Chrome-trace file (see BOOSTCOMM_TIMELINE); empty: none
   bool logSteps = false;     // one stats line per step on rank 0 (stderr)
   // Called on the launching thread just before bucket `bucket` launches (tests

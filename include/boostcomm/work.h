@@ -7,6 +7,8 @@
 #include <memory>
 #include <optional>
 
+#include "boostcomm/types.h"
+
 namespace boostcomm {
 
 namespace detail {
@@ -42,6 +44,8 @@ class Work {
   void onComplete(std::function<void(std::exception_ptr)> callback);
   // Name of the algorithm that runs this operation (e.g. "ring", "native").
   const char* algorithm() const;
+  // How its float32 payload travels (kOff, kBf16, kFp16; CallOptions::wire).
+  WireFormat wireFormat() const;
 
  private:
   std::shared_ptr<detail::WorkState> state_;

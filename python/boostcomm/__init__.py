@@ -135,6 +135,17 @@ class Communicator:
     def selected_algorithm(self, collective, nbytes):
         return self._native.selected_algorithm(collective, nbytes)
 
+    def set_wire_format(self, wire):
+        """Wire format of float32 allreduces: off, bf16, fp16 or auto (collective;
+        docs/ALGORITHMS.md "Wire formats"). Default: BOOSTCOMM_WIRE_DTYPE."""
+        self._native.set_wire_format(wire)
+
+    wire_format = property(lambda self: self._native.wire_format)
+
+    def wire_format_of(self, nbytes):
+        """How a float32 allreduce of nbytes travels: 'off', 'bf16' or 'fp16'."""
+        return self._native.wire_format_of(nbytes)
+
     def __repr__(self):
         return f"<boostcomm.Communicator rank {self.rank} of {self.size}, layout {self.node_layout}>"
 

@@ -122,7 +122,9 @@ void bindCommunicator(py::module_& m) {
       .def("test", &PyWork::test, "Progress; True when complete (raises the operation's error).")
       .def("wait", &PyWork::wait, py::arg("timeout") = py::none(),
            "Block until complete; timeout in seconds (raises boostcomm.TimeoutError).")
-      .def_property_readonly("algorithm", [](const PyWork& w) { return std::string(w.work.algorithm()); });
+      .def_property_readonly("algorithm", [](const PyWork& w) { return std::string(w.work.algorithm()); })
+      .def_property_readonly("wire_format", [](const PyWork& w) { return std::string(toString(w.work.wireFormat())); },
+                             "How the float32 payload travelled: 'off', 'bf16' or 'fp16'.");
 
   py::class_<Communicator, CommPtr>(m, "Communicator")
       .def_static(
@@ -278,6 +280,21 @@ void bindCommunicator(py::module_& m) {
             return c.selectedAlgorithm(*parsed, bytes);
           },
           py::arg("collective"), py::arg("bytes"))
+      .def(
+          "set_wire_format",
+          [](Communicator& c, const std::string& wire) {
+            const auto parsed = parseWireFormat(wire);
+            BC_INVALID(parsed.has_value(), c.rank(), "wire: unknown '" << wire << "'; valid: off, bf16, fp16, auto");
+            py::gil_scoped_release release;  // collective: the ranks compare their values
+            c.setWireFormat(*parsed);
+          },
+          py::arg("wire"),
+          "Wire format of float32 allreduces (collective; docs/ALGORITHMS.md 'Wire formats'): off, bf16, fp16, auto.")
+      .def_property_readonly("wire_format", [](const Communicator& c) { return std::string(toString(c.wireFormat())); })
+      .def(
+          "wire_format_of",
+          [](const Communicator& c, std::size_t bytes) { return std::string(toString(c.wireFormatOf(bytes))); },
+          py::arg("bytes"), "How a float32 allreduce of `bytes` travels: 'off', 'bf16' or 'fp16'.")
       .def("finalize",
            [](Communicator& c) {
              py::gil_scoped_release release;

@@ -10,6 +10,11 @@
 // kAvg sums in phases 1 and 3 and divides once, by the world size, when phase
 // 2 finalises a shard. Every element is computed by one rank and copied, so
 // ranks agree bitwise. Phases of one piece run in order; pieces overlap.
+//
+// Wire format (spec.wire): only phase 2 crosses the slow link, so only it
+// sends 16-bit messages (its ring or rhd, which round each finished shard on
+// its owner; a native inter phase cannot, and gives way to the ring); the
+// intra-node phases move float32, and phase 3 copies the rounded shards.
 #include "algorithms/hier.h"
 #include "algorithms/registry.h"
 
@@ -23,7 +28,10 @@ void buildAllreduceHier(const CollectiveSpec& spec, executor::Schedule& schedule
   const HierContext ctx = makeHierContext(spec, 3);
   const std::size_t es = spec.elementSize();
   const AlgorithmInfo* inter = findAlgorithm(Collective::kAllreduce, spec.interAlgorithm);
-  if (inter == nullptr || inter->build == buildAllreduceHier) inter = findAlgorithm(Collective::kAllreduce, "ring");
+  if (inter == nullptr || inter->build == buildAllreduceHier ||
+      (spec.wire != WireFormat::kOff && !wireCapable(*inter))) {
+    inter = findAlgorithm(Collective::kAllreduce, "ring");
+  }
   int window = 0;
   for (int p = 0; p < ctx.pieces; ++p) {
     const Range piece = evenPart(spec.count, ctx.pieces, p);

@@ -11,6 +11,11 @@
 //
 // Stages run strictly one after another (each step waits for the previous
 // stage), which rules out every buffer hazard, in place included.
+//
+// Wire format (spec.wire): every message travels 16-bit and is reduced in
+// float32; after the halving stages (and the kAvg division) the owner rounds
+// its block through the wire format, so the doubling stages and the fold-out
+// copy values every rank then holds bitwise.
 #include "algorithms/fold.h"
 #include "algorithms/registry.h"
 
@@ -25,6 +30,7 @@ void buildAllreduceRhd(const CollectiveSpec& spec, executor::Schedule& schedule)
     schedule.copy(at(BufferId::kRecv, 0, es), at(BufferId::kSend, 0, es), spec.count * es);
     return;
   }
+  const executor::WireScope wire(schedule, spec.wire);
   const Fold fold = makeFold(spec.rank, spec.size);
   int stages = 0;
   while ((1 << stages) < fold.p) ++stages;
@@ -69,6 +75,12 @@ void buildAllreduceRhd(const CollectiveSpec& spec, executor::Schedule& schedule)
         schedule.divide(at(BufferId::kRecv, blockStart(lo), es), blockStart(hi) - blockStart(lo), spec.divisor());
     dependOn(schedule, prev);
     prev = {divided};
+  }
+  if (spec.wire != WireFormat::kOff) {
+    const StepId rounded = schedule.wireRound(at(BufferId::kRecv, blockStart(lo), es), blockStart(hi) - blockStart(lo),
+                                              prev.front());
+    dependOn(schedule, std::vector<StepId>(prev.begin() + 1, prev.end()));
+    prev = {rounded};
   }
   for (int d = 1; d < fold.p; d *= 2, ++tag) {
     const int peer = fold.realRank(x ^ d);

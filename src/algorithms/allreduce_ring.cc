@@ -8,6 +8,11 @@
 // In place (send == recv) the allgather's receive of a segment waits until
 // this rank's own input of that segment has been consumed by the
 // reduce-scatter phase (same step index, same chunk).
+//
+// Wire format (spec.wire): every message travels 16-bit; each hop decodes
+// into float32 and adds in float32; the owner rounds its finished chunk
+// through the wire format before the allgather, which then forwards exact
+// copies (core/wire.h, "Idempotence").
 #include "algorithms/registry.h"
 #include "algorithms/ring.h"
 
@@ -24,6 +29,7 @@ void buildAllreduceRing(const CollectiveSpec& spec, executor::Schedule& schedule
   std::vector<Range> segments(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) segments[static_cast<std::size_t>(i)] = evenPart(spec.count, n, i);
   const RingLayout layout = makeRingLayout(spec, segments);
+  const executor::WireScope wire(schedule, spec.wire);
   auto inSend = [&](int seg, std::size_t e) { return at(BufferId::kSend, layout.segments[seg].offset + e, es); };
   auto inRecv = [&](int seg, std::size_t e) { return at(BufferId::kRecv, layout.segments[seg].offset + e, es); };
 

@@ -38,6 +38,8 @@ CollectiveSpec subSpec(const CollectiveSpec& spec, const HierContext& ctx, std::
   sub.layout = nullptr;
   sub.counts.clear();
   sub.rank = comm == executor::kIntraComm ? ctx.localRank : ctx.node;
+  // Only the inter-node level compresses (it is the slow link).
+  if (comm == executor::kIntraComm) sub.wire = WireFormat::kOff;
   sub.size = comm == executor::kIntraComm ? ctx.perNode : ctx.nodes;
   // The phase's builder keeps its tags inside the phase's window; rings use
   // 2(n-1) per chunk.

@@ -62,6 +62,11 @@ const AlgorithmInfo* findAlgorithm(Collective collective, std::string_view name)
 
 bool isHierarchical(const AlgorithmInfo& algo) { return algo.unsupportedReason == hierarchicalUnsupported; }
 
+bool wireCapable(const AlgorithmInfo& algo) {
+  return algo.collective == Collective::kAllreduce &&
+         (algo.build == buildAllreduceRing || algo.build == buildAllreduceRhd || algo.build == buildAllreduceHier);
+}
+
 std::vector<std::string> algorithmNames(Collective collective) {
   std::vector<std::string> names;
   for (const AlgorithmInfo& a : kAlgorithms) {

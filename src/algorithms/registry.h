@@ -47,5 +47,7 @@ void buildAllgatherHier(const CollectiveSpec& spec, executor::Schedule& schedule
 void buildReduceScatterHier(const CollectiveSpec& spec, executor::Schedule& schedule);
 // True for the hierarchical algorithms (they need the intra/inter communicators).
 bool isHierarchical(const AlgorithmInfo& algo);
+// True for the builders that apply CollectiveSpec::wire: allreduce ring, rhd, hier.
+bool wireCapable(const AlgorithmInfo& algo);
 
 }  // namespace boostcomm::algorithms

@@ -100,6 +100,11 @@ RingReduceScatterResult ringReduceScatter(const CollectiveSpec& spec, const Ring
         result.ownedReady[static_cast<std::size_t>(c)] =
             schedule.divide(dst, recvChunk.count, spec.divisor(), {result.reduces[idx(s, c)]});
       }
+      if (last) {
+        // With a wire format the owner keeps what its allgather sends decode to.
+        result.ownedReady[static_cast<std::size_t>(c)] =
+            schedule.wireRound(dst, recvChunk.count, result.ownedReady[static_cast<std::size_t>(c)]);
+      }
     }
   }
   return result;

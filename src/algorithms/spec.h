@@ -37,6 +37,12 @@ struct CollectiveSpec {
   bool intraSharedMemory = false;
   // Inter-node phase of hierarchical allreduce ("ring", "rhd" or "native").
   const char* interAlgorithm = "ring";
+  // Wire format of float32 payloads on the links this call compresses
+  // (core/wire.h): resolved by the caller (never kAuto), kOff unless dtype
+  // is float32. Hierarchical allreduce applies it to its inter-node phase;
+  // flat ring and rhd to all their messages; other builders ignore it (the
+  // caller only sets it for builders that take it: wireCapable()).
+  WireFormat wire = WireFormat::kOff;
   // Pipelining knobs, resolved from tunables by the caller.
   std::size_t chunkBytes = std::size_t{1} << 20;
   int maxChunks = 64;

@@ -105,6 +105,11 @@ void Communicator::setTimeout(std::optional<std::chrono::milliseconds> timeout) 
 void Communicator::abort() { impl_->abort(); }
 
 std::string Communicator::flightRecord() const { return impl_->flightRecord(); }
+void Communicator::setWireFormat(WireFormat wire) { impl_->setWireFormat(wire); }
+WireFormat Communicator::wireFormat() const { return impl_->wireFormat(); }
+WireFormat Communicator::wireFormatOf(std::size_t bytes, DataType dtype, const CallOptions& options) const {
+  return impl_->wireFormatOf(bytes, dtype, options);
+}
 std::string Communicator::nodeLayout() const { return impl_->layout().describe(); }
 
 std::optional<Strategy> parseStrategy(std::string_view name) {
@@ -160,5 +165,6 @@ void Work::onComplete(std::function<void(std::exception_ptr)> callback) {
 }
 
 const char* Work::algorithm() const { return state_ ? state_->algorithm : ""; }
+WireFormat Work::wireFormat() const { return state_ ? state_->wire : WireFormat::kOff; }
 
 }  // namespace boostcomm

@@ -92,6 +92,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   strategy.strategy = *parseStrategy(core::tunableEnum(core::kTunableStrategy));
   strategy.interAlgorithm = core::tunableEnum(core::kTunableHierInterAlgo);
   strategy.intraAlgorithm = core::tunableEnum(core::kTunableHierIntraAlgo);
+  wire_ = *parseWireFormat(core::tunableEnum(core::kTunableWireDtype));
   configureStrategy(strategy);
   // Node layout: declared (tests, emulation) or detected (collective call).
   if (auto declared = topology::layoutOverrideFromEnv(size_, rank_)) {
@@ -217,20 +218,27 @@ std::shared_ptr<const executor::Schedule> CommunicatorImpl::schedule(const Algor
 }
 
 void CommunicatorImpl::checkConsistency(const CollectiveSpec& spec) {
-  // Every rank's fingerprint, compared everywhere: a mismatch becomes an
-  // error on all ranks instead of a hang (the full-exchange mode; the
-  // always-on checks are the shm descriptors and the stall inspector).
+  // Every rank's fingerprint and wire format, compared everywhere: a mismatch
+  // becomes an error on all ranks instead of a hang (the full-exchange mode;
+  // the always-on checks are the shm descriptors and the stall inspector).
+  constexpr int kFields = 3;
   const core::Fingerprint f = fingerprintOf(spec);
-  const long long mine[2] = {static_cast<long long>(f.word()), static_cast<long long>(f.count)};
-  std::vector<long long> all(static_cast<std::size_t>(2 * size_));
-  std::vector<int> counts(static_cast<std::size_t>(size_), 2);
+  const long long mine[kFields] = {static_cast<long long>(f.word()), static_cast<long long>(f.count),
+                                   static_cast<long long>(spec.wire)};
+  std::vector<long long> all(static_cast<std::size_t>(kFields * size_));
+  std::vector<int> counts(static_cast<std::size_t>(size_), kFields);
   std::vector<int> displs(static_cast<std::size_t>(size_));
-  for (int i = 0; i < size_; ++i) displs[static_cast<std::size_t>(i)] = i * 2;
-  transport_->nativeAllgatherv(mine, 2, all.data(), counts.data(), displs.data(), DataType::kInt64, nullptr);
+  for (int i = 0; i < size_; ++i) displs[static_cast<std::size_t>(i)] = i * kFields;
+  transport_->nativeAllgatherv(mine, kFields, all.data(), counts.data(), displs.data(), DataType::kInt64, nullptr);
   for (int r = 0; r < size_; ++r) {
-    const core::Fingerprint theirs = core::Fingerprint::fromWord(static_cast<std::uint64_t>(all[2 * r]),
-                                                                 static_cast<std::uint64_t>(all[2 * r + 1]));
+    const long long* at = all.data() + static_cast<std::ptrdiff_t>(kFields * r);
+    const core::Fingerprint theirs =
+        core::Fingerprint::fromWord(static_cast<std::uint64_t>(at[0]), static_cast<std::uint64_t>(at[1]));
     BC_CHECK(theirs == f, ErrorCategory::kMismatch, rank_, core::describeMismatch(rank_, f, r, theirs, sequence_));
+    BC_CHECK(at[2] == mine[2], ErrorCategory::kMismatch, rank_,
+             "rank " << rank_ << ": " << core::describe(f) << " wire " << toString(spec.wire) << ", seq " << sequence_
+                     << "; rank " << r << ": wire " << toString(static_cast<WireFormat>(at[2]))
+                     << " (ranks disagree on the wire format: BOOSTCOMM_WIRE_DTYPE or CallOptions::wire)");
   }
 }
 
@@ -254,6 +262,7 @@ const AlgorithmInfo& CommunicatorImpl::prepare(const CallArgs& args, const CallO
   } else {
     spec.intraSharedMemory = false;
   }
+  spec.wire = resolveWire(spec, algo, options);
   if (checkConsistency_) checkConsistency(spec);
   return algo;
 }
@@ -355,7 +364,10 @@ std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs
   const bool blockingNative = blocking && !interruptible(options) && sched->nativeOnly();
   status_->recordStart(sequence, fingerprintOf(spec));
   if (blockingNative) status_->blocking.store(1, std::memory_order_relaxed);  // cleared by run()
-  if (work) work->algorithm = algo.name;
+  if (work) {
+    work->algorithm = algo.name;
+    work->wire = spec.wire;
+  }
   // A failure while the in-flight cap progresses older operations fails the
   // engine itself (as every engine progress does).
   return engine_->launch(std::move(exec), std::move(sched), binding, sequence, tagBase, blockingNative,
@@ -370,8 +382,8 @@ bool CommunicatorImpl::tryFastAllreduce(const CallArgs& args, const CallOptions&
   // What validation would check, and an explicit algorithm (above the map).
   if (args.collective != Collective::kAllreduce || dtype >= kNumDataTypes || op >= kNumReduceOps ||
       send.dtype != recv.dtype || send.count != recv.count || recv.count == 0 || send.data == nullptr ||
-      recv.data == nullptr || !options.algorithm.empty() || finalized_ || engine_->failure() ||
-      inspector_->unusable()) {
+      recv.data == nullptr || !options.algorithm.empty() || options.wire.has_value() || finalized_ ||
+      engine_->failure() || inspector_->unusable()) {
     return false;
   }
   const std::size_t bytes = recv.count * dataTypeSize(recv.dtype);

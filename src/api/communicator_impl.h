@@ -79,6 +79,10 @@ class CommunicatorImpl {
   void setTimeout(std::optional<std::chrono::milliseconds> timeout);
   // The flight recorder of this rank as JSON (Communicator::flightRecord).
   std::string flightRecord() const { return inspector_->flightJson(); }
+  // Wire formats (communicator_wire.cc).
+  void setWireFormat(WireFormat wire);
+  WireFormat wireFormat() const;
+  WireFormat wireFormatOf(std::size_t bytes, DataType dtype, const CallOptions& options) const;
   const algorithms::NodeLayout& layout() const { return layout_; }
   // Link accounting (boostcomm/link_stats.h); call with the lock held.
   LinkAccounting& links() { return links_; }
@@ -161,6 +165,14 @@ class CommunicatorImpl {
   void firstCallSetup();
   bool firstCallPending() const { return tuningFromEnvPending_ || linkFactsPending_; }
   void installTuned(std::shared_ptr<const tuning::TunedSelection> tuned);
+  // The wire format `spec` runs with under `algo` (kOff, kBf16, kFp16);
+  // throws kInvalidArgument for an explicit CallOptions::wire it cannot honour.
+  WireFormat resolveWire(const algorithms::CollectiveSpec& spec, const algorithms::AlgorithmInfo& algo,
+                         const CallOptions& options) const;
+  // kAuto: whether the cost model predicts the 16-bit wire faster for `algo`.
+  WireFormat autoWire(const algorithms::CollectiveSpec& spec, const algorithms::AlgorithmInfo& algo) const;
+  // Compares `wire` across ranks (collective); kMismatch on every rank if they differ.
+  void agreeOnWire(WireFormat wire, const char* what);
   // Splits the intra-node and inter-node communicators on first use (collective).
   void ensureSubCommunicators();
 
@@ -201,6 +213,8 @@ class CommunicatorImpl {
   bool tuningFromEnvPending_ = false;  // BOOSTCOMM_TUNING_CACHE not read yet
   bool linkFactsPending_ = false;      // several nodes: the link not probed yet
   tuning::LinkFacts linkFacts_;        // the model's inputs beyond the layout
+  WireFormat wire_ = WireFormat::kOff;  // BOOSTCOMM_WIRE_DTYPE or setWireFormat
+  tuning::CostParams modelParams_;      // several nodes: what model_ was built from (autoWire)
   // Several nodes: the cost model's choice (the "model" layer), rebuilt with
   // the selection; null on one node.
   std::shared_ptr<const tuning::ModelSelection> model_;
@@ -225,6 +239,7 @@ class CommunicatorImpl {
 class WorkState : public executor::OpState {
  public:
   CommunicatorImpl* comm = nullptr;
+  WireFormat wire = WireFormat::kOff;  // the call's resolved wire format
 };
 
 }  // namespace boostcomm::detail

@@ -71,6 +71,7 @@ void CommunicatorImpl::rebuildSelection() {
     tuning::CostParams params = tuning::paramsFor(size_, layout_.nodeSizes(), linkFacts_.coresPerNode, sharedMemory_,
                                                   LinkModel{}, linkFacts_.inter);
     params.chunkBytes = chunkBytes_;
+    modelParams_ = params;
     model_ = std::make_shared<tuning::ModelSelection>(params, probe, strategy_ != Strategy::kFlat);
   }
   for (int c = 0; c < kNumCollectives; ++c) {

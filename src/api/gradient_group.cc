@@ -18,6 +18,7 @@
 #include "api/communicator_many.h"
 #include "core/check.h"
 #include "fusion/bucket_set.h"
+#include "fusion/error_feedback.h"
 
 namespace boostcomm {
 namespace detail {
@@ -52,6 +53,7 @@ class GradientGroupImpl {
   Communicator& comm_;
   GradientGroupOptions options_;
   fusion::BucketSet buckets_;
+  fusion::ErrorFeedback feedback_;  // options_.errorFeedback
   Progress progress_;
   std::vector<Work> works_;  // per bucket, the current step's (invalid: nothing launched)
   bool inFlight_ = false;
@@ -140,6 +142,10 @@ void GradientGroupImpl::start() {
     works_[k] = Work();
     if (buckets_.plan().buckets[k].count == 0) continue;  // only empty tensors: nothing to send
     buckets_.pack(k, progress_);
+    if (options_.errorFeedback) {
+      const planner::Bucket& b = buckets_.plan().buckets[k];
+      feedback_.apply(buckets_, k, comm_.wireFormatOf(b.count * dataTypeSize(b.dtype), b.dtype, options_.call));
+    }
     if (buckets_.segmentList()) {
       // Agreed once, at construction (BucketSet): no per-call exchange.
       works_[k] = detail::allreduceListAsync(comm_, buckets_.segments(k), buckets_.plan().buckets[k].dtype, op,

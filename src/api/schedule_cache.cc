@@ -12,6 +12,7 @@ std::size_t hashScheduleKey(const ScheduleKey& key) {
   mix(static_cast<std::size_t>(key.op));
   mix(static_cast<std::size_t>(key.root));
   mix(key.count);
+  mix(static_cast<std::size_t>(key.wire));
   for (std::size_t c : key.counts) mix(c);
   return h;
 }
@@ -26,6 +27,7 @@ std::shared_ptr<const executor::Schedule> ScheduleCache::find(const algorithms::
   lookup_.op = spec.op;
   lookup_.root = spec.root;
   lookup_.count = spec.count;
+  lookup_.wire = spec.wire;
   lookup_.counts.assign(spec.counts.begin(), spec.counts.end());
   auto it = entries_.find(lookup_);
   return it == entries_.end() ? nullptr : it->second;

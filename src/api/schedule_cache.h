@@ -1,7 +1,7 @@
 // The schedule cache: one built Schedule per call shape, so a repeated call
 // binds fresh pointers to a schedule built once (no allocation after warm-up).
 //
-// A shape is (algorithm, collective, dtype, op, root, count) and, for
+// A shape is (algorithm, collective, dtype, op, root, count, wire) and, for
 // allgatherv, the exact counts of every rank: two count vectors differ in
 // their schedules, so the key stores the vector itself and compares it (a
 // hash of the counts alone could collide and hand one call another's
@@ -26,6 +26,7 @@ struct ScheduleKey {
   ReduceOp op = ReduceOp::kSum;
   int root = 0;
   std::size_t count = 0;
+  WireFormat wire = WireFormat::kOff;
   std::vector<std::size_t> counts;  // allgatherv: every rank's count; empty otherwise
   bool operator==(const ScheduleKey&) const = default;
 };

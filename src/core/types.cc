@@ -105,4 +105,23 @@ std::optional<Collective> parseCollective(std::string_view name) {
   return std::nullopt;
 }
 
+std::string_view toString(WireFormat wire) {
+  switch (wire) {
+    case WireFormat::kOff: return "off";
+    case WireFormat::kBf16: return "bf16";
+    case WireFormat::kFp16: return "fp16";
+    case WireFormat::kAuto: return "auto";
+  }
+  return "unknown-wire";
+}
+
+std::optional<WireFormat> parseWireFormat(std::string_view name) {
+  const std::string n = lower(name);
+  if (n == "off" || n == "none" || n == "float32") return WireFormat::kOff;
+  if (n == "bf16" || n == "bfloat16") return WireFormat::kBf16;
+  if (n == "fp16" || n == "float16") return WireFormat::kFp16;
+  if (n == "auto") return WireFormat::kAuto;
+  return std::nullopt;
+}
+
 }  // namespace boostcomm

@@ -29,6 +29,7 @@
 
 #include "boostcomm/overlap.h"
 #include "fusion/bucket_set.h"
+#include "fusion/error_feedback.h"
 #include "telemetry/stats.h"
 #include "telemetry/timeline.h"
 
@@ -89,6 +90,7 @@ class OverlapEngine::Impl {
   OverlapOptions options_;
   int rank_ = 0;
   fusion::BucketSet buckets_;
+  fusion::ErrorFeedback feedback_;  // options_.errorFeedback (launch runs on one thread at a time)
   detail::Progress progress_;
 
   mutable std::mutex mutex_;

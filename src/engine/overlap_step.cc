@@ -90,6 +90,10 @@ void OverlapEngine::Impl::pump(Lock& lock) {
 
 void OverlapEngine::Impl::launch(std::size_t b) {
   if (options_.beforeLaunch) options_.beforeLaunch(b);
+  if (options_.errorFeedback) {
+    const planner::Bucket& bucket = buckets_.plan().buckets[b];
+    feedback_.apply(buckets_, b, comm_.wireFormatOf(bucket.count * dataTypeSize(bucket.dtype), bucket.dtype, options_.call));
+  }
   Work work;
   // An empty bucket (only empty tensors) has nothing to reduce: every rank
   // skips it alike. Segment lists were agreed at construction (BucketSet).

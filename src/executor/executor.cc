@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/reduce.h"
+#include "executor/wire_steps.h"
 #include "transport/shared_memory.h"
 
 namespace boostcomm::executor {
@@ -101,6 +102,10 @@ bool Execution::startStaged(std::size_t index, const Step& step, transport::Tran
 }
 
 void Execution::finishStep(std::size_t index) {
+  const Step& step = schedule_->steps()[index];
+  if (step.wire != WireFormat::kOff && step.kind == StepKind::kRecv) {
+    decodeWireStep(step, static_cast<const char*>(resolve(step.src2)), operand(step.dst));
+  }
   if (staged_.empty()) return;
   StagedRange& r = staged_[index];
   if (r.bytes == 0) return;
@@ -196,14 +201,20 @@ bool Execution::startStep(std::size_t index, transport::Transport& world) {
   const std::size_t es = schedule_->elementSize();
   switch (s.kind) {
     case StepKind::kSend:
-      if (list && listed(s.src)) {
+      if (s.wire != WireFormat::kOff) {
+        char* staging = static_cast<char*>(resolve(s.src2));
+        encodeWireStep(s, operand(s.src), staging);
+        transport.isend(staging, s.bytes, s.peer, tagBase_ + s.tag, req);
+      } else if (list && listed(s.src)) {
         postListed(true, s, transport, req);
       } else {
         transport.isend(resolve(s.src), s.bytes, s.peer, tagBase_ + s.tag, req);
       }
       return transport.test(req);
     case StepKind::kRecv:
-      if (list && listed(s.dst)) {
+      if (s.wire != WireFormat::kOff) {
+        transport.irecv(resolve(s.src2), s.bytes, s.peer, tagBase_ + s.tag, req);
+      } else if (list && listed(s.dst)) {
         postListed(false, s, transport, req);
       } else {
         transport.irecv(resolve(s.dst), s.bytes, s.peer, tagBase_ + s.tag, req);
@@ -234,6 +245,9 @@ bool Execution::startStep(std::size_t index, transport::Transport& world) {
       if (dst != src) std::memcpy(dst, src, s.bytes);
       return true;
     }
+    case StepKind::kRound:
+      roundWireStep(s, operand(s.dst));
+      return true;
     case StepKind::kDivide:
       if (s.count == 0) return true;
       if (list) {

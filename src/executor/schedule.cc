@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/wire.h"
 
 namespace boostcomm::executor {
 
@@ -12,6 +13,13 @@ Schedule::Schedule(Collective coll, DataType dtype, ReduceOp op, std::string alg
 std::size_t Schedule::elementSize() const { return dataTypeSize(dtype_); }
 
 Schedule::StepId Schedule::add(Step step, std::initializer_list<StepId> deps) {
+  if (wire_ != WireFormat::kOff && (step.kind == StepKind::kSend || step.kind == StepKind::kRecv)) {
+    BC_INTERNAL(step.bytes % 4 == 0, algorithm_ << ": wire step of " << step.bytes << " bytes (not float32 elements)");
+    step.wire = wire_;
+    step.count = step.bytes / 4;
+    step.bytes = core::wireBytes(wire_, step.count);
+    step.src2 = BufRef{BufferId::kScratch, reserveScratch(step.bytes)};
+  }
   step.depBegin = static_cast<std::uint32_t>(deps_.size());
   step.depCount = static_cast<std::uint32_t>(deps.size());
   for (StepId d : deps) deps_.push_back(d);
@@ -34,6 +42,23 @@ Schedule::StepId Schedule::add(Step step, std::initializer_list<StepId> deps) {
   }
   steps_.push_back(step);
   return static_cast<StepId>(steps_.size() - 1);
+}
+
+void Schedule::setWire(WireFormat wire) {
+  BC_INTERNAL(wire != WireFormat::kAuto, algorithm_ << ": a schedule's wire format is resolved (not auto)");
+  BC_INTERNAL(wire == WireFormat::kOff || dtype_ == DataType::kFloat32,
+              algorithm_ << ": wire format " << boostcomm::toString(wire) << " on " << boostcomm::toString(dtype_) << " data");
+  wire_ = wire;
+}
+
+Schedule::StepId Schedule::wireRound(BufRef dst, std::size_t count, StepId after) {
+  if (wire_ == WireFormat::kOff) return after;
+  Step s;
+  s.kind = StepKind::kRound;
+  s.dst = dst;
+  s.count = count;
+  s.wire = wire_;
+  return add(s, {after});
 }
 
 void Schedule::addDependency(StepId dep) {
@@ -215,7 +240,9 @@ std::string Schedule::toString() const {
       case StepKind::kDivide: os << "divide " << s.dst << " /" << s.divisor << " x" << s.count; break;
       case StepKind::kNative: os << "native " << boostcomm::toString(s.native.collective) << " x" << s.native.count; break;
       case StepKind::kShm: os << "shm " << boostcomm::toString(s.native.collective) << " x" << s.native.count; break;
+      case StepKind::kRound: os << "round " << s.dst << " x" << s.count; break;
     }
+    if (s.wire != WireFormat::kOff) os << " [" << boostcomm::toString(s.wire) << "]";
     if (s.comm != kWorldComm) os << (s.comm == kIntraComm ? " [intra]" : " [inter]");
     if (s.depCount > 0) {
       os << " after";

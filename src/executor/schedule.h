@@ -37,6 +37,7 @@ enum class StepKind : std::uint8_t {
   kDivide,  // dst /= divisor, `count` elements (finishes kAvg)
   kNative,  // the backend's own collective over the whole call (see NativeCall)
   kShm,     // the transport's shared-memory engine runs the call (NativeCall parameters)
+  kRound,   // dst = what a receiver decodes from dst sent in `wire` format, `count` float32 (core/wire.h)
 };
 
 // Parameters of a kNative step; pointers come from the bound buffers.
@@ -63,6 +64,11 @@ struct Step {
   // kNative / kShm: place among this schedule's steps of that kind on `comm`
   // (the order they are issued in; see IssueLedger in executor.h).
   std::uint32_t issueIndex = 0;
+  // Send/recv of float32 data as a 16-bit wire message (core/wire.h): `count`
+  // elements, `bytes` their wire size, src2 a scratch staging area of `bytes`.
+  // A send encodes src into staging when it starts; a recv receives into
+  // staging and decodes into dst when it completes. kRound: the format.
+  WireFormat wire = WireFormat::kOff;
   NativeCall native;           // kNative: parameters; src/dst hold the send/recv base refs
 };
 
@@ -112,6 +118,16 @@ class Schedule {
   StepId native(const NativeCall& call, std::initializer_list<StepId> deps = {});
   // avgDivisor: what kAvg divides by (the engine divides once, itself).
   StepId shm(const NativeCall& call, int avgDivisor, std::initializer_list<StepId> deps = {});
+  // Wire format of the send/recv steps added from now on (kOff: float32 as
+  // is). Builders that support a wire format set it for their own steps
+  // (WireScope); their step bytes stay in float32 terms and add() converts.
+  void setWire(WireFormat wire);
+  WireFormat wire() const { return wire_; }
+  // Where a builder's chunk becomes final on its owner before being sent on:
+  // with a wire format, a kRound step after `after` so the owner keeps the
+  // value receivers decode (ranks agree bitwise); returns it, or `after`
+  // when no wire format is set.
+  StepId wireRound(BufRef dst, std::size_t count, StepId after);
   // Add one more dependency to the most recently added step.
   void addDependency(StepId dep);
   // Add dependencies given at run time (vector form) to the last step.
@@ -162,6 +178,22 @@ class Schedule {
   std::uint32_t issueCount_[kNumIssueLanes][kNumComms] = {};
   Frame frame_;
   bool framed_ = false;
+  WireFormat wire_ = WireFormat::kOff;
+};
+
+// Sets the schedule's wire format for one builder's steps, restoring it after.
+class WireScope {
+ public:
+  WireScope(Schedule& schedule, WireFormat wire) : schedule_(schedule), saved_(schedule.wire()) {
+    schedule_.setWire(wire);
+  }
+  ~WireScope() { schedule_.setWire(saved_); }
+  WireScope(const WireScope&) = delete;
+  WireScope& operator=(const WireScope&) = delete;
+
+ private:
+  Schedule& schedule_;
+  WireFormat saved_;
 };
 
 }  // namespace boostcomm::executor

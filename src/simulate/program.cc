@@ -167,7 +167,12 @@ std::vector<std::uint32_t> RankProgram::append(const Schedule& schedule, const P
 
     Op op;
     op.job = p.job;
-    const BufRef dst = mapRef(s.dst), src = mapRef(s.src), src2 = mapRef(s.src2);
+    // A wire-format send/recv moves its 16-bit message through its scratch
+    // staging area (core/wire.h); the simulator moves those bytes (the
+    // conversions themselves are local passes it does not time).
+    const bool staged = s.wire != WireFormat::kOff && (s.kind == StepKind::kSend || s.kind == StepKind::kRecv);
+    const BufRef dst = mapRef(staged && s.kind == StepKind::kRecv ? s.src2 : s.dst);
+    const BufRef src = mapRef(staged && s.kind == StepKind::kSend ? s.src2 : s.src), src2 = mapRef(s.src2);
     op.dstBuf = dst.buffer;
     op.dstOff = dst.offsetBytes;
     op.srcBuf = src.buffer;

@@ -51,6 +51,13 @@ constexpr double kScheduleCallUs = 1.0;
 // (BOOSTCOMM_SHM_CHUNK_BYTES), ~0.5 us each on these VMs.
 constexpr double kShmSyncUs = 0.5;
 constexpr std::size_t kShmChunkBytes = std::size_t{256} << 10;
+// Wire formats (core/wire.h): float32 bytes per us one thread encodes or
+// decodes (AVX2/F16C where present, measured by test_wire's throughput
+// line on these 2-vCPU hosts: see docs/PERFORMANCE.md). Not overlapped with
+// the link in the model (conservative: auto compresses only where the link
+// saving clearly exceeds it).
+constexpr double kWireBf16ConvertGBps = 8.0;
+constexpr double kWireFp16ConvertGBps = 2.5;
 // A 256 KiB chunk is copied in, reduced and copied out while it sits in L2,
 // so the engine's copies run near the top of the 9-18 GB/s single-thread
 // range, and its reductions at ~2/3 of that (docs/PERF_SHM.md: 1.5-1.8x
@@ -88,6 +95,10 @@ struct Model {
   double shmGamma;  // us per reduced byte of a cache-resident shm chunk
   Link intra;
   Link inter;
+  // Wire formats: link bytes per float32 byte (0.5 for 16-bit) and us per
+  // float32 byte converted (encode or decode), on the links that compress.
+  double wireRatio = 1.0;
+  double wireConvert = 0.0;
 
   explicit Model(const CostParams& params) : p(params) {
     // More ranks than cores on a node: compute-bound phases share the cores.
@@ -178,8 +189,11 @@ struct Model {
       if (S >= static_cast<double>(core::kFreshAllocationBytes)) t += S * usPerByte(kFirstTouchGBps);
       return t;
     }
-    if (a == "ring") return kScheduleCallUs + ringReduceScatter(S, n, ringLink()) + ringAllgather(S, n, ringLink());
-    if (a == "rhd") return kScheduleCallUs + rhdAllreduce(S, n, butterflyLink());
+    if (a == "ring") {
+      const Link l = compressed(ringLink());
+      return kScheduleCallUs + ringReduceScatter(S, n, l) + ringAllgather(S, n, l) + converted(S, n);
+    }
+    if (a == "rhd") return kScheduleCallUs + rhdAllreduce(S, n, compressed(butterflyLink())) + converted(S, pow2AtMost(n));
     if (a == "rd") return kScheduleCallUs + rdAllreduce(S, n, butterflyLink());
     if (a == "shm") return p.nodes == 1 && p.sharedMemory ? shm(S, (n - 1.0) / n * S, S, S) : kInfinity;
     if (a == "hier") {
@@ -188,11 +202,17 @@ struct Model {
       const int N = p.nodes;
       const double intraUs = ringReduceScatter(S, L, intra) + ringAllgather(S, L, intra);
       // Each local rank allreduces its shard S/L across nodes (ring), all L at once.
-      const double interUs = ringReduceScatter(S / L, N, nodeLink()) + ringAllgather(S / L, N, nodeLink());
+      const Link nl = compressed(nodeLink());
+      const double interUs = ringReduceScatter(S / L, N, nl) + ringAllgather(S / L, N, nl) + converted(S / L, N);
       return kScheduleCallUs + pipelined(intraUs, interUs, S);
     }
     return kInfinity;
   }
+  // A link carrying 16-bit instead of float32 bytes.
+  Link compressed(Link l) const { return Link{l.alpha, l.beta * wireRatio}; }
+  // Conversions of an allreduce of S over n ranks: every byte sent encoded
+  // and every byte received decoded, 2(n-1)/n S each way.
+  double converted(double S, int n) const { return n <= 1 ? 0.0 : 4.0 * (n - 1) / n * S * wireConvert; }
 
   double allgather(std::string_view a, double S) const {
     const int n = p.ranks;
@@ -272,6 +292,18 @@ CostParams paramsFor(int ranks, const std::vector<int>& ranksPerNode, int coresP
 CostParams paramsFromTopology(const Topology& topo, bool sharedMemory) {
   const int cores = topo.cores.empty() ? 0 : *std::min_element(topo.cores.begin(), topo.cores.end());
   return paramsFor(topo.worldSize, topo.ranksPerNode, cores, sharedMemory, topo.intraNode, topo.interNode);
+}
+
+double predictUs(const CostParams& params, Collective coll, std::string_view algorithm, std::size_t bytes,
+                 WireFormat wire) {
+  if (coll != Collective::kAllreduce || wire == WireFormat::kOff || wire == WireFormat::kAuto || params.ranks <= 1 ||
+      (algorithm != "ring" && algorithm != "rhd" && algorithm != "hier")) {
+    return predictUs(params, coll, algorithm, bytes);
+  }
+  Model m(params);
+  m.wireRatio = 0.5;
+  m.wireConvert = usPerByte(wire == WireFormat::kBf16 ? kWireBf16ConvertGBps : kWireFp16ConvertGBps);
+  return m.allreduce(algorithm, static_cast<double>(bytes));
 }
 
 double predictUs(const CostParams& params, Collective coll, std::string_view algorithm, std::size_t bytes) {

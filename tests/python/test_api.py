@@ -89,6 +89,21 @@ def test_all_reduce_algorithms(comm, algorithm):
     np.testing.assert_array_equal(x, reference(comm.size, 10000, np.float32, salt=3))
 
 
+def test_wire_format(comm):
+    comm.set_wire_format("bf16")
+    assert comm.wire_format == "bf16"
+    # Small integers: exact in bfloat16, so the compressed ring matches exactly.
+    x = rank_data(comm.rank, 10000, np.float32, salt=4)
+    work = boostcomm.all_reduce(x, algorithm="ring", async_op=True)
+    work.wait()
+    assert work.wire_format == "bf16"
+    np.testing.assert_array_equal(x, reference(comm.size, 10000, np.float32, salt=4))
+    with pytest.raises(boostcomm.InvalidArgumentError, match=r"wire: unknown 'fp8'"):
+        comm.set_wire_format("fp8")
+    comm.set_wire_format("off")
+    assert comm.wire_format_of(1 << 20) == "off"
+
+
 def test_all_gather(comm):
     x = rank_data(comm.rank, 77, np.int64)
     out = boostcomm.all_gather(x)

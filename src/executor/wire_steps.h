@@ -1,0 +1,17 @@
+// The executor's side of wire formats (core/wire.h): encoding a send's
+// float32 source into its staging area, decoding a receive's staging area
+// into its float32 destination, and rounding an owned chunk in place.
+// Operands may address a segment list: a message then spans several runs,
+// and fp16's scale is taken over the whole message first.
+#pragma once
+
+#include "core/segment_list.h"
+#include "executor/schedule.h"
+
+namespace boostcomm::executor {
+
+void encodeWireStep(const Step& step, const core::Operand& src, char* staging);
+void decodeWireStep(const Step& step, const char* staging, const core::Operand& dst);
+void roundWireStep(const Step& step, const core::Operand& buf);
+
+}  // namespace boostcomm::executor
