@@ -30,20 +30,6 @@ struct ReplayCli {
   bool json = false;
 };
 
-SeedColumn seedColumn(const ModeResult& m) {
-  SeedColumn c;
-  c.mode = m.mode;
-  c.throughput = m.throughput;
-  c.speedup = m.speedup;
-  c.commShare = m.commShare;
-  c.interUtilisation = m.interUtilisation;
-  c.syncSecondsPerEpoch = m.syncSecondsPerEpoch;
-  c.overlapEfficiency = m.overlapEfficiency;
-  c.intraUtilisation = m.intraUtilisation;
-  c.interCongestion = m.interCongestion;
-  return c;
-}
-
 nlohmann::json toJson(const ReplayReport& report, const ReplayOptions& o, const telemetry::RunInfo& run) {
   nlohmann::json modes = nlohmann::json::object();
   for (const ModeResult& m : report.modes) {
@@ -59,7 +45,7 @@ nlohmann::json toJson(const ReplayReport& report, const ReplayOptions& o, const 
                      {"collectives_per_step", m.collectivesPerStep},
                      {"algorithm", m.algorithm},
                      {"step_time_samples_s", m.stepSamples},
-                     {"seed_table", seedJson(seedColumn(m))},
+                     {"seed_table", seedJson(seedColumnOf(m))},
                      {"link",
                       {{"inter_bytes_per_node", m.interBytesPerNode},
                        {"intra_bytes_per_node", m.intraBytesPerNode},
@@ -142,7 +128,7 @@ void printTable(const ReplayReport& r, const ReplayOptions& o) {
                 1.0 / (1.0 - measuredShare));
   }
   std::vector<SeedColumn> columns;
-  for (const ModeResult& m : r.modes) columns.push_back(seedColumn(m));
+  for (const ModeResult& m : r.modes) columns.push_back(seedColumnOf(m));
   char title[256];
   std::snprintf(title, sizeof title,
                 "the seed's table, measured (links: intra %.2f GB/s, inter %.3f GB/s from %s; epoch = %.0f samples)",

@@ -22,6 +22,23 @@ struct SeedColumn {
   double interCongestion = 0;      // share of the inter-node links' busy time with two or more transfers at once
 };
 
+// The column of one mode result (the replay's measured modes and the
+// simulator's modes carry the same eight fields under the same names).
+template <class ModeResult>
+SeedColumn seedColumnOf(const ModeResult& m) {
+  SeedColumn c;
+  c.mode = m.mode;
+  c.throughput = m.throughput;
+  c.speedup = m.speedup;
+  c.commShare = m.commShare;
+  c.interUtilisation = m.interUtilisation;
+  c.syncSecondsPerEpoch = m.syncSecondsPerEpoch;
+  c.overlapEfficiency = m.overlapEfficiency;
+  c.intraUtilisation = m.intraUtilisation;
+  c.interCongestion = m.interCongestion;
+  return c;
+}
+
 void printSeedTable(const std::vector<SeedColumn>& columns, const std::string& title);
 // {"throughput": ..., ...}: the JSON keys of one column.
 nlohmann::json seedJson(const SeedColumn& c);

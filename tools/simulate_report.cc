@@ -32,7 +32,6 @@ std::string isoNow() {
   return text;
 }
 
-
 std::string label(const SimulateRecord& r) {
   return r.bench.algorithm == r.bench.ranAlgorithm ? r.bench.algorithm : r.bench.algorithm + ":" + r.bench.ranAlgorithm;
 }
@@ -127,20 +126,6 @@ void writeSimulateJson(const SimulateSweep& sweep, const std::vector<SimulateRec
   if (!out) throw UsageError("--output: cannot write " + o.outputPath);
 }
 
-SeedColumn seedColumn(const simulate::ReplaySimMode& m) {
-  SeedColumn c;
-  c.mode = m.mode;
-  c.throughput = m.throughput;
-  c.speedup = m.speedup;
-  c.commShare = m.commShare;
-  c.interUtilisation = m.interUtilisation;
-  c.syncSecondsPerEpoch = m.syncSecondsPerEpoch;
-  c.overlapEfficiency = m.overlapEfficiency;
-  c.intraUtilisation = m.intraUtilisation;
-  c.interCongestion = m.interCongestion;
-  return c;
-}
-
 void printReplayTable(const transport::sim::ClusterSpec& cluster, const simulate::ReplaySimReport& r,
                       const simulate::ReplaySimOptions& o) {
   std::printf("# simulated replay %s: %zu tensors, %s of gradients, %d ranks (%s)\n", r.model.c_str(), r.tensors,
@@ -162,7 +147,7 @@ void printReplayTable(const transport::sim::ClusterSpec& cluster, const simulate
                 m.algorithms.c_str());
   }
   std::vector<SeedColumn> columns;
-  for (const simulate::ReplaySimMode& m : r.modes) columns.push_back(seedColumn(m));
+  for (const simulate::ReplaySimMode& m : r.modes) columns.push_back(seedColumnOf(m));
   char title[256];
   std::snprintf(title, sizeof title, "the seed's table, simulated (links: intra %.2f GB/s, inter %.3f GB/s; epoch = %.0f samples)",
                 cluster.intra.bytesPerSecond / 1e9, cluster.inter.bytesPerSecond / 1e9, o.epochSamples);
@@ -178,7 +163,7 @@ void writeReplayJson(const transport::sim::ClusterSpec& cluster, const simulate:
                      {"sync_time_s", m.syncSeconds},      {"exposed_comm_s", m.exposedSeconds},
                      {"compute_time_s", m.computeSeconds}, {"collectives_per_step", m.collectives},
                      {"algorithms", m.algorithms},
-                     {"seed_table", seedJson(seedColumn(m))}};
+                     {"seed_table", seedJson(seedColumnOf(m))}};
   }
   nlohmann::ordered_json doc = {{"tool", "boostcomm simulate replay"},
                                 {"predicted", true},

@@ -217,6 +217,16 @@ std::shared_ptr<const executor::Schedule> CommunicatorImpl::schedule(const Algor
   return built;
 }
 
+std::vector<long long> CommunicatorImpl::gatherWords(const long long* mine, int fields) {
+  std::vector<long long> all(static_cast<std::size_t>(fields * size_));
+  std::vector<int> counts(static_cast<std::size_t>(size_), fields);
+  std::vector<int> displs(static_cast<std::size_t>(size_));
+  for (int i = 0; i < size_; ++i) displs[static_cast<std::size_t>(i)] = i * fields;
+  transport_->nativeAllgatherv(mine, static_cast<std::size_t>(fields), all.data(), counts.data(), displs.data(),
+                               DataType::kInt64, nullptr);
+  return all;
+}
+
 void CommunicatorImpl::checkConsistency(const CollectiveSpec& spec) {
   // Every rank's fingerprint and wire format, compared everywhere: a mismatch
   // becomes an error on all ranks instead of a hang (the full-exchange mode;
@@ -225,11 +235,7 @@ void CommunicatorImpl::checkConsistency(const CollectiveSpec& spec) {
   const core::Fingerprint f = fingerprintOf(spec);
   const long long mine[kFields] = {static_cast<long long>(f.word()), static_cast<long long>(f.count),
                                    static_cast<long long>(spec.wire)};
-  std::vector<long long> all(static_cast<std::size_t>(kFields * size_));
-  std::vector<int> counts(static_cast<std::size_t>(size_), kFields);
-  std::vector<int> displs(static_cast<std::size_t>(size_));
-  for (int i = 0; i < size_; ++i) displs[static_cast<std::size_t>(i)] = i * kFields;
-  transport_->nativeAllgatherv(mine, kFields, all.data(), counts.data(), displs.data(), DataType::kInt64, nullptr);
+  const std::vector<long long> all = gatherWords(mine, kFields);
   for (int r = 0; r < size_; ++r) {
     const long long* at = all.data() + static_cast<std::ptrdiff_t>(kFields * r);
     const core::Fingerprint theirs =
@@ -518,11 +524,7 @@ void* CommunicatorImpl::allocateBuffer(std::size_t bytes) {
   // asking for a different size is an error on every rank, not a hang or a
   // peer reading past the end of its buffer.
   const long long mine = static_cast<long long>(bytes);
-  std::vector<long long> all(static_cast<std::size_t>(size_));
-  std::vector<int> counts(static_cast<std::size_t>(size_), 1);
-  std::vector<int> displs(static_cast<std::size_t>(size_));
-  for (int i = 0; i < size_; ++i) displs[static_cast<std::size_t>(i)] = i;
-  transport_->nativeAllgatherv(&mine, 1, all.data(), counts.data(), displs.data(), DataType::kInt64, nullptr);
+  const std::vector<long long> all = gatherWords(&mine, 1);
   for (int r = 0; r < size_; ++r) {
     BC_CHECK(all[static_cast<std::size_t>(r)] == mine, ErrorCategory::kMismatch, rank_,
              "allocateBuffer: ranks disagree on the size: rank " << rank_ << " asked for " << mine << " bytes, rank "

@@ -127,6 +127,8 @@ class CommunicatorImpl {
   std::shared_ptr<const executor::Schedule> schedule(const algorithms::AlgorithmInfo& algo,
                                                      const algorithms::CollectiveSpec& spec);
   void checkConsistency(const algorithms::CollectiveSpec& spec);
+  // Blocking: every rank's `fields` words, rank r's at [r * fields, (r + 1) * fields).
+  std::vector<long long> gatherWords(const long long* mine, int fields);
   // Validates the call into spec_ and picks its algorithm.
   const algorithms::AlgorithmInfo& prepare(const CallArgs& args, const CallOptions& options);
   // Small blocking allreduce that the table sends to the backend, with no

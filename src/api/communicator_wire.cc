@@ -33,11 +33,7 @@ constexpr double kAutoWireMargin = 0.1;
 
 void CommunicatorImpl::agreeOnWire(WireFormat wire, const char* what) {
   const long long mine = static_cast<long long>(wire);
-  std::vector<long long> all(static_cast<std::size_t>(size_));
-  std::vector<int> counts(static_cast<std::size_t>(size_), 1);
-  std::vector<int> displs(static_cast<std::size_t>(size_));
-  for (int i = 0; i < size_; ++i) displs[static_cast<std::size_t>(i)] = i;
-  transport_->nativeAllgatherv(&mine, 1, all.data(), counts.data(), displs.data(), DataType::kInt64, nullptr);
+  const std::vector<long long> all = gatherWords(&mine, 1);
   for (int r = 0; r < size_; ++r) {
     const auto theirs = static_cast<WireFormat>(all[static_cast<std::size_t>(r)]);
     BC_CHECK(theirs == wire, ErrorCategory::kMismatch, rank_,
