@@ -2,9 +2,9 @@
 // communicator's StallInspector a few times per warning threshold (between
 // 10 ms and 500 ms apart) and lets it warn, poison or end the job
 // (api/stall_inspector.h). It sleeps otherwise: no cost on the call path.
-// Started by the first registration; never stopped (it holds no resources
-// beyond its registry, and a thread joined from a static destructor would
-// race the process's exit).
+// Started by the first registration; never joined (a thread joined from a
+// static destructor would race the process's exit), but it stops ticking at
+// exit (an atexit handler), so it never reads what the exit tears down.
 #pragma once
 
 namespace boostcomm::detail {
