@@ -82,7 +82,6 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
                                                 core::tunableInt(core::kTunableStallWarnMs), defaultTimeout_.count());
   engine_->setWaitMonitor(inspector_.get());
   engine_->setCallStatus(status_);
-  watch(inspector_.get());
   chunkBytes_ = core::tunableBytes(core::kTunableRingChunkBytes);
   maxChunks_ = static_cast<int>(core::tunableInt(core::kTunableMaxChunksPerSegment));
   cache_ = ScheduleCache(static_cast<std::size_t>(core::tunableInt(core::kTunableScheduleCacheSize)));
@@ -125,6 +124,11 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   rebuildSelection();  // now that the layout is known
   progressMode_ = *parseProgressMode(core::tunableEnum(core::kTunableProgress));
   if (progressMode_ == ProgressMode::kThread) engine_->setThreadEnabled(true);
+  // Last: a constructor that throws (a bad BOOSTCOMM_* value above) runs no
+  // destructor, so an inspector registered earlier stayed with the watchdog
+  // after it was freed, and the next tick crashed (unit.hierarchical's bad
+  // NODE_LAYOUT cases, about 1 run in 20).
+  watch(inspector_.get());
 }
 
 CommunicatorImpl::~CommunicatorImpl() {
