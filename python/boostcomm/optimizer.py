@@ -65,6 +65,7 @@ class _Distributed:
             for i, p in enumerate(self._bc_params):
                 p.grad = self._bc_engine.tensor_view(i)
         self._bc_grads = [p.grad for p in self._bc_params]
+        self._bc_managed = set(id(p) for p in self._bc_params)
         self._bc_passes = backward_passes_per_step
         self._bc_seen = [0] * len(self._bc_params)   # backward passes since the last step
         self._bc_marked = [False] * len(self._bc_params)
@@ -143,12 +144,11 @@ class _Distributed:
         return super().step(closure)
 
     def zero_grad(self, set_to_none=False):  # noqa: ARG002 - in place: the engine holds this memory
-        managed = set(id(p) for p in self._bc_params)
         for grad in self._bc_grads:
             grad.zero_()
         for group in self.param_groups:
             for p in group["params"]:
-                if id(p) not in managed and p.grad is not None:
+                if id(p) not in self._bc_managed and p.grad is not None:
                     p.grad = None if set_to_none else p.grad.detach().zero_()
 
     @contextlib.contextmanager

@@ -131,10 +131,10 @@ bool Execution::ready(const Step& step) const {
   return true;
 }
 
-transport::Transport& Execution::transportFor(const Step& step, transport::Transport& world) const {
-  if (step.comm == kWorldComm) return world;
-  transport::Transport* sub = binding_.subTransports[step.comm];
-  BC_INTERNAL(sub != nullptr, schedule_->algorithm() << ": step on communicator " << int(step.comm)
+transport::Transport& Execution::transportFor(int comm, transport::Transport& world) const {
+  if (comm == kWorldComm) return world;
+  transport::Transport* sub = binding_.subTransports[comm];
+  BC_INTERNAL(sub != nullptr, schedule_->algorithm() << ": step on communicator " << comm
                                                      << " but no such sub-communicator is bound");
   return *sub;
 }
@@ -195,7 +195,7 @@ void Execution::startShm(const Step& step, transport::Transport& transport, tran
 
 bool Execution::startStep(std::size_t index, transport::Transport& world) {
   const Step& s = schedule_->steps()[index];
-  transport::Transport& transport = transportFor(s, world);
+  transport::Transport& transport = transportFor(s.comm, world);
   transport::Request& req = requests_[index];
   const bool list = binding_.list != nullptr;
   const std::size_t es = schedule_->elementSize();
@@ -293,9 +293,7 @@ void Execution::takePlaces(transport::Transport& world, IssueLedger& ledger) {
       const std::uint32_t count = schedule_->issueCount(lane, comm);
       lanes_[lane][comm] = nullptr;
       if (count == 0) continue;
-      Step probe;
-      probe.comm = static_cast<std::uint8_t>(comm);
-      IssueLedger::Lane& l = ledger.lane(&transportFor(probe, world), lane);
+      IssueLedger::Lane& l = ledger.lane(&transportFor(comm, world), lane);
       lanes_[lane][comm] = &l;
       firstPlace_[lane][comm] = l.reserved;
       l.reserved += count;
@@ -342,7 +340,7 @@ bool Execution::progress(transport::Transport& transport, IssueLedger& ledger, b
       if (st == State::kDone) continue;
       bool finished = false;
       if (st == State::kRunning) {
-        transport::Transport& t = transportFor(steps[i], transport);
+        transport::Transport& t = transportFor(steps[i].comm, transport);
         finished = steps[i].kind == StepKind::kShm ? engineOf(t).test(requests_[i]) : t.test(requests_[i]);
       } else if (ready(steps[i])) {
         const bool ordered = isIssueOrdered(steps[i].kind);

@@ -115,7 +115,8 @@ class Execution {
   transport::SharedMemoryEngine& engineOf(transport::Transport& transport) const;
   void startShm(const Step& step, transport::Transport& transport, transport::Request& req, const void* send,
                 void* recv);
-  transport::Transport& transportFor(const Step& step, transport::Transport& world) const;
+  // The transport of communicator `comm` (kWorldComm: world).
+  transport::Transport& transportFor(int comm, transport::Transport& world) const;
   // Takes this execution's places in the ledger's lanes (first progress).
   void takePlaces(transport::Transport& world, IssueLedger& ledger);
   // kNative / kShm: whether the step's place is next in its lane.

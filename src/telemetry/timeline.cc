@@ -120,27 +120,26 @@ void Timeline::labelProcess(const RunInfo& info) {
   appendLocked(m);
 }
 
+void Timeline::appendEvent(const nlohmann::json& event) {
+  std::lock_guard lock(mutex_);
+  if (file_ == nullptr) return;
+  if (eventsInFile_ >= options_.maxEvents / 2 + metadata_.size()) rotateLocked();
+  appendLocked(event);
+  ++totalEvents_;
+  if (buffer_.size() >= options_.flushBytes) flushLocked();
+}
+
 void Timeline::complete(std::string_view name, std::string_view category, int tid, double startUs, double durationUs,
                         nlohmann::json args) {
   nlohmann::json e = {{"name", name}, {"cat", category}, {"ph", "X"}, {"pid", options_.pid}, {"tid", tid},
                       {"ts", startUs}, {"dur", durationUs < 0 ? 0.0 : durationUs}};
   if (!args.is_null()) e["args"] = std::move(args);
-  std::lock_guard lock(mutex_);
-  if (file_ == nullptr) return;
-  if (eventsInFile_ >= options_.maxEvents / 2 + metadata_.size()) rotateLocked();
-  appendLocked(e);
-  ++totalEvents_;
-  if (buffer_.size() >= options_.flushBytes) flushLocked();
+  appendEvent(e);
 }
 
 void Timeline::counter(std::string_view name, double tsUs, nlohmann::json values) {
   nlohmann::json e = {{"name", name}, {"ph", "C"}, {"pid", options_.pid}, {"ts", tsUs}, {"args", std::move(values)}};
-  std::lock_guard lock(mutex_);
-  if (file_ == nullptr) return;
-  if (eventsInFile_ >= options_.maxEvents / 2 + metadata_.size()) rotateLocked();
-  appendLocked(e);
-  ++totalEvents_;
-  if (buffer_.size() >= options_.flushBytes) flushLocked();
+  appendEvent(e);
 }
 
 void Timeline::flush() {

@@ -78,6 +78,8 @@ class Timeline {
   std::size_t eventsWritten() const { return totalEvents_; }
 
  private:
+  // A timed event (complete, counter): rotates the file when it is full.
+  void appendEvent(const nlohmann::json& event);
   void appendLocked(const nlohmann::json& event);
   void openLocked();
   void flushLocked();
