@@ -295,7 +295,13 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
   // wait for our part of it, and we could not progress it from inside the
   // call). The caller has chosen native. Every rank advances the tag
   // sequence the same way.
-  if (interruptible(options) || args.op == ReduceOp::kAvg || count > static_cast<std::size_t>(INT_MAX) ||
+  // Only these run here; for the others nothing may be recorded either: a
+  // started fingerprint of the per-rank count, replaced by the schedule's
+  // one of the total, read by a peer's watchdog in between is a false
+  // mismatch (seen with native allgather at 3 ranks under load).
+  const bool direct = args.collective == Collective::kAllreduce || args.collective == Collective::kBroadcast ||
+                      args.collective == Collective::kBarrier;
+  if (!direct || interruptible(options) || args.op == ReduceOp::kAvg || count > static_cast<std::size_t>(INT_MAX) ||
       !engine_->idle()) {
     return false;
   }
@@ -321,7 +327,7 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
         transport_->nativeBarrier(nullptr);
         break;
       default:
-        return false;
+        break;  // excluded above
     }
   } catch (...) {
     engine_->fail(std::current_exception());
