@@ -153,6 +153,22 @@ class Communicator {
   // addressing the segments directly). Same checks and agreement (root too).
   void broadcastMany(std::span<const View> segments, int root, const CallOptions& options = {});
   Work broadcastManyAsync(std::span<const View> segments, int root, const CallOptions& options = {});
+  // allgather over tensor lists: recv[i] (size * send[i].count elements) =
+  // send[i] of rank 0, rank 1, ... in rank order, for every i, as one
+  // allgather of the lists (the caller's tensors are addressed in place:
+  // ring/rd steps send and receive them directly, shm and native through a
+  // staging copy). One dtype for both lists; every rank passes the same
+  // counts. No send or recv segment may overlap another.
+  void allgatherMany(std::span<const ConstView> send, std::span<const View> recv, const CallOptions& options = {});
+  Work allgatherManyAsync(std::span<const ConstView> send, std::span<const View> recv,
+                          const CallOptions& options = {});
+  // reduce_scatter over tensor lists: recv[i] = block `rank` (recv[i].count
+  // elements) of the reduction over ranks of send[i] (size * recv[i].count
+  // elements), for every i, as one reduce_scatter. Same rules as allgatherMany.
+  void reduceScatterMany(std::span<const ConstView> send, std::span<const View> recv, ReduceOp op,
+                         const CallOptions& options = {});
+  Work reduceScatterManyAsync(std::span<const ConstView> send, std::span<const View> recv, ReduceOp op,
+                              const CallOptions& options = {});
 
   void barrier(const CallOptions& options = {});
   Work barrierAsync(const CallOptions& options = {});

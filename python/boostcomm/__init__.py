@@ -40,7 +40,8 @@ Work = _C.Work
 
 __all__ = [
     "comm_init", "comm_finalize", "get_communicator", "available_devices",
-    "all_reduce", "all_reduce_many", "all_gather", "broadcast", "broadcast_many", "reduce_scatter", "barrier",
+    "all_reduce", "all_reduce_many", "all_gather", "all_gather_many", "broadcast", "broadcast_many",
+    "reduce_scatter", "reduce_scatter_many", "barrier",
     "GradientGroup", "collective_fusion", "CollectiveFusion", "OverlapEngine",
     "detect_topology", "configure_comm_strategy", "reduce_scatter_autotune",
     "configure_overlap", "get_overlap_stats", "DistributedOptimizer",
@@ -205,6 +206,39 @@ def broadcast_many(tensors, root=0, algorithm=None, async_op=False):
     tensors = list(tensors)
     work = _default().broadcast_many(tensors, root, algorithm, async_op)
     return work if async_op else tensors
+
+
+def all_gather_many(tensors, outputs=None, algorithm=None, async_op=False):
+    """outputs[i] (world_size x tensors[i]'s shape when None) = every rank's
+    tensors[i] in rank order, for every i, as ONE allgather of the list (the
+    tensors are read and written in place; one dtype; same shapes on every
+    rank, checked). Returns the outputs, or a Work when async_op."""
+    comm = _default()
+    tensors = list(tensors)
+    if outputs is None:
+        outputs = [_empty_like(t, (comm.size,) + tuple(t.shape)) for t in tensors]
+    outputs = list(outputs)
+    work = comm.all_gather_many(tensors, outputs, algorithm, async_op)
+    return work if async_op else outputs
+
+
+def reduce_scatter_many(tensors, outputs=None, op="sum", algorithm=None, async_op=False):
+    """outputs[i] = block `rank` (numel / world_size elements) of op over all
+    ranks' tensors[i], for every i, as ONE reduce_scatter of the list.
+    Returns the outputs, or a Work when async_op."""
+    comm = _default()
+    tensors = list(tensors)
+    if outputs is None:
+        outputs = []
+        for i, t in enumerate(tensors):
+            n = _numel(t)
+            if n % comm.size:
+                raise InvalidArgumentError(f"[boostcomm rank {comm.rank}] reduce_scatter_many: tensors[{i}] has {n} "
+                                           f"elements, not a multiple of world_size {comm.size}")
+            outputs.append(_empty_like(t, (n // comm.size,)))
+    outputs = list(outputs)
+    work = comm.reduce_scatter_many(tensors, outputs, op, algorithm, async_op)
+    return work if async_op else outputs
 
 
 def all_gather(tensor, output=None, algorithm=None, async_op=False):

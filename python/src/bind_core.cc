@@ -76,12 +76,12 @@ struct ListRef {
   std::vector<View> views;
   std::vector<py::object> owners;
 };
-ListRef listOf(Communicator& c, py::sequence tensors) {
+ListRef listOf(Communicator& c, py::sequence tensors, const char* name = "tensors", bool writable = true) {
   ListRef out;
   std::size_t i = 0;
   for (py::handle t : tensors) {
-    const std::string what = "tensors[" + std::to_string(i++) + "]";
-    ArrayRef ref = toArray(t, what.c_str(), c.rank(), true);
+    const std::string what = std::string(name) + "[" + std::to_string(i++) + "]";
+    ArrayRef ref = toArray(t, what.c_str(), c.rank(), writable);
     out.views.push_back(ref.view);
     out.owners.push_back(ref.owner);
   }
@@ -174,6 +174,38 @@ void bindCommunicator(py::module_& m) {
           },
           py::arg("tensors"), py::arg("root") = 0, py::arg("algorithm") = py::none(), py::arg("async_op") = false,
           "One broadcast of a list of tensors from root, in place (one dtype).")
+      .def(
+          "all_gather_many",
+          [](Communicator& c, py::sequence inputs, py::sequence outputs, std::optional<std::string> algorithm,
+             bool asyncOp) {
+            ListRef in = listOf(c, inputs, "inputs", false);
+            ListRef out = listOf(c, outputs, "outputs");
+            const std::vector<ConstView> send(in.views.begin(), in.views.end());
+            const CallOptions o = callOptions(algorithm);
+            in.owners.insert(in.owners.end(), out.owners.begin(), out.owners.end());
+            return dispatch(
+                asyncOp, std::move(in.owners), [&] { c.allgatherMany(send, out.views, o); },
+                [&] { return c.allgatherManyAsync(send, out.views, o); });
+          },
+          py::arg("inputs"), py::arg("outputs"), py::arg("algorithm") = py::none(), py::arg("async_op") = false,
+          "outputs[i] (world_size x inputs[i]) = every rank's inputs[i] in rank order, as one allgather of the lists.")
+      .def(
+          "reduce_scatter_many",
+          [](Communicator& c, py::sequence inputs, py::sequence outputs, const std::string& op,
+             std::optional<std::string> algorithm, bool asyncOp) {
+            ListRef in = listOf(c, inputs, "inputs", false);
+            ListRef out = listOf(c, outputs, "outputs");
+            const std::vector<ConstView> send(in.views.begin(), in.views.end());
+            const ReduceOp rop = reduceOpFromName(op, c.rank());
+            const CallOptions o = callOptions(algorithm);
+            in.owners.insert(in.owners.end(), out.owners.begin(), out.owners.end());
+            return dispatch(
+                asyncOp, std::move(in.owners), [&] { c.reduceScatterMany(send, out.views, rop, o); },
+                [&] { return c.reduceScatterManyAsync(send, out.views, rop, o); });
+          },
+          py::arg("inputs"), py::arg("outputs"), py::arg("op") = "sum", py::arg("algorithm") = py::none(),
+          py::arg("async_op") = false,
+          "outputs[i] = block `rank` of op over ranks of inputs[i] (world_size x outputs[i]), as one reduce_scatter.")
       .def(
           "all_gather",
           [](Communicator& c, py::handle send, py::handle recv, std::optional<std::string> algorithm, bool asyncOp) {

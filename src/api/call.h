@@ -19,9 +19,13 @@ struct CallArgs {
   int root = 0;
   std::span<const std::size_t> recvCounts;  // allgatherv only
   bool varying = false;                     // allgatherv
-  // Segment-list allreduce (communicator_many.cc): send and recv are this
-  // list, in place; send/recv above only carry its total count and dtype.
-  const core::SegmentList* list = nullptr;
+  // Segment-list call (communicator_many.cc): the send buffer is sendList
+  // and the recv buffer recvList (one list for allreduce and broadcast, in
+  // place); send/recv above only carry their total counts and dtype. Both
+  // set or neither.
+  const core::SegmentList* sendList = nullptr;
+  const core::SegmentList* recvList = nullptr;
+  bool listed() const { return recvList != nullptr; }
 };
 
 // Checks every argument of `args` on this rank and fills `spec` (minus the

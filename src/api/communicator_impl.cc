@@ -268,7 +268,7 @@ const AlgorithmInfo& CommunicatorImpl::prepare(const CallArgs& args, const CallO
     ensureSubCommunicators();
     // A segment list's intra-node phases run as rings (the shm engine
     // addresses lists in allreduce only).
-    spec.intraSharedMemory = intraSharedMemory_ && intraAlgorithm_ != "ring" && args.list == nullptr;
+    spec.intraSharedMemory = intraSharedMemory_ && intraAlgorithm_ != "ring" && !args.listed();
   } else {
     spec.intraSharedMemory = false;
   }
@@ -295,7 +295,13 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
   // wait for our part of it, and we could not progress it from inside the
   // call). The caller has chosen native. Every rank advances the tag
   // sequence the same way.
-  if (interruptible(options) || args.op == ReduceOp::kAvg || count > static_cast<std::size_t>(INT_MAX) ||
+  // Only these run here; for the others nothing may be recorded either: a
+  // started fingerprint of the per-rank count, replaced by the schedule's
+  // one of the total, read by a peer's watchdog in between is a false
+  // mismatch (seen with native allgather at 3 ranks under load).
+  const bool direct = args.collective == Collective::kAllreduce || args.collective == Collective::kBroadcast ||
+                      args.collective == Collective::kBarrier;
+  if (!direct || interruptible(options) || args.op == ReduceOp::kAvg || count > static_cast<std::size_t>(INT_MAX) ||
       !engine_->idle()) {
     return false;
   }
@@ -321,7 +327,7 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
         transport_->nativeBarrier(nullptr);
         break;
       default:
-        return false;
+        break;  // excluded above
     }
   } catch (...) {
     engine_->fail(std::current_exception());
@@ -345,9 +351,16 @@ std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs
   binding.subTransports[executor::kIntraComm] = intra_.get();
   binding.subTransports[executor::kInterComm] = inter_.get();
   binding.meter = links_.meter();
-  if (args.list != nullptr) {
-    exec->list = *args.list;  // owned by the execution: async callers need not keep it
-    binding.list = &exec->list;
+  if (args.listed()) {
+    // Owned by the execution: async callers need not keep the lists.
+    exec->recvList = *args.recvList;
+    binding.recvList = &exec->recvList;
+    if (args.sendList == args.recvList) {
+      binding.sendList = &exec->recvList;
+    } else {
+      exec->sendList = *args.sendList;
+      binding.sendList = &exec->sendList;
+    }
   }
   if (spec.collective == Collective::kAllgather &&
       (algo.build == algorithms::buildNative || algo.build == algorithms::buildShm)) {
@@ -407,12 +420,12 @@ bool CommunicatorImpl::tryFastAllreduce(const CallArgs& args, const CallOptions&
 void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
   executor::EngineLock lock(*engine_);
   if (firstCallPending()) [[unlikely]] firstCallSetup();
-  if (fastNativeMaxBytes_ > 0 && args.list == nullptr && tryFastAllreduce(args, options)) return;
+  if (fastNativeMaxBytes_ > 0 && !args.listed() && tryFastAllreduce(args, options)) return;
   const AlgorithmInfo& algo = prepare(args, options);
   const OnlineSelection::Trial trial = trial_;
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = deadlineFor(options);
-  if (algo.build == algorithms::buildNative && !interruptible(options) && args.list == nullptr) {
+  if (algo.build == algorithms::buildNative && !interruptible(options) && !args.listed()) {
     // The backend's blocking collective. Finish earlier asynchronous work
     // first: a peer may be waiting for our part of it, and we could not
     // progress it from inside the blocking call.

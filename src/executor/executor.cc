@@ -30,7 +30,7 @@ void Execution::start(const Schedule& schedule, const Binding& binding, int tagB
   remaining_ = n;
   if (binding.meter != nullptr) startNs_.assign(n, 0);
   // Executions are reused: a plain call must not see a list call's staging.
-  if (binding.list != nullptr) {
+  if (binding.recvList != nullptr) {
     staged_.assign(n, StagedRange{});
   } else {
     staged_.clear();
@@ -38,13 +38,13 @@ void Execution::start(const Schedule& schedule, const Binding& binding, int tagB
 }
 
 core::Operand Execution::operand(BufRef ref) const {
-  if (listed(ref)) return core::Operand{binding_.list, nullptr, ref.offsetBytes};
+  if (const core::SegmentList* list = listOf(ref)) return core::Operand{list, nullptr, ref.offsetBytes};
   return core::Operand{nullptr, static_cast<char*>(resolve(ref)), 0};
 }
 
 void Execution::postListed(bool isSend, const Step& step, transport::Transport& transport, transport::Request& req) {
   const BufRef ref = isSend ? step.src : step.dst;
-  const core::SegmentList& list = *binding_.list;
+  const core::SegmentList& list = *listOf(ref);
   char* whole = list.contiguous(ref.offsetBytes, step.bytes);
   if (whole != nullptr || step.bytes == 0) {
     if (isSend) {
@@ -63,41 +63,88 @@ void Execution::postListed(bool isSend, const Step& step, transport::Transport& 
   }
 }
 
-std::size_t Execution::collectiveOffset(const Step& step) const {
-  const Collective c = step.native.collective;
-  BC_INTERNAL(c == Collective::kAllreduce || c == Collective::kBroadcast,
-              schedule_->algorithm() << ": " << boostcomm::toString(c) << " steps cannot run on a segment list");
-  BC_INTERNAL(c == Collective::kBroadcast || (listed(step.src) && step.src.offsetBytes == step.dst.offsetBytes),
-              schedule_->algorithm() << ": a segment-list step must run in place");
-  const std::size_t chunk = step.kind == StepKind::kNative ? step.native.elementOffset * schedule_->elementSize() : 0;
-  return step.dst.offsetBytes + chunk;
+Execution::StepRanges Execution::collectiveRanges(const Step& step, transport::Transport& transport) const {
+  const NativeCall& call = step.native;
+  const std::size_t es = schedule_->elementSize();
+  const std::size_t ranks = static_cast<std::size_t>(transport.size());
+  StepRanges r;
+  r.srcOffset = step.src.offsetBytes;
+  r.dstOffset = step.dst.offsetBytes;
+  switch (call.collective) {
+    case Collective::kAllreduce:
+    case Collective::kBroadcast: {
+      // Chunked: a kNative step covers elements [elementOffset, + count) of
+      // its buffers; a kShm step's offsets already point at its range.
+      const std::size_t chunk = step.kind == StepKind::kNative ? call.elementOffset * es : 0;
+      r.dstOffset += chunk;
+      r.dstBytes = call.count * es;
+      if (call.collective == Collective::kAllreduce) {
+        r.srcOffset += chunk;
+        r.srcBytes = call.count * es;
+      }
+      break;
+    }
+    case Collective::kAllgather: {
+      std::size_t total = ranks * call.count;
+      if (binding_.nativeCounts != nullptr) {
+        total = 0;
+        for (std::size_t i = 0; i < ranks; ++i) total += static_cast<std::size_t>(binding_.nativeCounts[i]);
+      }
+      r.srcBytes = call.count * es;
+      r.dstBytes = total * es;
+      break;
+    }
+    case Collective::kReduceScatter:
+      r.srcBytes = ranks * call.count * es;
+      r.dstBytes = call.count * es;
+      break;
+    case Collective::kBarrier:
+      BC_INTERNAL(false, schedule_->algorithm() << ": a barrier step cannot run on a segment list");
+  }
+  return r;
 }
 
 bool Execution::startStaged(std::size_t index, const Step& step, transport::Transport& transport,
                             transport::Request& req) {
-  const std::size_t offset = collectiveOffset(step);
-  const std::size_t bytes = step.native.count * schedule_->elementSize();
-  const core::SegmentList& list = *binding_.list;
-  char* memory = list.contiguous(offset, bytes);
-  if (memory == nullptr && bytes > 0) {
-    // The documented fallback for backend collectives (MPI's reductions over
-    // derived datatypes are not portable, and an hindexed type over absolute
-    // addresses makes Open MPI size its temporaries by the address span):
-    // one gather and one scatter of the step's range.
-    if (staging_.size() < list.totalBytes()) staging_.resize(list.totalBytes());
-    memory = staging_.data() + offset;
-    list.gather(memory, offset, bytes);
-    staged_[index] = StagedRange{offset, bytes};
-  }
+  // The documented fallback for backend collectives over a listed range that
+  // straddles segments (MPI's reductions over derived datatypes are not
+  // portable, and an hindexed type over absolute addresses makes Open MPI
+  // size its temporaries by the address span): one gather of what the step
+  // reads and one scatter of what it writes.
+  const StepRanges r = collectiveRanges(step, transport);
+  const bool inPlace = binding_.sendList == binding_.recvList;
+  const std::size_t recvTotal = binding_.recvList->totalBytes();
+  auto memoryOf = [&](BufRef ref, std::size_t offset, std::size_t bytes, std::size_t stagingBase,
+                      bool& staged) -> char* {
+    staged = false;
+    const core::SegmentList* list = listOf(ref);
+    if (list == nullptr) return static_cast<char*>(resolve(ref)) + (offset - ref.offsetBytes);
+    if (bytes == 0) return nullptr;
+    char* whole = list->contiguous(offset, bytes);
+    if (whole != nullptr) return whole;
+    const std::size_t need = recvTotal + (inPlace ? 0 : binding_.sendList->totalBytes());
+    if (staging_.size() < need) staging_.resize(need);
+    staged = true;
+    return staging_.data() + stagingBase + offset;
+  };
+  bool srcStaged = false;
+  bool dstStaged = false;
+  const bool broadcast = step.native.collective == Collective::kBroadcast;
+  char* dst = memoryOf(step.dst, r.dstOffset, r.dstBytes, 0, dstStaged);
+  // A broadcast reads and writes its one buffer (the root sends what it holds).
+  char* src = broadcast ? dst : memoryOf(step.src, r.srcOffset, r.srcBytes, inPlace ? 0 : recvTotal, srcStaged);
+  if (srcStaged) listOf(step.src)->gather(src, r.srcOffset, r.srcBytes);
+  if (broadcast && dstStaged) binding_.recvList->gather(dst, r.dstOffset, r.dstBytes);
+  if (dstStaged) staged_[index] = StagedRange{r.dstOffset, r.dstBytes};
   if (step.kind == StepKind::kShm) {
-    startShm(step, transport, req, memory, memory);
+    startShm(step, transport, req, src, dst);
     return engineOf(transport).test(req);
   }
   if (blockingNative_) {
-    runNative(step, transport, nullptr, memory, memory);
+    runNative(step, transport, nullptr, src, dst);
     return true;
   }
-  runNative(step, transport, &req, memory, memory);
+  runNative(step, transport, &req, src, dst);
   return transport.test(req);
 }
 
@@ -109,7 +156,7 @@ void Execution::finishStep(std::size_t index) {
   if (staged_.empty()) return;
   StagedRange& r = staged_[index];
   if (r.bytes == 0) return;
-  binding_.list->scatter(r.offset, staging_.data() + r.offset, r.bytes);
+  binding_.recvList->scatter(r.offset, staging_.data() + r.offset, r.bytes);
   r.bytes = 0;
 }
 
@@ -185,10 +232,11 @@ void Execution::startShm(const Step& step, transport::Transport& transport, tran
   call.op = schedule_->op();
   call.avgDivisor = step.divisor;
   call.root = step.native.root;
-  if (send == nullptr && recv == nullptr && binding_.list != nullptr && call.collective == Collective::kAllreduce) {
-    // The engine copies in from the segments and out to them itself.
-    call.list = binding_.list;
-    call.listOffsetBytes = collectiveOffset(step);
+  if (send == nullptr && recv == nullptr && listCall() && call.collective == Collective::kAllreduce) {
+    // In place on the list: the engine copies in from the segments and out
+    // to them itself.
+    call.list = binding_.recvList;
+    call.listOffsetBytes = collectiveRanges(step, transport).dstOffset;
   }
   engineOf(transport).start(call, req);
 }
@@ -197,7 +245,7 @@ bool Execution::startStep(std::size_t index, transport::Transport& world) {
   const Step& s = schedule_->steps()[index];
   transport::Transport& transport = transportFor(s.comm, world);
   transport::Request& req = requests_[index];
-  const bool list = binding_.list != nullptr;
+  const bool list = listCall();
   const std::size_t es = schedule_->elementSize();
   switch (s.kind) {
     case StepKind::kSend:
@@ -276,8 +324,9 @@ bool Execution::startStep(std::size_t index, transport::Transport& world) {
     }
     case StepKind::kShm:
       if (list && (listed(s.src) || listed(s.dst))) {
-        if (s.native.collective != Collective::kAllreduce) return startStaged(index, s, transport, req);
-        collectiveOffset(s);  // checks that it runs in place
+        const bool inPlace = s.native.collective == Collective::kAllreduce && listOf(s.src) == listOf(s.dst) &&
+                             s.src.offsetBytes == s.dst.offsetBytes;
+        if (!inPlace) return startStaged(index, s, transport, req);
         startShm(s, transport, req, nullptr, nullptr);
       } else {
         startShm(s, transport, req, resolve(s.src), resolve(s.dst));

@@ -30,13 +30,16 @@ struct Binding {
   // hierarchical schedules (index kIntraComm / kInterComm); world is passed
   // to progress().
   transport::Transport* subTransports[kNumComms] = {nullptr, nullptr, nullptr};
-  // A segment-list call (core/segment_list.h): the send and the recv buffer
-  // are both this list (in place) and send/recv above are unused. Every step
-  // addresses it by offset as if it were contiguous; the execution cuts each
-  // step at segment boundaries (send/recv: one scatter-gather message; local
-  // steps: one run per piece; shm allreduce: the engine copies in and out of
-  // the segments; other backend collectives: through a staging copy).
-  const core::SegmentList* list = nullptr;
+  // A segment-list call (core/segment_list.h): the send buffer is sendList
+  // and the recv buffer recvList (the same list for an in-place allreduce or
+  // a broadcast), and send/recv above are unused. Every step addresses a
+  // list by offset as if it were contiguous; the execution cuts each step at
+  // segment boundaries (send/recv: one scatter-gather message; local steps:
+  // one run per piece; shm allreduce: the engine copies in and out of the
+  // segments; other backend collectives: through a staging copy). Both are
+  // set or neither.
+  const core::SegmentList* sendList = nullptr;
+  const core::SegmentList* recvList = nullptr;
   // Link accounting (executor/link_meter.h); null when off.
   LinkMeter* meter = nullptr;
 };
@@ -89,20 +92,33 @@ class Execution {
   // execution and keeps its capacity across reuse.
   std::vector<int> nativeCounts;
   std::vector<int> nativeDispls;
-  // Storage for Binding::list, likewise.
-  core::SegmentList list;
+  // Storage for Binding::sendList / recvList, likewise (an in-place call
+  // binds recvList to both).
+  core::SegmentList sendList;
+  core::SegmentList recvList;
 
  private:
   enum class State : std::uint8_t { kPending, kRunning, kDone };
   void* resolve(BufRef ref) const;
-  // Whether ref addresses the bound segment list.
-  bool listed(BufRef ref) const { return binding_.list != nullptr && ref.buffer != BufferId::kScratch; }
+  bool listCall() const { return binding_.recvList != nullptr; }
+  // The segment list ref addresses; null for scratch and for plain calls.
+  const core::SegmentList* listOf(BufRef ref) const {
+    if (ref.buffer == BufferId::kSend) return binding_.sendList;
+    if (ref.buffer == BufferId::kRecv) return binding_.recvList;
+    return nullptr;
+  }
+  bool listed(BufRef ref) const { return listOf(ref) != nullptr; }
   core::Operand operand(BufRef ref) const;
   // Send/recv of a listed range: one message, scatter-gather when it straddles segments.
   void postListed(bool isSend, const Step& step, transport::Transport& transport, transport::Request& req);
   // Backend/shm collectives over a listed range that the backend cannot
   // address piecewise: gathered into staging_, scattered back on completion.
   bool startStaged(std::size_t index, const Step& step, transport::Transport& transport, transport::Request& req);
+  // The byte ranges a kNative/kShm step reads (src) and writes (dst).
+  struct StepRanges {
+    std::size_t srcOffset = 0, srcBytes = 0, dstOffset = 0, dstBytes = 0;
+  };
+  StepRanges collectiveRanges(const Step& step, transport::Transport& transport) const;
   void finishStep(std::size_t index);
   bool ready(const Step& step) const;
   // Starts a step; true when it completed immediately.
@@ -110,8 +126,6 @@ class Execution {
   // send/recv: the step's memory (at the chunk start for allreduce/broadcast).
   void runNative(const Step& step, transport::Transport& transport, transport::Request* req, const char* send,
                  char* recv);
-  // Byte range of the list a kNative/kShm step covers (allreduce/broadcast).
-  std::size_t collectiveOffset(const Step& step) const;
   transport::SharedMemoryEngine& engineOf(transport::Transport& transport) const;
   void startShm(const Step& step, transport::Transport& transport, transport::Request& req, const void* send,
                 void* recv);
@@ -133,10 +147,13 @@ class Execution {
   std::vector<State> state_;               // capacity kept across calls
   std::vector<transport::Request> requests_;
   struct StagedRange {
-    std::size_t offset = 0;
-    std::size_t bytes = 0;  // 0: the step is not staged
+    std::size_t offset = 0;  // in the recv list
+    std::size_t bytes = 0;   // 0: the step's result is not staged
   };
   std::vector<StagedRange> staged_;  // per step, list-bound calls only
+  // staging_ mirrors the recv list at [0, recv total) and, for a call that
+  // is not in place, the send list after it, so concurrent steps' ranges
+  // never share bytes.
   std::vector<char> staging_;        // capacity kept across calls
   std::vector<core::Piece> pieces_;  // posting scratch
   std::vector<std::int64_t> startNs_;  // per step, when a meter is bound

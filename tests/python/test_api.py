@@ -221,6 +221,33 @@ def test_broadcast_many(comm):
         np.testing.assert_array_equal(got, np.full(got.shape, root, dtype=np.float64))
 
 
+@pytest.mark.parametrize("algorithm", [None, "ring"])
+def test_all_gather_and_reduce_scatter_many(comm, algorithm):
+    # One allgather / one reduce_scatter over lists of odd lengths (an empty
+    # one included), numpy and torch mixed: each output equals its
+    # per-tensor reference, block by block.
+    counts = (7, 0, 1, 1021, 13)
+    mine = [rank_data(comm.rank, n, np.float32, salt=i) for i, n in enumerate(counts)]
+    mine[3] = torch.from_numpy(mine[3])
+    gathered = boostcomm.all_gather_many(mine, algorithm=algorithm)
+    for i, n in enumerate(counts):
+        got = gathered[i].numpy() if isinstance(gathered[i], torch.Tensor) else gathered[i]
+        assert got.shape == (comm.size, n)
+        for r in range(comm.size):
+            np.testing.assert_array_equal(got[r], rank_data(r, n, np.float32, salt=i))
+    inputs = [rank_data(comm.rank, comm.size * n, np.float32, salt=10 + i) for i, n in enumerate(counts)]
+    outputs = [np.full(n, -1.0, dtype=np.float32) for n in counts]
+    work = boostcomm.reduce_scatter_many(inputs, outputs, algorithm=algorithm, async_op=True)
+    work.wait()
+    for i, n in enumerate(counts):
+        full = reference(comm.size, comm.size * n, np.float64, salt=10 + i)
+        np.testing.assert_array_equal(outputs[i], full[comm.rank * n:(comm.rank + 1) * n])
+    # A count that is not world_size x the input's on one rank: every rank raises.
+    bad = [np.zeros(comm.size * 4 - (1 if comm.rank == 0 else 0), dtype=np.float32)]
+    with pytest.raises(boostcomm.InvalidArgumentError, match=r"recv\[0\]\.count is|rank\(s\) 0"):
+        boostcomm.all_gather_many([np.zeros(4, dtype=np.float32)], bad)
+
+
 def test_all_reduce_many_errors_on_every_rank(comm):
     a = np.zeros(100, dtype=np.float32)
     if comm.rank == 0:
