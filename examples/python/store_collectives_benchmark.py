@@ -1,12 +1,15 @@
 """Collectives on the boostcomm backend's store transport vs gloo, same job, no mpirun.
 
-    python3 examples/python/store_collectives_benchmark.py --launch 2 [--sizes 8,65536,...] [--reps 20]
+    python3 examples/python/store_collectives_benchmark.py --launch 2 [--sizes 8,65536,...] [--reps 20] [--runs 3]
 
 --launch N starts N ranks on this host with env:// (MASTER_ADDR=127.0.0.1, a free port).
 Every rank makes boostcomm its default group and a gloo group over the same processes;
 for each collective and size the two are timed interleaved (boostcomm, gloo, boostcomm, ...),
 each sample a blocking call bracketed by barriers on its own group, and rank 0 prints the
-median of each and the ratio gloo / boostcomm (> 1: boostcomm faster).
+median of each and the ratio gloo / boostcomm (> 1: boostcomm faster). With --runs R the whole
+sweep is repeated R times in the same processes; the table gives the median over runs of each
+run's median, and the range of the ratio over runs in brackets.
+On one host boostcomm's built-in table picks shm (a POSIX shared-memory segment) for all three.
 """
 
 import argparse
@@ -17,7 +20,7 @@ import subprocess
 import sys
 import time
 
-DEFAULT_SIZES = [8, 1024, 65536, 1 << 20, 16 << 20]
+DEFAULT_SIZES = [8, 1024, 65536, 1 << 20, 16 << 20, 256 << 20]
 
 
 def launch(n, argv):
@@ -37,6 +40,7 @@ def main():
     ap.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="bytes per rank's tensor")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--colls", default="allreduce,broadcast,allgather")
+    ap.add_argument("--runs", type=int, default=1)
     args, rest = ap.parse_known_args()
     if args.launch:
         argv = [a for a in sys.argv[1:]]
@@ -64,30 +68,42 @@ def main():
         outs = [torch.empty(n) for _ in range(size)]
         return lambda: dist.all_gather(outs, x, group=group)
 
-    rows = []
-    for coll in args.colls.split(","):
-        for nbytes in map(int, args.sizes.split(",")):
-            n = max(1, nbytes // 4)
-            fns = {"boostcomm": op(coll, bc, n), "gloo": op(coll, gloo, n)}
-            times = {k: [] for k in fns}
-            reps = args.reps if nbytes < (4 << 20) else max(5, args.reps // 4)
-            for name, fn in fns.items():  # warm-up
-                fn(); fn()
-            for _ in range(reps):
-                for name, fn in fns.items():
-                    group = bc if name == "boostcomm" else gloo
-                    dist.barrier(group=group)
-                    t0 = time.perf_counter()
-                    fn()
-                    times[name].append(time.perf_counter() - t0)
-            med = {k: statistics.median(v) for k, v in times.items()}
-            rows.append((coll, nbytes, med["boostcomm"], med["gloo"]))
+    def sweep():
+        rows = {}
+        for coll in args.colls.split(","):
+            for nbytes in map(int, args.sizes.split(",")):
+                n = max(1, nbytes // 4)
+                fns = {"boostcomm": op(coll, bc, n), "gloo": op(coll, gloo, n)}
+                times = {k: [] for k in fns}
+                reps = args.reps if nbytes < (4 << 20) else max(5, args.reps // 4)
+                for name, fn in fns.items():  # warm-up
+                    fn(); fn()
+                for _ in range(reps):
+                    for name, fn in fns.items():
+                        group = bc if name == "boostcomm" else gloo
+                        dist.barrier(group=group)
+                        t0 = time.perf_counter()
+                        fn()
+                        times[name].append(time.perf_counter() - t0)
+                rows[(coll, nbytes)] = {k: statistics.median(v) for k, v in times.items()}
+        return rows
+
+    loads = []
+    runs = []
+    for _ in range(args.runs):
+        loads.append(os.getloadavg()[0])
+        runs.append(sweep())
     if rank == 0:
-        print(f"world {size}, load {os.getloadavg()[0]:.1f}, reps {args.reps}")
-        print("| collective | bytes | boostcomm median us | gloo median us | gloo / boostcomm |")
+        print(f"world {size}, load {min(loads):.1f}-{max(loads):.1f} (1-min average at each run's start), "
+              f"reps {args.reps}, runs {args.runs}")
+        print("| collective | bytes | boostcomm median us | gloo median us | gloo / boostcomm [range over runs] |")
         print("|---|---|---|---|---|")
-        for coll, nbytes, b, g in rows:
-            print(f"| {coll} | {nbytes} | {b * 1e6:.0f} | {g * 1e6:.0f} | {g / b:.2f}x |")
+        for key in runs[0]:
+            b = statistics.median(r[key]["boostcomm"] for r in runs)
+            g = statistics.median(r[key]["gloo"] for r in runs)
+            ratios = [r[key]["gloo"] / r[key]["boostcomm"] for r in runs]
+            print(f"| {key[0]} | {key[1]} | {b * 1e6:.0f} | {g * 1e6:.0f} | {statistics.median(ratios):.2f}x "
+                  f"[{min(ratios):.2f}-{max(ratios):.2f}] |")
     dist.destroy_process_group()
 
 

@@ -50,7 +50,7 @@ std::size_t parseBytes(std::string_view text, std::string_view context) {
 
 }  // namespace
 
-SelectionTable SelectionTable::builtIn(bool sharedMemory) {
+SelectionTable SelectionTable::builtIn(bool sharedMemory, std::string_view transport) {
   // Measured on 2 ranks, Open MPI 4.1.4 over shared memory (docs/PERFORMANCE.md,
   // 2026-11-29). Without a shared segment (several nodes, BOOSTCOMM_SHM=0):
   // MPI's own allreduce is within 0.85-1.05x of ring/rhd up to 16 MiB, so it
@@ -69,6 +69,16 @@ SelectionTable SelectionTable::builtIn(bool sharedMemory) {
   t.rules_[static_cast<int>(Collective::kBroadcast)] = {{0, kOpen, "native"}};
   t.rules_[static_cast<int>(Collective::kReduceScatter)] = {{0, kOpen, "native"}};
   t.rules_[static_cast<int>(Collective::kBarrier)] = {{0, kOpen, "native"}};
+  // The store transport's natives are Gloo's collectives over TCP loopback
+  // (tens of microseconds per message, run on its worker thread): on one
+  // node shm wins at every size for every collective it has
+  // (docs/PERF_TORCH.md). Barrier stays Gloo's.
+  if (sharedMemory && transport == "gloo") {
+    for (Collective c : {Collective::kAllreduce, Collective::kAllgather, Collective::kBroadcast,
+                         Collective::kReduceScatter}) {
+      t.rules_[static_cast<int>(c)] = {{0, kOpen, "shm"}};
+    }
+  }
   t.resolve();
   return t;
 }

@@ -28,7 +28,9 @@ class SelectionTable {
  public:
   // sharedMemory: the communicator has a shared-memory engine (one node), so
   // the "shm" algorithms can run and the table uses them where they win.
-  static SelectionTable builtIn(bool sharedMemory = false);
+  // transport: Transport::name() ("mpi", "gloo"), whose natives the table
+  // weighs shm against.
+  static SelectionTable builtIn(bool sharedMemory = false, std::string_view transport = "mpi");
   // "allreduce:0-65535=native;65536-=ring|broadcast:0-=binomial" — collectives
   // separated by '|', rules by ';'. Throws kInvalidArgument naming the bad part.
   void applyOverride(std::string_view text);

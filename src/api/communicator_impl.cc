@@ -65,7 +65,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   // The shm algorithms exist only with an engine (every rank on one node);
   // the built-in table picks them only then.
   sharedMemory_ = transport_->sharedMemory() != nullptr;
-  table_ = algorithms::SelectionTable::builtIn(sharedMemory_);
+  table_ = algorithms::SelectionTable::builtIn(sharedMemory_, transport_->name());
   core::checkEnvironmentNames();  // a retired BOOSTCOMM_* name is an error, an unknown one a warning
   userSelection_.applyOverride(core::tunableString(core::kTunableSelectionTable));
   algoOverride_ = algorithms::parseAlgoOverride(core::tunableString(core::kTunableAlgo));
@@ -204,7 +204,7 @@ void CommunicatorImpl::ensureSubCommunicators() {
   inter_ = transport_->split(local, node);
   // The node's ranks share memory: give the intra-node level the shm engine
   // (collective over the node; every member decides the same).
-  if (auto* mpi = dynamic_cast<transport::MpiTransport*>(intra_.get())) shm::attachSharedMemory(*mpi);
+  if (intra_) shm::attachSharedMemory(*intra_);
   intraSharedMemory_ = intra_->sharedMemory() != nullptr;
   BC_INTERNAL(intra_ && inter_ && intra_->size() == layout_.ranksPerNode() && inter_->size() == layout_.nodes(),
               "sub-communicators do not match the node layout " << layout_.describe());

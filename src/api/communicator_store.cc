@@ -3,6 +3,7 @@
 #include "api/communicator_impl.h"
 #include "boostcomm/communicator.h"
 #include "core/check.h"
+#include "shm/attach.h"
 #include "transport/gloo/gloo_transport.h"
 
 namespace boostcomm {
@@ -17,6 +18,9 @@ std::shared_ptr<Communicator> Communicator::createFromStore(std::shared_ptr<KeyV
   auto device = transport::GlooTransport::createDevice(rank);
   auto world = std::make_unique<transport::GlooTransport>(std::move(bridge), std::move(device), rank, size,
                                                           std::vector<long long>{});
+  // Every rank on one host: the shm engine over a POSIX segment (collective;
+  // every rank decides the same), so shm is selectable, and chosen, as under MPI.
+  shm::attachSharedMemory(*world);
   auto impl = std::make_unique<detail::CommunicatorImpl>(std::move(world), [] {});
   return std::make_shared<Communicator>(std::move(impl));
 }

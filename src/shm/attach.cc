@@ -1,18 +1,25 @@
 #include "shm/attach.h"
 
+#include <cstdio>
 #include <exception>
+#include <functional>
+#include <memory>
 
 #include "core/check.h"
 #include "core/tunables.h"
 #include "shm/engine.h"
+#include "shm/mpi_window.h"
+#include "shm/posix_segment.h"
+#include "transport/gloo/gloo_transport.h"
 #include "transport/mpi/mpi_errors.h"
+#include "transport/mpi/mpi_transport.h"
 
 namespace boostcomm::shm {
 
 namespace {
 
 // The engine's tunables, read before the agreement step so that a bad value
-// can travel through it (see attachSharedMemory).
+// can travel through it (see decide).
 struct Wanted {
   bool enable = false;
   EngineConfig config;
@@ -31,40 +38,71 @@ Wanted readTunables(int rank) {
   return w;
 }
 
-}  // namespace
-
-void attachSharedMemory(transport::MpiTransport& transport) {
-  using transport::mpi::checkMpi;
-  // Every rank reads the same environment under mpirun; were it to differ, the
-  // node check below would still be collective, and the allreduce of the
-  // decision keeps the ranks in agreement. A rank with a bad tunable votes -1,
-  // so every rank raises together instead of the others entering
-  // MPI_Win_allocate_shared without it.
+// Collective: whether every rank wants an engine (and may have one: the
+// group is on this node). A rank with a bad tunable votes -1, so every rank
+// raises together instead of the others creating a segment without it.
+bool decide(transport::Transport& t, bool onThisNode, Wanted& local) {
   constexpr int kInvalid = -1;
-  Wanted local;
   std::exception_ptr localError;
   try {
-    local = readTunables(transport.rank());
+    local = readTunables(t.rank());
   } catch (const Error&) {
     localError = std::current_exception();
   }
-  int wanted = localError ? kInvalid : (local.enable ? 1 : 0);
-  MPI_Comm node = MPI_COMM_NULL;
-  checkMpi(MPI_Comm_split_type(transport.comm(), MPI_COMM_TYPE_SHARED, transport.rank(), MPI_INFO_NULL, &node),
-           "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)", transport.rank());
-  int nodeSize = 0;
-  checkMpi(MPI_Comm_size(node, &nodeSize), "MPI_Comm_size", transport.rank());
-  MPI_Comm_free(&node);
-  if (nodeSize != transport.size() && wanted == 1) wanted = 0;
+  int wanted = localError ? kInvalid : (local.enable && onThisNode ? 1 : 0);
   int all = 0;
-  checkMpi(MPI_Allreduce(&wanted, &all, 1, MPI_INT, MPI_MIN, transport.comm()), "MPI_Allreduce",
-           transport.rank());
+  t.nativeAllreduce(&wanted, &all, 1, DataType::kInt32, ReduceOp::kMin, nullptr);
   if (localError) std::rethrow_exception(localError);
-  BC_INVALID(all != kInvalid, transport.rank(),
+  BC_INVALID(all != kInvalid, t.rank(),
              "another rank has an invalid shared-memory tunable (" << core::kTunableShm << ", "
                  << core::kTunableShmChunkBytes << ", " << core::kTunableShmSlotBytes << "); see its error");
-  if (all == 0) return;
-  transport.attachSharedMemory(std::make_unique<ShmEngine>(transport.comm(), local.config));
+  return all == 1;
+}
+
+bool mpiGroupOnThisNode(transport::MpiTransport& t) {
+  using transport::mpi::checkMpi;
+  MPI_Comm node = MPI_COMM_NULL;
+  checkMpi(MPI_Comm_split_type(t.comm(), MPI_COMM_TYPE_SHARED, t.rank(), MPI_INFO_NULL, &node),
+           "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)", t.rank());
+  int nodeSize = 0;
+  checkMpi(MPI_Comm_size(node, &nodeSize), "MPI_Comm_size", t.rank());
+  MPI_Comm_free(&node);
+  return nodeSize == t.size();
+}
+
+}  // namespace
+
+void attachSharedMemory(transport::Transport& transport) {
+  Wanted local;
+  if (auto* mpi = dynamic_cast<transport::MpiTransport*>(&transport)) {
+    if (!decide(*mpi, mpiGroupOnThisNode(*mpi), local)) return;
+    mpi->attachSharedMemory(
+        std::make_unique<ShmEngine>(*mpi, MpiWindowSegment::factory(mpi->comm()), local.config));
+    return;
+  }
+  auto* gloo = dynamic_cast<transport::GlooTransport*>(&transport);
+  if (gloo == nullptr) return;
+  // Node ids came through the store (host name and network namespace), the
+  // same list on every rank.
+  const std::vector<long long> nodes = gloo->nodeIdOfEachRank();
+  bool oneNode = true;
+  for (long long id : nodes) oneNode = oneNode && id == nodes.front();
+  if (!decide(*gloo, oneNode, local)) return;
+  std::unique_ptr<ShmEngine> engine;
+  try {
+    engine = std::make_unique<ShmEngine>(*gloo, PosixSegment::factory(*gloo), local.config);
+  } catch (const Error& e) {
+    // The segment's failures are agreed (posix_segment.h: every rank raises
+    // the same one), so every rank falls back together: the job still runs,
+    // on the transport's point-to-point algorithms (e.g. /dev/shm not shared
+    // between containers that share a host name).
+    if (e.category() != ErrorCategory::kTransport) throw;
+    if (transport.rank() == 0) {
+      std::fprintf(stderr, "boostcomm: warning: no shared-memory engine on the store transport: %s\n", e.what());
+    }
+    return;
+  }
+  gloo->attachSharedMemory(std::move(engine));
 }
 
 }  // namespace boostcomm::shm

@@ -1,14 +1,16 @@
-// Gives an MPI transport its shared-memory engine when it can have one.
+// Gives a transport its shared-memory engine when it can have one.
 #pragma once
 
-#include "transport/mpi/mpi_transport.h"
+#include "transport/transport.h"
 
 namespace boostcomm::shm {
 
-// Collective over the transport's communicator. Attaches a ShmEngine when
-// every rank is on this node (MPI_COMM_TYPE_SHARED spans the communicator)
-// and BOOSTCOMM_SHM is not 0; otherwise leaves the transport without one.
-// Every rank reaches the same decision.
-void attachSharedMemory(transport::MpiTransport& transport);
+// Collective over the transport's group. Attaches a ShmEngine when every
+// rank is on this node and BOOSTCOMM_SHM is not 0; otherwise leaves the
+// transport without one. Every rank reaches the same decision. The segment
+// follows the transport: an MPI shared window for MPI (MPI_COMM_TYPE_SHARED
+// must span the communicator), a POSIX shared-memory object for the store
+// transport (every rank's node id equal). Other transports get none.
+void attachSharedMemory(transport::Transport& transport);
 
 }  // namespace boostcomm::shm

@@ -1,12 +1,12 @@
 #include "shm/engine.h"
 
 #include <algorithm>
+#include <utility>
 
 #include <unistd.h>
 
 #include "core/check.h"
 #include "shm/cma.h"
-#include "transport/mpi/mpi_errors.h"
 
 namespace boostcomm::shm {
 
@@ -43,13 +43,14 @@ void cpuPause() {
 
 }  // namespace
 
-ShmEngine::ShmEngine(MPI_Comm comm, const EngineConfig& config)
-    : comm_(comm),
+ShmEngine::ShmEngine(transport::Transport& control, SegmentFactory segments, const EngineConfig& config)
+    : control_(control),
+      segments_(std::move(segments)),
+      rank_(control.rank()),
+      size_(control.size()),
       layout_(std::max<std::size_t>((config.chunkBytes + kLineBytes - 1) & ~(kLineBytes - 1), kLineBytes),
               std::max<std::size_t>(2, config.slotBytes / std::max<std::size_t>(config.chunkBytes, 1))) {
-  transport::mpi::checkMpi(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank", -1);
-  transport::mpi::checkMpi(MPI_Comm_size(comm, &size_), "MPI_Comm_size", rank_);
-  segment_ = std::make_unique<SharedWindow>(comm, layout_.bytesPerRank());
+  segment_ = segments_(layout_.bytesPerRank());
   peerInput_.assign(static_cast<std::size_t>(size_), nullptr);
   peerResult_.assign(static_cast<std::size_t>(size_), nullptr);
   inputs_.assign(static_cast<std::size_t>(size_), nullptr);
@@ -73,9 +74,12 @@ bool ShmEngine::probeCma(bool wanted) {
     std::uint64_t address;
   };
   const Entry mine{static_cast<std::uint64_t>(getpid()), reinterpret_cast<std::uint64_t>(&probe)};
+  static_assert(sizeof(Entry) == 2 * sizeof(std::int64_t));
   std::vector<Entry> all(static_cast<std::size_t>(size_));
-  transport::mpi::checkMpi(MPI_Allgather(&mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, comm_), "MPI_Allgather",
-                           rank_);
+  std::vector<int> counts(static_cast<std::size_t>(size_), 2);
+  std::vector<int> displs(static_cast<std::size_t>(size_));
+  for (int r = 0; r < size_; ++r) displs[static_cast<std::size_t>(r)] = 2 * r;
+  control_.nativeAllgatherv(&mine, 2, all.data(), counts.data(), displs.data(), DataType::kInt64, nullptr);
   pids_.clear();
   for (const Entry& e : all) pids_.push_back(static_cast<pid_t>(e.pid));
   int ok = wanted ? 1 : 0;
@@ -90,7 +94,7 @@ bool ShmEngine::probeCma(bool wanted) {
   }
   int everyone = 0;
   // The probe value lives until every rank has read it (the allreduce follows all reads).
-  transport::mpi::checkMpi(MPI_Allreduce(&ok, &everyone, 1, MPI_INT, MPI_MIN, comm_), "MPI_Allreduce", rank_);
+  control_.nativeAllreduce(&ok, &everyone, 1, DataType::kInt32, ReduceOp::kMin, nullptr);
   return everyone == 1;
 }
 
@@ -135,7 +139,7 @@ void* ShmEngine::allocate(std::size_t bytes) {
   BC_INVALID(bytes > 0, rank_, "allocateBuffer: bytes is 0");
   BC_INVALID(queue_.size() == head_, rank_, "allocateBuffer: collectives are still in flight on the shared segment");
   Registration r;
-  r.window = std::make_unique<SharedWindow>(comm_, bytes);
+  r.window = segments_(bytes);
   r.bytes = bytes;
   registrations_.push_back(std::move(r));
   return registrations_.back().window->mine();
@@ -145,7 +149,7 @@ void ShmEngine::release(void* buffer) {
   for (Registration& r : registrations_) {
     if (r.window && r.window->mine() == buffer) {
       BC_INVALID(queue_.size() == head_, rank_, "freeBuffer: collectives are still in flight on the shared segment");
-      r.window.reset();  // collective: MPI_Win_free
+      r.window.reset();  // collective for an MPI window (MPI_Win_free)
       r.bytes = 0;
       return;
     }

@@ -64,8 +64,11 @@ struct ShmOp {
 
 class ShmEngine final : public transport::SharedMemoryEngine {
  public:
-  // Collective over comm (every rank must be on this node).
-  ShmEngine(MPI_Comm comm, const EngineConfig& config);
+  // Collective over `control` (every rank must be on this node): its native
+  // collectives carry the engine's few control words (CMA probe); `segments`
+  // makes the shared segment and every registered buffer over the same
+  // ranks. control must outlive the engine.
+  ShmEngine(transport::Transport& control, SegmentFactory segments, const EngineConfig& config);
   ~ShmEngine() override;
 
   void start(const transport::SharedMemoryCall& call, transport::Request& req) override;
@@ -105,7 +108,7 @@ class ShmEngine final : public transport::SharedMemoryEngine {
 
  private:
   struct Registration {
-    std::unique_ptr<SharedWindow> window;
+    std::unique_ptr<SharedSegment> window;
     std::size_t bytes = 0;
   };
   // Finds [data, data + bytes) in this rank's registrations: index and offset.
@@ -121,11 +124,12 @@ class ShmEngine final : public transport::SharedMemoryEngine {
   bool probeCma(bool wanted);
   bool progress();
 
-  MPI_Comm comm_;
+  transport::Transport& control_;
+  SegmentFactory segments_;
   int rank_ = 0;
   int size_ = 1;
   SegmentLayout layout_;
-  std::unique_ptr<SharedWindow> segment_;
+  std::unique_ptr<SharedSegment> segment_;
   std::vector<Registration> registrations_;
   std::vector<char*> peerInput_;
   std::vector<char*> peerResult_;

@@ -1,9 +1,12 @@
 // The shared segment: memory every rank of a node maps, and its layout.
 //
-// SharedWindow wraps one MPI_Win_allocate_shared window: each rank
-// contributes `bytesPerRank` and can address every peer's part directly
-// (MPI_Win_shared_query). The engine's segment is one such window; each
-// registered buffer (zero-copy) is another.
+// SharedSegment: each rank of a node group contributes `bytesPerRank` and
+// addresses every peer's part directly. Two implementations, chosen by the
+// transport: an MPI_Win_allocate_shared window (mpi_window.h, under mpirun)
+// and a POSIX shared-memory object (posix_segment.h, under the store
+// transport, where there is no MPI communicator). The engine's segment is one
+// such segment; each registered buffer (zero-copy) is another, made by the
+// same SegmentFactory.
 //
 // Layout of each rank's part of the engine segment:
 //   [RankControl: counters and descriptor ring, written only by this rank]
@@ -17,14 +20,11 @@
 // instead of flags that would have to be cleared between calls.
 #pragma once
 
-#ifndef OMPI_SKIP_MPICXX
-#define OMPI_SKIP_MPICXX 1
-#endif
-#include <mpi.h>
-
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "core/call_status.h"
@@ -73,25 +73,28 @@ struct RankControl {
   core::CallStatus status;
 };
 
-class SharedWindow {
+// Every rank's part is 64-byte aligned and zero-filled when the (collective)
+// constructor of an implementation returns on every rank. Destruction is
+// collective for the MPI window (MPI_Win_free), local for POSIX segments.
+class SharedSegment {
  public:
-  // Collective over comm. Every rank's part is 64-byte aligned and zero-filled
-  // when the constructor returns on every rank (it ends with a barrier).
-  SharedWindow(MPI_Comm comm, std::size_t bytesPerRank);
-  ~SharedWindow();  // collective (MPI_Win_free)
-  SharedWindow(const SharedWindow&) = delete;
-  SharedWindow& operator=(const SharedWindow&) = delete;
+  virtual ~SharedSegment() = default;
+  SharedSegment(const SharedSegment&) = delete;
+  SharedSegment& operator=(const SharedSegment&) = delete;
 
   char* base(int rank) const { return bases_[static_cast<std::size_t>(rank)]; }
   char* mine() const { return base(rank_); }
   std::size_t bytesPerRank() const { return bytesPerRank_; }
 
- private:
-  MPI_Win window_ = MPI_WIN_NULL;
+ protected:
+  SharedSegment(int rank, std::size_t bytesPerRank) : bytesPerRank_(bytesPerRank), rank_(rank) {}
   std::vector<char*> bases_;
   std::size_t bytesPerRank_ = 0;
   int rank_ = 0;
 };
+
+// Collective over the engine's node group: a new segment of bytesPerRank per rank.
+using SegmentFactory = std::function<std::unique_ptr<SharedSegment>(std::size_t bytesPerRank)>;
 
 // Addresses inside the engine segment.
 class SegmentLayout {
@@ -101,11 +104,11 @@ class SegmentLayout {
   std::size_t chunkBytes() const { return chunkBytes_; }
   std::size_t slotChunks() const { return slotChunks_; }
 
-  RankControl& control(const SharedWindow& w, int rank) const {
+  RankControl& control(const SharedSegment& w, int rank) const {
     return *reinterpret_cast<RankControl*>(w.base(rank));
   }
   // The staging chunk of engine-wide chunk number `chunk` in rank's slot ring.
-  char* slot(const SharedWindow& w, int rank, std::uint64_t chunk) const {
+  char* slot(const SharedSegment& w, int rank, std::uint64_t chunk) const {
     return w.base(rank) + slotOffset_ + (chunk % slotChunks_) * chunkBytes_;
   }
 

@@ -3,24 +3,22 @@
 // through an in-memory KeyValueStore. Native collectives (Gloo's own) against
 // the exact reference shared with the other transports' tests, point-to-point
 // with pieces and empty messages, split, and boostcomm's algorithms (ring,
-// rhd, binomial ...) running on it through a Communicator, world sizes 1-4.
+// rhd, binomial, shm ...) running on it through a Communicator, world sizes
+// 1-4. The POSIX segment and shm / hier on this transport: test_store_shm.cc.
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <exception>
 #include <functional>
-#include <map>
-#include <mutex>
 #include <numeric>
-#include <stdexcept>
 #include <thread>
 #include <vector>
 
 #include "boostcomm/communicator.h"
 #include "boostcomm/error.h"
 #include "boostcomm/store.h"
+#include "common/store_threads.h"
 #include "common/transport_checks.h"
 #include "transport/gloo/gloo_transport.h"
 
@@ -29,63 +27,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class MemoryStore final : public KeyValueStore {
- public:
-  void set(const std::string& key, const std::vector<std::uint8_t>& value) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    kv_[key] = value;
-    cv_.notify_all();
-  }
-  std::vector<std::uint8_t> get(const std::string& key) override {
-    wait({key}, 60s);
-    std::lock_guard<std::mutex> lock(mutex_);
-    return kv_.at(key);
-  }
-  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
-    std::unique_lock<std::mutex> lock(mutex_);
-    const bool ok = cv_.wait_for(lock, timeout, [&] {
-      for (const auto& k : keys) {
-        if (!kv_.count(k)) return false;
-      }
-      return true;
-    });
-    if (!ok) throw std::runtime_error("memory store: wait timed out");
-  }
-  std::string describe() const override { return "the test's memory store"; }
+using testing::MemoryStore;
+using testing::onThreads;
 
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::map<std::string, std::vector<std::uint8_t>> kv_;
-};
-
-void onThreads(int n, const std::function<void(int)>& fn) {
-  std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (...) {
-        errors[static_cast<std::size_t>(r)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
-}
-
-std::vector<std::unique_ptr<GlooTransport>> makeTransports(int n) {
-  auto store = std::make_shared<MemoryStore>();
-  std::vector<std::unique_ptr<GlooTransport>> out(static_cast<std::size_t>(n));
-  onThreads(n, [&](int r) {
-    out[static_cast<std::size_t>(r)] = std::make_unique<GlooTransport>(
-        StoreBridge(store, "t", 30s, r), GlooTransport::createDevice(r), r, n, std::vector<long long>{});
-  });
-  return out;
-}
+std::vector<std::unique_ptr<GlooTransport>> makeTransports(int n) { return testing::makeGlooTransports(n); }
 
 TEST(GlooTransport, NativeReductionsEveryDtypeAndOp) {
   const DataType dtypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16,
@@ -183,7 +128,7 @@ TEST(GlooTransport, CommunicatorAlgorithmsMatchFloat64Reference) {
     onThreads(n, [&](int r) {
       auto comm = Communicator::createFromStore(store, r, n, 30s);
       for (std::size_t count : {0, 1, 7, 1000, 65537}) {
-        for (const char* algo : {"native", "ring", "rhd", "rd", ""}) {
+        for (const char* algo : {"native", "ring", "rhd", "rd", "shm", ""}) {
           std::vector<float> x(count);
           for (std::size_t i = 0; i < count; ++i) x[i] = static_cast<float>((i * 7 + r * 3) % 11);
           CallOptions o;
@@ -196,7 +141,7 @@ TEST(GlooTransport, CommunicatorAlgorithmsMatchFloat64Reference) {
             ASSERT_EQ(static_cast<double>(x[i]), ref) << "allreduce " << algo << " n " << n << " count " << count;
           }
         }
-        for (const char* algo : {"native", "ring", "rd", ""}) {
+        for (const char* algo : {"native", "ring", "rd", "shm", ""}) {
           if (std::string(algo) == "rd" && (n & (n - 1)) != 0) continue;  // power-of-two ranks only
           std::vector<double> mine(count), all(count * static_cast<std::size_t>(n));
           for (std::size_t i = 0; i < count; ++i) mine[i] = static_cast<double>(r * 1000 + i);
@@ -211,7 +156,7 @@ TEST(GlooTransport, CommunicatorAlgorithmsMatchFloat64Reference) {
             }
           }
         }
-        for (const char* algo : {"native", "binomial", ""}) {
+        for (const char* algo : {"native", "binomial", "shm", ""}) {
           for (int root = 0; root < n; ++root) {
             std::vector<std::int32_t> b(count, r == root ? root + 5 : -1);
             CallOptions o;
@@ -220,7 +165,7 @@ TEST(GlooTransport, CommunicatorAlgorithmsMatchFloat64Reference) {
             for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(b[i], root + 5) << "broadcast " << algo;
           }
         }
-        for (const char* algo : {"native", "ring", ""}) {
+        for (const char* algo : {"native", "ring", "shm", ""}) {
           std::vector<double> send(count * static_cast<std::size_t>(n)), recv(count);
           for (std::size_t i = 0; i < send.size(); ++i) send[i] = static_cast<double>(i + r);
           CallOptions o;

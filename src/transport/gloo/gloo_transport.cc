@@ -2,11 +2,15 @@
 
 #include <gloo/transport/tcp/attr.h>
 #include <gloo/transport/tcp/device.h>
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -39,6 +43,33 @@ bool resolves(const std::string& host) {
   return true;
 }
 
+// The local address of the route to `host`: a UDP socket's connect() picks
+// the route and source address without sending anything. Empty when `host`
+// does not resolve or no route reaches it.
+std::string localAddressTowards(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), "9", &hints, &res) != 0) return {};
+  std::string out;
+  for (addrinfo* a = res; a != nullptr && out.empty(); a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 && getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      const void* addr = local.ss_family == AF_INET6
+                             ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+                             : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+      if (inet_ntop(local.ss_family, addr, text, sizeof text) != nullptr) out = text;
+    }
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return out;
+}
+
 // Ranks on one node share a host name and a network namespace (the emulated
 // cluster, scripts/emucluster.sh, gives each "node" its own namespace).
 std::string nodeKey() {
@@ -53,6 +84,13 @@ std::string nodeKey() {
 std::shared_ptr<gloo::transport::Device> GlooTransport::createDevice(int rank) {
   gloo::transport::tcp::attr attr;
   std::string host = core::tunableString(core::kTunableGlooHostname);
+  // torch's rendezvous address (torchrun, env://): the address peers reach
+  // the store by is on the network they reach us by. The host name usually
+  // resolves to 127.0.0.1 (Debian's /etc/hosts), which peers in another
+  // network namespace or on another host cannot connect to.
+  if (const char* master = std::getenv("MASTER_ADDR"); host.empty() && master != nullptr && *master != '\0') {
+    host = localAddressTowards(master);
+  }
   if (host.empty()) {
     host = hostName();
     if (!resolves(host)) host = "127.0.0.1";
@@ -94,6 +132,7 @@ GlooTransport::GlooTransport(StoreBridge store, std::shared_ptr<gloo::transport:
 }
 
 GlooTransport::~GlooTransport() {
+  sharedMemory_.reset();  // unmaps; needs nothing from the peers
   {
     std::lock_guard<std::mutex> lock(queueMutex_);
     stopping_ = true;

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "transport/gloo/store_bridge.h"
+#include "transport/shared_memory.h"
 #include "transport/transport.h"
 
 namespace boostcomm::transport {
@@ -76,6 +77,10 @@ class GlooTransport final : public Transport {
 
   std::unique_ptr<Transport> split(int color, int key) override;
   std::vector<long long> nodeIdOfEachRank() override { return nodeIds_; }
+  // The node's shm engine over a POSIX segment, attached by whoever creates
+  // the communicator (shm::attachSharedMemory) when every rank is on one node.
+  SharedMemoryEngine* sharedMemory() override { return sharedMemory_.get(); }
+  void attachSharedMemory(std::unique_ptr<SharedMemoryEngine> engine) { sharedMemory_ = std::move(engine); }
 
  public:
   struct Pending;  // gloo_link.h
@@ -103,6 +108,8 @@ class GlooTransport final : public Transport {
   std::deque<std::shared_ptr<GlooNativeJob>> queue_;
   bool stopping_ = false;
   std::thread worker_;
+  // Last member: its control exchanges use this transport's natives.
+  std::unique_ptr<SharedMemoryEngine> sharedMemory_;
 };
 
 }  // namespace boostcomm::transport
