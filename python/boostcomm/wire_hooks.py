@@ -36,6 +36,7 @@ actually travelled ('bf16', 'fp16' or 'off').
 import collections
 
 import torch
+import torch.distributed as dist
 
 import boostcomm
 from . import _boostcomm as _C
@@ -65,6 +66,11 @@ class WireHookState:
         elif not isinstance(error_feedback, bool):
             error = boostcomm.InvalidArgumentError(
                 f"[boostcomm rank {native.rank}] WireHookState: error_feedback must be a bool, got {error_feedback!r}")
+        elif dist.is_initialized() and dist.get_world_size() != native.size:
+            error = boostcomm.InvalidArgumentError(
+                f"[boostcomm rank {native.rank}] WireHookState: torch.distributed has {dist.get_world_size()} "
+                f"ranks but the boostcomm communicator {native.size}: the hooks run on the MPI world "
+                "(start the job with mpirun)")
         boostcomm._agree(error)
         # Every rank must run the same calls: compare the settings with rank 0's.
         mine = f"{wire}|{error_feedback}|{algorithm}"
