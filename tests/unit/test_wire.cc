@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/registry.h"
 #include "boostcomm/boostcomm.h"
 #include "core/half.h"
 #include "core/tunables.h"
@@ -155,6 +156,35 @@ TEST(WireSchedule, RoundEncodesTheMessageOfTheSendAfterIt) {
   EXPECT_EQ(st[later].src2.offsetBytes, st[round].src2.offsetBytes);
   EXPECT_FALSE(st[part].staged);
   EXPECT_FALSE(st[other].staged);
+}
+
+// In the flat ring every owned chunk's round makes the allgather's first message.
+TEST(WireSchedule, RingOwnerRoundsFeedTheirSends) {
+  for (int n : {2, 3, 4}) {
+    algorithms::CollectiveSpec spec;
+    spec.collective = Collective::kAllreduce;
+    spec.dtype = DataType::kFloat32;
+    spec.op = ReduceOp::kAvg;
+    spec.count = 65537;
+    spec.rank = n - 1;
+    spec.size = n;
+    spec.chunkBytes = 4096;
+    spec.maxChunks = 8;
+    spec.wire = WireFormat::kBf16;
+    executor::Schedule s(spec.collective, spec.dtype, spec.op, "ring");
+    algorithms::buildAllreduceRing(spec, s);
+    std::size_t rounds = 0, stagedRounds = 0, stagedSends = 0;
+    for (const executor::Step& st : s.steps()) {
+      if (st.kind == executor::StepKind::kRound) {
+        ++rounds;
+        stagedRounds += st.staged;
+      }
+      if (st.kind == executor::StepKind::kSend) stagedSends += st.staged;
+    }
+    EXPECT_GT(rounds, 1u) << n;
+    EXPECT_EQ(stagedRounds, rounds) << n;
+    EXPECT_EQ(stagedSends, rounds) << n;
+  }
 }
 
 TEST(WireCodec, NonFiniteValuesPassThrough) {
