@@ -18,7 +18,8 @@ batches:
                   bfloat16; called through a wrapper, see attach()).
 The boostcomm hooks force the flat ring (algorithm="ring"): on one host the
 selection would move float32 through shared memory, and the point here is
-what the rounding does to training. Prints per-epoch loss and test
+what the rounding does to training. First measures each exchange's
+averaged gradient against a float64 reference (--error-batches). Prints per-epoch loss and test
 accuracy, the final accuracy and the median step time per mode; --out
 writes them as JSON (rank 0), --plot draws loss curves from such files.
 """
@@ -123,6 +124,44 @@ def train(mode, data, args, rank, world):
             "wire_counts": dict(state.wire_counts) if state is not None else {}}
 
 
+def gradient_error(data, args, rank, world):
+    """How far each exchange's averaged gradient is from the float64 mean of
+    the ranks' float32 gradients: relative to sum|g_r|/n per element, max and
+    mean over every element of the first --error-batches batches (the initial
+    model; no feedback, which by design changes a step's result)."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    xtr, ytr = data[0], data[1]
+    per_rank = args.batch // world
+    order = torch.randperm(len(xtr), generator=torch.Generator().manual_seed(args.seed + 1))
+    out = {}
+    for mode in ("bc-bf16", "bc-fp16", "torch-bf16"):
+        worst, total, elements = 0.0, 0.0, 0
+        ddp = DDP(make_model(args.seed))
+        attach(ddp, mode)
+        for b in range(args.error_batches):
+            batch = order[b * args.batch:(b + 1) * args.batch]
+            local = []  # every rank's float32 gradients, recomputed here from the shared batch order
+            for r in range(world):
+                m = make_model(args.seed)
+                idx = batch[r * per_rank:(r + 1) * per_rank]
+                torch.nn.functional.cross_entropy(m(xtr[idx]), ytr[idx]).backward()
+                local.append(torch.cat([p.grad.reshape(-1) for p in m.parameters()]).double())
+            stacked = torch.stack(local)
+            exact, scale = stacked.mean(0), stacked.abs().sum(0) / world
+            ddp.zero_grad()
+            mine = batch[rank * per_rank:(rank + 1) * per_rank]
+            torch.nn.functional.cross_entropy(ddp(xtr[mine]), ytr[mine]).backward()
+            got = torch.cat([p.grad.reshape(-1) for p in ddp.module.parameters()]).double()
+            nz = scale > 0
+            rel = (got - exact).abs()[nz] / scale[nz]
+            worst = max(worst, rel.max().item())
+            total += rel.sum().item()
+            elements += rel.numel()
+        out[mode] = {"max_rel_error": worst, "mean_rel_error": total / elements}
+    return out
+
+
 def run(args):
     import torch
     import torch.distributed as dist
@@ -137,6 +176,12 @@ def run(args):
     data = load_digits(args.seed)
     results = {"world_size": world, "epochs": args.epochs, "batch": args.batch, "lr": args.lr, "seed": args.seed,
                "modes": {}}
+    if args.error_batches:
+        results["gradient_error"] = gradient_error(data, args, rank, world)
+        if rank == 0:
+            for mode, e in results["gradient_error"].items():
+                print(f"{mode:12s} averaged gradient vs float64: max rel {e['max_rel_error']:.2e}  "
+                      f"mean rel {e['mean_rel_error']:.2e}", flush=True)
     for mode in args.modes:
         r = train(mode, data, args, rank, world)
         results["modes"][mode] = r
@@ -186,6 +231,8 @@ def main():
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated subset of {','.join(MODES)}")
+    p.add_argument("--error-batches", type=int, default=10,
+                   help="first measure each exchange's gradient error on this many batches (0: skip)")
     p.add_argument("--out", help="write the results as JSON (rank 0)")
     p.add_argument("--plot", nargs="+", metavar=("PNG", "JSON"), help="draw PNG from result files and exit")
     args = p.parse_args()
