@@ -37,6 +37,7 @@ readonly kPackages=(
   libtorch-dev
   python3-torchvision  # DDP on torchvision models: scripts/compare_builds.sh, examples/python
   python3-matplotlib   # charts from the tools' JSON: python3 -m boostcomm.plot (docs/PLOTS.md)
+  python3-sklearn      # the digits dataset of examples/python/wire_digits_train.py (docs/WIRE.md)
 )
 
 check_only=0

@@ -180,23 +180,25 @@ def _copy(dst, src):
 
 # ---------------------------------------------------------------- collectives
 
-def all_reduce(tensor, op="sum", output=None, algorithm=None, async_op=False):
+def all_reduce(tensor, op="sum", output=None, algorithm=None, async_op=False, wire=None):
     """output = op over all ranks' tensor (in place when output is None).
 
     op: sum, avg, min, max, prod. algorithm: e.g. "ring" (None: the selection
-    table). Returns output, or a Work to wait() on when async_op."""
+    table). wire: this call's wire format for float32 (off, bf16, fp16, auto;
+    None: the communicator's; docs/ALGORITHMS.md "Wire formats").
+    Returns output, or a Work to wait() on when async_op."""
     out = tensor if output is None else output
-    work = _default().all_reduce(tensor, out, op, algorithm, async_op)
+    work = _default().all_reduce(tensor, out, op, algorithm, async_op, wire)
     return work if async_op else out
 
 
-def all_reduce_many(tensors, op="sum", algorithm=None, async_op=False):
+def all_reduce_many(tensors, op="sum", algorithm=None, async_op=False, wire=None):
     """Every tensor = op over all ranks' tensor, as ONE collective over the
     list (in place; no packing into a fused buffer). One dtype for the list;
     every rank passes the same shapes in the same order (checked: an error
     on every rank otherwise). Returns the tensors, or a Work when async_op."""
     tensors = list(tensors)
-    work = _default().all_reduce_many(tensors, op, algorithm, async_op)
+    work = _default().all_reduce_many(tensors, op, algorithm, async_op, wire)
     return work if async_op else tensors
 
 

@@ -15,6 +15,7 @@
 #include "boostcomm/topology.h"
 #include "boostcomm/version.h"
 #include "core/check.h"
+#include "core/wire.h"
 #include "runtime.h"
 #include "views.h"
 
@@ -71,6 +72,20 @@ CallOptions callOptions(const std::optional<std::string>& algorithm) {
   return options;
 }
 
+WireFormat wireFromName(const std::string& wire, int rank) {
+  const auto parsed = parseWireFormat(wire);
+  BC_INVALID(parsed.has_value(), rank, "wire: unknown '" << wire << "'; valid: off, bf16, fp16, auto");
+  return *parsed;
+}
+
+// An allreduce's options: algorithm and, when given, the per-call wire format.
+CallOptions allreduceOptions(const std::optional<std::string>& algorithm, const std::optional<std::string>& wire,
+                             int rank) {
+  CallOptions options = callOptions(algorithm);
+  if (wire) options.wire = wireFromName(*wire, rank);
+  return options;
+}
+
 // A Python list of tensors as segment views, and the objects owning their memory.
 struct ListRef {
   std::vector<View> views;
@@ -124,7 +139,42 @@ void bindCommunicator(py::module_& m) {
            "Block until complete; timeout in seconds (raises boostcomm.TimeoutError).")
       .def_property_readonly("algorithm", [](const PyWork& w) { return std::string(w.work.algorithm()); })
       .def_property_readonly("wire_format", [](const PyWork& w) { return std::string(toString(w.work.wireFormat())); },
-                             "How the float32 payload travelled: 'off', 'bf16' or 'fp16'.");
+                             "How the float32 payload travelled: 'off', 'bf16' or 'fp16'.")
+      .def(
+          "on_complete",
+          [](PyWork& w, py::function callback) {
+            // The callback runs on the thread that retires the operation
+            // (the progress thread, or a caller inside the communicator),
+            // which holds no GIL: take it there. It gets None or the error
+            // message. The Python objects the call uses stay alive until then.
+            auto state = std::make_shared<std::pair<py::function, std::vector<py::object>>>(
+                std::move(callback), std::move(w.keepAlive));
+            w.keepAlive.clear();
+            py::gil_scoped_release release;  // the callback may run at once, on this thread
+            w.work.onComplete([state](std::exception_ptr error) {
+              py::gil_scoped_acquire acquire;
+              py::object message = py::none();
+              if (error) {
+                try {
+                  std::rethrow_exception(error);
+                } catch (const std::exception& e) {
+                  message = py::str(e.what());
+                } catch (...) {
+                  message = py::str("unknown error");
+                }
+              }
+              try {
+                state->first(message);
+              } catch (py::error_already_set& e) {
+                e.discard_as_unraisable("boostcomm Work.on_complete callback");
+              }
+              state->first = py::function();  // release the Python objects with the GIL held
+              state->second.clear();
+            });
+          },
+          py::arg("callback"),
+          "Call callback(error) once when the operation completes: error is None, or its message. Runs on the "
+          "thread that completes it (see Communicator.use_progress_thread); keep it short.");
 
   py::class_<Communicator, CommPtr>(m, "Communicator")
       .def_static(
@@ -140,28 +190,30 @@ void bindCommunicator(py::module_& m) {
       .def(
           "all_reduce",
           [](Communicator& c, py::handle send, py::handle recv, const std::string& op,
-             std::optional<std::string> algorithm, bool asyncOp) {
+             std::optional<std::string> algorithm, bool asyncOp, std::optional<std::string> wire) {
             SendRecv io = sendRecv(c, send, recv);
             const ReduceOp rop = reduceOpFromName(op, c.rank());
-            const CallOptions o = callOptions(algorithm);
+            const CallOptions o = allreduceOptions(algorithm, wire, c.rank());
             return dispatch(
                 asyncOp, {io.send.owner, io.recv.owner}, [&] { c.allreduce(io.send.view, io.recv.view, rop, o); },
                 [&] { return c.allreduceAsync(io.send.view, io.recv.view, rop, o); });
           },
           py::arg("input"), py::arg("output"), py::arg("op") = "sum", py::arg("algorithm") = py::none(),
-          py::arg("async_op") = false)
+          py::arg("async_op") = false, py::arg("wire") = py::none(),
+          "wire: this call's wire format (off, bf16, fp16, auto; None: the communicator's).")
       .def(
           "all_reduce_many",
           [](Communicator& c, py::sequence tensors, const std::string& op, std::optional<std::string> algorithm,
-             bool asyncOp) {
+             bool asyncOp, std::optional<std::string> wire) {
             ListRef l = listOf(c, tensors);
             const ReduceOp rop = reduceOpFromName(op, c.rank());
-            const CallOptions o = callOptions(algorithm);
+            const CallOptions o = allreduceOptions(algorithm, wire, c.rank());
             return dispatch(
                 asyncOp, std::move(l.owners), [&] { c.allreduceMany(l.views, rop, o); },
                 [&] { return c.allreduceManyAsync(l.views, rop, o); });
           },
           py::arg("tensors"), py::arg("op") = "sum", py::arg("algorithm") = py::none(), py::arg("async_op") = false,
+          py::arg("wire") = py::none(),
           "One allreduce over a list of tensors, in place, without packing them (one dtype).")
       .def(
           "broadcast_many",
@@ -315,18 +367,30 @@ void bindCommunicator(py::module_& m) {
       .def(
           "set_wire_format",
           [](Communicator& c, const std::string& wire) {
-            const auto parsed = parseWireFormat(wire);
-            BC_INVALID(parsed.has_value(), c.rank(), "wire: unknown '" << wire << "'; valid: off, bf16, fp16, auto");
+            const WireFormat parsed = wireFromName(wire, c.rank());
             py::gil_scoped_release release;  // collective: the ranks compare their values
-            c.setWireFormat(*parsed);
+            c.setWireFormat(parsed);
           },
           py::arg("wire"),
           "Wire format of float32 allreduces (collective; docs/ALGORITHMS.md 'Wire formats'): off, bf16, fp16, auto.")
       .def_property_readonly("wire_format", [](const Communicator& c) { return std::string(toString(c.wireFormat())); })
       .def(
           "wire_format_of",
-          [](const Communicator& c, std::size_t bytes) { return std::string(toString(c.wireFormatOf(bytes))); },
-          py::arg("bytes"), "How a float32 allreduce of `bytes` travels: 'off', 'bf16' or 'fp16'.")
+          [](const Communicator& c, std::size_t bytes, std::optional<std::string> wire,
+             std::optional<std::string> algorithm) {
+            const CallOptions o = allreduceOptions(algorithm, wire, c.rank());
+            return std::string(toString(c.wireFormatOf(bytes, DataType::kFloat32, o)));
+          },
+          py::arg("bytes"), py::arg("wire") = py::none(), py::arg("algorithm") = py::none(),
+          "How a float32 allreduce of `bytes` travels ('off', 'bf16' or 'fp16'), with these call options.")
+      .def(
+          "use_progress_thread",
+          [](Communicator& c) {
+            py::gil_scoped_release release;
+            c.useProgressThread();
+          },
+          "Progress asynchronous calls in the background (BOOSTCOMM_PROGRESS=auto starts the thread now), so "
+          "on_complete callbacks run without test()/wait().")
       .def("finalize",
            [](Communicator& c) {
              py::gil_scoped_release release;
@@ -390,6 +454,22 @@ void bindCore(py::module_& m) {
       },
       py::arg("text"), "Collective over MPI_COMM_WORLD: rank 0's text on every rank.");
   m.def("supported_dtypes", &supportedDataTypes);
+  m.def(
+      "round_through_wire",
+      [](py::handle array, const std::string& wire) {
+        // What error feedback needs: the array as one wire message decodes
+        // (one fp16 scale for the whole array; bf16 is elementwise).
+        const WireFormat format = wireFromName(wire, launcherRank());
+        BC_INVALID(format != WireFormat::kAuto, launcherRank(), "round_through_wire: wire must be off, bf16 or fp16");
+        ArrayRef a = toArray(array, "array", launcherRank(), true);
+        BC_INVALID(a.view.dtype == DataType::kFloat32, launcherRank(),
+                   "round_through_wire: array must be float32, got " << toString(a.view.dtype));
+        if (format == WireFormat::kOff) return;
+        py::gil_scoped_release release;
+        core::roundThroughWire(format, static_cast<float*>(a.view.data), a.view.count);
+      },
+      py::arg("array"), py::arg("wire"),
+      "array = decode(encode(array)) in place, as one wire message (float32; wire off, bf16 or fp16).");
   bindCommunicator(m);
   bindTopology(m);
 }

@@ -92,6 +92,35 @@ __attribute__((target("avx2"))) void roundBf16Avx2(float* buf, std::size_t n, st
   done = i;
 }
 
+__attribute__((target("avx2,f16c"))) void encodeRoundFp16Avx2(float scale, float unscale, float* buf, std::size_t n,
+                                                               std::uint16_t* dst, std::size_t& done) {
+  const __m256 s = _mm256_set1_ps(scale);
+  const __m256 u = _mm256_set1_ps(unscale);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(buf + i), s), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+    _mm256_storeu_ps(buf + i, _mm256_mul_ps(_mm256_cvtph_ps(h), u));
+  }
+  done = i;
+}
+
+__attribute__((target("avx2"))) void encodeRoundBf16Avx2(float* buf, std::size_t n, std::uint16_t* dst,
+                                                         std::size_t& done) {
+  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i a = bf16High(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(buf + i)));
+    const __m256i b = bf16High(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(buf + i + 8)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(buf + i), _mm256_and_si256(a, high));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(buf + i + 8), _mm256_and_si256(b, high));
+    const __m256i packed =
+        _mm256_permute4x64_epi64(_mm256_packus_epi32(_mm256_srli_epi32(a, 16), _mm256_srli_epi32(b, 16)), 0xD8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), packed);
+  }
+  done = i;
+}
+
 __attribute__((target("avx2"))) std::uint32_t maxMagnitudeAvx2(const float* x, std::size_t n, std::size_t& done) {
   const __m256i mask = _mm256_set1_epi32(0x7FFFFFFF);
   __m256i m = _mm256_setzero_si256();
@@ -220,6 +249,29 @@ void roundRun(WireFormat format, int k, float* buf, std::size_t count) {
   if (haveAvx2F16c()) roundFp16Avx2(scale, unscale, buf, count, i);
 #endif
   for (; i < count; ++i) buf[i] = halfbits::halfToFloat(halfbits::floatToHalf(buf[i] * scale)) * unscale;
+}
+
+void encodeRoundRun(WireFormat format, int k, float* buf, std::size_t count, std::uint16_t* dst) {
+  std::size_t i = 0;
+  if (format == WireFormat::kBf16) {
+#if defined(__x86_64__)
+    if (haveAvx2F16c()) encodeRoundBf16Avx2(buf, count, dst, i);
+#endif
+    for (; i < count; ++i) {
+      dst[i] = halfbits::floatToBFloat16(buf[i]);
+      buf[i] = halfbits::bfloat16ToFloat(dst[i]);
+    }
+    return;
+  }
+  const float scale = powerOfTwo(k);
+  const float unscale = powerOfTwo(-k);
+#if defined(__x86_64__)
+  if (haveAvx2F16c()) encodeRoundFp16Avx2(scale, unscale, buf, count, dst, i);
+#endif
+  for (; i < count; ++i) {
+    dst[i] = halfbits::floatToHalf(buf[i] * scale);
+    buf[i] = halfbits::halfToFloat(dst[i]) * unscale;
+  }
 }
 
 }  // namespace boostcomm::core

@@ -47,6 +47,10 @@ void decodeRun(WireFormat format, int k, const std::uint16_t* src, std::size_t c
 
 // One run of a message rounded in place: x = decode(encode(x)) with scale k.
 void roundRun(WireFormat format, int k, float* buf, std::size_t count);
+// Both at once, in one pass: dst = encode(buf), buf = decode(dst). What the
+// owner of a reduced chunk needs when it then sends that chunk: the send's
+// message is ready and the chunk is not read a second time.
+void encodeRoundRun(WireFormat format, int k, float* buf, std::size_t count, std::uint16_t* dst);
 
 // Whole contiguous messages.
 void encodeWire(WireFormat format, const float* src, std::size_t count, void* wire);

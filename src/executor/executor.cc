@@ -251,7 +251,7 @@ bool Execution::startStep(std::size_t index, transport::Transport& world) {
     case StepKind::kSend:
       if (s.wire != WireFormat::kOff) {
         char* staging = static_cast<char*>(resolve(s.src2));
-        encodeWireStep(s, operand(s.src), staging);
+        if (!s.staged) encodeWireStep(s, operand(s.src), staging);
         transport.isend(staging, s.bytes, s.peer, tagBase_ + s.tag, req);
       } else if (list && listed(s.src)) {
         postListed(true, s, transport, req);
@@ -294,7 +294,7 @@ bool Execution::startStep(std::size_t index, transport::Transport& world) {
       return true;
     }
     case StepKind::kRound:
-      roundWireStep(s, operand(s.dst));
+      roundWireStep(s, operand(s.dst), s.staged ? static_cast<char*>(resolve(s.src2)) : nullptr);
       return true;
     case StepKind::kDivide:
       if (s.count == 0) return true;

@@ -41,7 +41,24 @@ Schedule::StepId Schedule::add(Step step, std::initializer_list<StepId> deps) {
     }
   }
   steps_.push_back(step);
-  return static_cast<StepId>(steps_.size() - 1);
+  const auto id = static_cast<StepId>(steps_.size() - 1);
+  for (std::uint32_t d = 0; d < steps_[id].depCount; ++d) linkRoundToSend(id, deps_[steps_[id].depBegin + d]);
+  return id;
+}
+
+void Schedule::linkRoundToSend(StepId send, StepId dep) {
+  Step& s = steps_[send];
+  Step& round = steps_[dep];
+  if (s.kind != StepKind::kSend || s.wire == WireFormat::kOff || s.staged) return;
+  if (round.kind != StepKind::kRound || round.wire != s.wire || round.count != s.count) return;
+  if (round.dst.buffer != s.src.buffer || round.dst.offsetBytes != s.src.offsetBytes) return;
+  // The chunk is final once rounded, so every send of it can share one message.
+  if (!round.staged) {
+    round.src2 = s.src2;
+    round.staged = true;
+  }
+  s.src2 = round.src2;
+  s.staged = true;
 }
 
 void Schedule::setWire(WireFormat wire) {
@@ -67,6 +84,7 @@ void Schedule::addDependency(StepId dep) {
   BC_INTERNAL(last.depBegin + last.depCount == deps_.size(), "dependencies of the last step are not contiguous");
   deps_.push_back(dep);
   ++last.depCount;
+  linkRoundToSend(static_cast<StepId>(steps_.size() - 1), dep);
 }
 
 void Schedule::addDependencies(const std::vector<StepId>& deps) {

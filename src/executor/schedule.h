@@ -69,6 +69,10 @@ struct Step {
   // A send encodes src into staging when it starts; a recv receives into
   // staging and decodes into dst when it completes. kRound: the format.
   WireFormat wire = WireFormat::kOff;
+  // The message is made ahead (Schedule::linkRoundToSend): on a kRound, also
+  // leave dst's message in src2; on a wire send, src2 already holds it (its
+  // kRound dependency wrote it), so the send does not encode again.
+  bool staged = false;
   NativeCall native;           // kNative: parameters; src/dst hold the send/recv base refs
 };
 
@@ -166,6 +170,9 @@ class Schedule {
 
  private:
   StepId add(Step step, std::initializer_list<StepId> deps);
+  // When wire send `send` depends on kRound `dep` over the same elements,
+  // the round encodes the send's message as it rounds (one pass, not two).
+  void linkRoundToSend(StepId send, StepId dep);
   StepId chainAfterPrevious(StepId id);
 
   Collective collective_ = Collective::kAllreduce;

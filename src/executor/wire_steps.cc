@@ -43,12 +43,23 @@ void decodeWireStep(const Step& step, const char* staging, const core::Operand& 
   });
 }
 
-void roundWireStep(const Step& step, const core::Operand& buf) {
+void roundWireStep(const Step& step, const core::Operand& buf, char* staging) {
   if (step.count == 0) return;
   const int k = scaleOf(step, buf);
   const core::Operand ops[1] = {buf};
+  if (staging == nullptr) {
+    core::forEachRun(ops, step.count * sizeof(float), [&](char* const* p, std::size_t n) {
+      core::roundRun(step.wire, k, reinterpret_cast<float*>(p[0]), n / sizeof(float));
+    });
+    return;
+  }
+  // The scale of buf before rounding is the scale of the rounded values
+  // (idempotence), so this message is the one the send would encode.
+  core::writeWireHeader(step.wire, k, staging);
+  auto* out = reinterpret_cast<std::uint16_t*>(staging + core::wireHeaderBytes(step.wire));
   core::forEachRun(ops, step.count * sizeof(float), [&](char* const* p, std::size_t n) {
-    core::roundRun(step.wire, k, reinterpret_cast<float*>(p[0]), n / sizeof(float));
+    core::encodeRoundRun(step.wire, k, reinterpret_cast<float*>(p[0]), n / sizeof(float), out);
+    out += n / sizeof(float);
   });
 }
 

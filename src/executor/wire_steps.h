@@ -12,6 +12,7 @@ namespace boostcomm::executor {
 
 void encodeWireStep(const Step& step, const core::Operand& src, char* staging);
 void decodeWireStep(const Step& step, const char* staging, const core::Operand& dst);
-void roundWireStep(const Step& step, const core::Operand& buf);
+// With `staging`, also leaves buf's message there (the send of it will not encode).
+void roundWireStep(const Step& step, const core::Operand& buf, char* staging);
 
 }  // namespace boostcomm::executor

@@ -16,10 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/registry.h"
 #include "boostcomm/boostcomm.h"
 #include "core/half.h"
 #include "core/tunables.h"
 #include "core/wire.h"
+#include "executor/schedule.h"
 #include "testing/inproc_group.h"
 #include "tuning/cost_model.h"
 
@@ -100,6 +102,88 @@ TEST(WireCodec, VectorPathsMatchTheScalarReferenceBitwise) {
     std::uint32_t maxBits = 0;
     for (float v : x) maxBits = std::max(maxBits, __builtin_bit_cast(std::uint32_t, v) & 0x7FFFFFFFu);
     ASSERT_EQ(core::maxMagnitudeBits(x.data(), n), maxBits);
+  }
+}
+
+// The owner's fused pass (round its chunk and make the allgather's message
+// at once) gives exactly what rounding, then encoding, gave: any bit pattern.
+TEST(WireCodec, FusedEncodeRoundMatchesRoundThenEncodeBitwise) {
+  std::mt19937 gen(11);
+  for (int trial = 0; trial < 60; ++trial) {
+    const std::size_t n = gen() % 300;
+    std::vector<float> x(n);
+    for (float& v : x) {
+      v = trial % 2 ? __builtin_bit_cast(float, static_cast<std::uint32_t>(gen()))
+                    : std::ldexp(static_cast<float>(gen() % 20001) - 10000.0f, static_cast<int>(gen() % 40) - 20);
+    }
+    for (WireFormat f : {WireFormat::kBf16, WireFormat::kFp16}) {
+      for (int k : {-20, 0, 13}) {
+        std::vector<float> rounded = x;
+        core::roundRun(f, k, rounded.data(), n);
+        std::vector<std::uint16_t> want(n);
+        core::encodeRun(f, k, x.data(), n, want.data());
+        std::vector<float> fused = x;
+        std::vector<std::uint16_t> got(n);
+        core::encodeRoundRun(f, k, fused.data(), n, got.data());
+        ASSERT_EQ(got, want) << "trial " << trial << " " << toString(f) << " k " << k;
+        ASSERT_EQ(std::memcmp(fused.data(), rounded.data(), n * sizeof(float)), 0)
+            << "trial " << trial << " " << toString(f) << " k " << k;
+      }
+    }
+  }
+}
+
+// The owner's round step makes the message of a send of the same elements
+// that waits for it; other sends encode their own.
+TEST(WireSchedule, RoundEncodesTheMessageOfTheSendAfterIt) {
+  using executor::BufferId;
+  using executor::BufRef;
+  executor::Schedule s(Collective::kAllreduce, DataType::kFloat32, ReduceOp::kSum, "test");
+  executor::WireScope scope(s, WireFormat::kBf16);
+  const BufRef chunk{BufferId::kRecv, 400};
+  const auto reduce = s.reduce(chunk, chunk, BufRef{BufferId::kScratch, 0}, 100);
+  const auto round = s.wireRound(chunk, 100, reduce);
+  const auto same = s.send(chunk, 400, 1, 0, {round});
+  const auto later = s.send(chunk, 400, 2, 1);  // dependency added afterwards, as ringAllgather does
+  s.addDependency(round);
+  const auto part = s.send(chunk, 200, 1, 2, {round});  // fewer elements: its own message
+  const auto other = s.send(BufRef{BufferId::kRecv, 0}, 400, 1, 3, {round});
+  const auto& st = s.steps();
+  EXPECT_TRUE(st[round].staged);
+  EXPECT_TRUE(st[same].staged);
+  EXPECT_TRUE(st[later].staged);
+  EXPECT_EQ(st[same].src2.offsetBytes, st[round].src2.offsetBytes);
+  EXPECT_EQ(st[later].src2.offsetBytes, st[round].src2.offsetBytes);
+  EXPECT_FALSE(st[part].staged);
+  EXPECT_FALSE(st[other].staged);
+}
+
+// In the flat ring every owned chunk's round makes the allgather's first message.
+TEST(WireSchedule, RingOwnerRoundsFeedTheirSends) {
+  for (int n : {2, 3, 4}) {
+    algorithms::CollectiveSpec spec;
+    spec.collective = Collective::kAllreduce;
+    spec.dtype = DataType::kFloat32;
+    spec.op = ReduceOp::kAvg;
+    spec.count = 65537;
+    spec.rank = n - 1;
+    spec.size = n;
+    spec.chunkBytes = 4096;
+    spec.maxChunks = 8;
+    spec.wire = WireFormat::kBf16;
+    executor::Schedule s(spec.collective, spec.dtype, spec.op, "ring");
+    algorithms::buildAllreduceRing(spec, s);
+    std::size_t rounds = 0, stagedRounds = 0, stagedSends = 0;
+    for (const executor::Step& st : s.steps()) {
+      if (st.kind == executor::StepKind::kRound) {
+        ++rounds;
+        stagedRounds += st.staged;
+      }
+      if (st.kind == executor::StepKind::kSend) stagedSends += st.staged;
+    }
+    EXPECT_GT(rounds, 1u) << n;
+    EXPECT_EQ(stagedRounds, rounds) << n;
+    EXPECT_EQ(stagedSends, rounds) << n;
   }
 }
 
