@@ -97,8 +97,8 @@ int analyze(const std::string& dir) {
     d.completed = p.value("completed", 0ULL);
   }
   for (int r : undumped)
-    std::printf("rank %d wrote no flight record (stopped, killed or still waiting); its counters as its node's peers "
-                "saw them are used\n", r);
+    std::printf("rank %d wrote no flight record (stopped, killed or still waiting); its counters as other ranks saw "
+                "them (node peers, control-channel answers) are used\n", r);
   std::printf("flight records of %zu rank(s) in %s\n", ranks.size(), dir.c_str());
   for (const auto& [rank, d] : ranks) {
     std::printf("  rank %d%s%s%s: last started %s, last completed %s\n", rank, d.reason.empty() ? "" : " (dumped at ",
@@ -117,8 +117,9 @@ int analyze(const std::string& dir) {
     for (const auto& [rank, d] : ranks) {
       auto it = d.calls.find(seq);
       if (it == d.calls.end()) continue;
-      std::printf("  rank %d: %s%s%s%s\n", rank, it->second.call.c_str(), it->second.state.empty() ? "" : ", ",
-                  it->second.state.c_str(), timing(d, it->second).c_str());
+      const bool timed = it->second.startNs != 0;  // timing() then says completed or in flight
+      std::printf("  rank %d: %s%s%s%s\n", rank, it->second.call.c_str(), timed || it->second.state.empty() ? "" : ", ",
+                  timed ? "" : it->second.state.c_str(), timing(d, it->second).c_str());
     }
   };
   for (std::uint64_t seq = from; seq < to; ++seq) {
