@@ -182,7 +182,7 @@ class Communicator {
   // collectives included (docs/RELIABILITY.md). Not collective.
   void setTimeout(std::optional<std::chrono::milliseconds> timeout);
   // Abandons this rank's work: every operation in flight completes with
-  // Error{kFinalized} ("aborted") and later calls raise it. Any thread, not
+  // Error{kAborted} and later calls raise it. Any thread, not
   // collective (each rank aborts its own side); returns within about 1 s. A
   // call blocked inside the backend's blocking collective is not interrupted
   // (it ends at its deadline). finalize() still releases the resources.

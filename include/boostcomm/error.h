@@ -15,6 +15,7 @@ enum class ErrorCategory {
   kTransport,        // the backend (MPI, ...) reported an error
   kFinalized,        // use after finalize()
   kInternal,         // a broken invariant inside boostcomm (a bug: please report)
+  kAborted,          // use after (or a wait cut short by) Communicator::abort()
 };
 
 std::string_view toString(ErrorCategory category);

@@ -155,6 +155,7 @@ void registerErrors(py::module_& m) {
         case ErrorCategory::kMismatch: type = types.mismatch; break;
         case ErrorCategory::kTimeout: type = types.timeout; break;
         case ErrorCategory::kFinalized: type = types.finalized; break;
+        case ErrorCategory::kAborted: type = types.finalized; break;  // category "aborted" tells them apart
         default: break;
       }
       py::object instance = type(e.what());

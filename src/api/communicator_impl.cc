@@ -1,5 +1,6 @@
 #include "api/communicator_impl.h"
 #include "api/watchdog.h"
+#include "api/control_channel.h"
 
 #include <algorithm>
 #include <climits>
@@ -80,12 +81,20 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   status_->pid.store(static_cast<std::uint32_t>(getpid()), std::memory_order_relaxed);
   inspector_ = std::make_unique<StallInspector>(rank_, status_, std::move(peers),
                                                 core::tunableInt(core::kTunableStallWarnMs), defaultTimeout_.count());
+  // Ranks it cannot see through shared memory (other nodes, or shm off):
+  // the control channel, a collective dup, so every rank decides alike (the
+  // shm attachment was agreed; the thread level is the job's).
+  if (size_ > 1 && transport_->sharedMemory() == nullptr) {
+    if (auto* mpi = dynamic_cast<transport::MpiTransport*>(transport_.get()))
+      inspector_->attachChannel(ControlChannel::create(mpi->comm()), size_);
+  }
   engine_->setWaitMonitor(inspector_.get());
   engine_->setCallStatus(status_);
   chunkBytes_ = core::tunableBytes(core::kTunableRingChunkBytes);
   maxChunks_ = static_cast<int>(core::tunableInt(core::kTunableMaxChunksPerSegment));
   cache_ = ScheduleCache(static_cast<std::size_t>(core::tunableInt(core::kTunableScheduleCacheSize)));
   checkConsistency_ = core::tunableBool(core::kTunableCheckConsistency);
+  fingerprints_ = core::tunableBool(core::kTunableFingerprints);
   hierMinBytes_ = core::tunableBytes(core::kTunableHierMinBytes);
   CommStrategy strategy;
   strategy.strategy = *parseStrategy(core::tunableEnum(core::kTunableStrategy));
@@ -154,7 +163,7 @@ void CommunicatorImpl::abort() {
   }
   if (!finalized_)
     engine_->fail(std::make_exception_ptr(
-        Error(ErrorCategory::kFinalized, rank_, "communicator aborted (Communicator::abort) before this operation completed")));
+        Error(ErrorCategory::kAborted, rank_, "communicator aborted (Communicator::abort) before this operation completed")));
   std::vector<executor::ProgressEngine::Due> due;
   engine_->takeCallbacks(due);
   mutex_.unlock();
@@ -181,7 +190,7 @@ void CommunicatorImpl::checkUsable() const {
       core::raise(e.category(), rank_, "communicator unusable after an earlier failure: " + e.detail());
     }
   }
-  BC_CHECK(!inspector_->aborted(), ErrorCategory::kFinalized, rank_, "communicator used after abort()");
+  BC_CHECK(!inspector_->aborted(), ErrorCategory::kAborted, rank_, "communicator used after abort()");
   if (inspector_->poisoned()) core::raise(ErrorCategory::kMismatch, rank_, inspector_->poisonMessage());
 }
 
@@ -216,7 +225,7 @@ std::shared_ptr<const executor::Schedule> CommunicatorImpl::schedule(const Algor
   auto built = std::make_shared<executor::Schedule>(spec.collective, spec.dtype, spec.op, algo.name);
   // Zero elements everywhere (counts agree across ranks): nothing to move.
   if (spec.payloadBytes() > 0 || spec.collective == Collective::kBarrier) algo.build(spec, *built);
-  built->validate(size_, tagSpan_);
+  built->validate(size_, tagSpan_ - 1);
   cache_.insert(built);
   return built;
 }
@@ -261,7 +270,7 @@ const AlgorithmInfo& CommunicatorImpl::prepare(const CallArgs& args, const CallO
   spec.sharedMemory = sharedMemory_;
   spec.layout = &layout_;
   spec.interAlgorithm = interAlgorithm_.c_str();
-  spec.tagSpan = tagSpan_;
+  spec.tagSpan = tagSpan_ - 1;  // the last tag carries the fingerprint header (executor.h)
   const AlgorithmInfo* tried = onlineChoice(spec, options);
   const AlgorithmInfo& algo = tried != nullptr ? *tried : choose(spec, options);
   if (algorithms::isHierarchical(algo)) {
@@ -305,7 +314,8 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
       !engine_->idle()) {
     return false;
   }
-  status_->recordStart(sequence_, core::Fingerprint::of(args.collective, args.recv.dtype, args.op, args.root, count));
+  status_->recordStart(sequence_, core::Fingerprint::of(args.collective, args.recv.dtype, args.op, args.root, count),
+                       "native");
   status_->blocking.store(1, std::memory_order_relaxed);
   BlockingScope blockingScope{status_};
   executor::LinkMeter* meter = links_.meter();
@@ -385,11 +395,21 @@ std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs
   // hier) would stall the schedule's other steps, so only native-only
   // schedules use it; the schedule's shape is the same on every rank.
   const bool blockingNative = blocking && !interruptible(options) && sched->nativeOnly();
-  status_->recordStart(sequence, fingerprintOf(spec));
+  const core::Fingerprint fingerprint = fingerprintOf(spec);
+  if (fingerprints_) {
+    binding.header.rank = rank_;
+    binding.header.sequence = sequence;
+    binding.header.word = fingerprint.word();
+    binding.header.count = fingerprint.count;
+    binding.header.wire = static_cast<std::uint32_t>(spec.wire);
+    binding.headerTag = tagBase + tagSpan_ - 1;
+  }
+  status_->recordStart(sequence, fingerprint, algo.name);
   if (blockingNative) status_->blocking.store(1, std::memory_order_relaxed);  // cleared by run()
   if (work) {
     work->algorithm = algo.name;
     work->wire = spec.wire;
+    if (const auto d = deadlineFor(options)) work->deadlineMs = d->count();  // the progress thread's check
   }
   // A failure while the in-flight cap progresses older operations fails the
   // engine itself (as every engine progress does).
@@ -601,6 +621,7 @@ void CommunicatorImpl::finalize() {
   unwatch(inspector_.get());
   engine_->setCallStatus(nullptr);
   engine_->setWaitMonitor(nullptr);
+  inspector_->closeChannel();  // tells the others of a mismatch seen here; before MPI goes
   transport_.reset();  // releases the shared segment and registered buffers
   if (onFinalize_) onFinalize_();
   if (pending) std::rethrow_exception(pending);

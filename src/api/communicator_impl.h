@@ -204,6 +204,7 @@ class CommunicatorImpl {
   std::size_t chunkBytes_ = 0;
   int maxChunks_ = 0;
   bool checkConsistency_ = false;
+  bool fingerprints_ = true;  // BOOSTCOMM_FINGERPRINTS: headers in point-to-point schedules
   bool sharedMemory_ = false;        // the transport has a shared-memory engine
   std::vector<void*> heapBuffers_;   // allocateBuffer without an engine
   Strategy strategy_ = Strategy::kAuto;

@@ -227,7 +227,7 @@ CollectiveSpec CommunicatorImpl::describeSelf() const {
   probe.layout = &layout_;
   probe.chunkBytes = chunkBytes_;
   probe.maxChunks = maxChunks_;
-  probe.tagSpan = tagSpan_;
+  probe.tagSpan = tagSpan_ - 1;  // as prepare(): the last tag is the fingerprint header's
   return probe;
 }
 

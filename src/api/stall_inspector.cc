@@ -1,5 +1,8 @@
 #include "api/stall_inspector.h"
 
+#include "api/control_channel.h"
+
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,8 +45,8 @@ std::string StallInspector::mismatch(std::uint64_t fromSeq, std::uint64_t toSeq)
   for (std::uint64_t seq = fromSeq; seq < toSeq; ++seq) {
     Fingerprint mine;
     if (!own_->read(seq, mine)) continue;
-    for (std::size_t r = 0; r < peers_.size(); ++r) {
-      const CallStatus* peer = peers_[r];
+    for (std::size_t r = 0; r < worldSize(); ++r) {
+      const CallStatus* peer = statusOf(r);
       Fingerprint theirs;
       if (peer == nullptr || peer == own_ || !peer->read(seq, theirs) || theirs == mine) continue;
       return core::describeMismatch(rank_, mine, static_cast<int>(r), theirs, seq);
@@ -54,7 +57,7 @@ std::string StallInspector::mismatch(std::uint64_t fromSeq, std::uint64_t toSeq)
 
 void StallInspector::check(std::chrono::steady_clock::duration waited) {
   if (aborted())
-    core::raise(ErrorCategory::kFinalized, rank_, "communicator aborted (Communicator::abort) while this call waited");
+    core::raise(ErrorCategory::kAborted, rank_, "communicator aborted (Communicator::abort) while this call waited");
   if (poisoned()) core::raise(ErrorCategory::kMismatch, rank_, poisonMessage());
   if (waited < kCheckAfter || peers_.empty()) return;
   const std::uint64_t started = own_->started.load(std::memory_order_acquire);
@@ -70,16 +73,23 @@ std::string StallInspector::report() {
   const std::uint64_t waiting = completed < started ? completed : (started > 0 ? started - 1 : 0);  // seq
   std::ostringstream os;
   os << "rank " << rank_ << " waits in " << describeSeq(*own_, waiting + 1);
-  if (peers_.empty()) {
-    os << "; the other ranks' progress is not visible from here (no shared-memory call status: ranks on other "
-          "nodes, or shared memory off)";
+  if (peers_.empty() && !hasChannel()) {
+    os << "; the other ranks' progress is not visible from here (no shared-memory call status and no control "
+          "channel: ranks on other nodes without MPI_THREAD_MULTIPLE, or a non-MPI transport)";
     return os.str();
   }
   int behind = 0;
   std::string reached;
-  for (std::size_t r = 0; r < peers_.size(); ++r) {
-    const CallStatus* peer = peers_[r];
-    if (peer == nullptr || peer == own_) continue;
+  std::string silent;
+  for (std::size_t r = 0; r < worldSize(); ++r) {
+    if (static_cast<int>(r) == rank_) continue;
+    const CallStatus* peer = statusOf(r);
+    if (peer == nullptr) {
+      if (hasChannel() && (r >= peers_.size() || peers_[r] == nullptr))
+        silent += (silent.empty() ? "" : ", ") + std::to_string(r);
+      continue;
+    }
+    if (peer == own_) continue;
     const std::uint64_t ps = peer->started.load(std::memory_order_acquire);
     const std::uint64_t pc = peer->completed.load(std::memory_order_acquire);
     if (ps > waiting) {
@@ -90,7 +100,15 @@ std::string StallInspector::report() {
        << peer->pid.load(std::memory_order_relaxed) << "; last started " << describeSeq(*peer, ps)
        << ", last completed " << describeSeq(*peer, pc) << ")";
   }
-  if (behind == 0) os << "; every visible rank has started it";
+  if (!silent.empty()) {
+    os << "; no status from rank(s) " << silent
+       << (queried_.load(std::memory_order_acquire)
+               ? " on other nodes (asked over the control channel, no answer yet: stopped, dead, or its watchdog "
+                 "not running)"
+               : " on other nodes (not asked yet: they are asked after " + std::to_string(queryAfterMs()) +
+                     " ms of waiting)");
+  }
+  if (behind == 0 && silent.empty()) os << "; every visible rank has started it";
   if (!reached.empty()) os << "; started by rank(s) " << reached;
   return os.str();
 }
@@ -99,15 +117,26 @@ void StallInspector::tick(std::chrono::steady_clock::time_point now) {
   const std::uint64_t started = own_->started.load(std::memory_order_acquire);
   const std::uint64_t completed = own_->completed.load(std::memory_order_acquire);
   const bool blocking = own_->blocking.load(std::memory_order_acquire) != 0;
+  bool statusArrived = false;
+  std::string notice;
+  if (hasChannel()) {
+    std::lock_guard lock(channelMutex_);
+    if (channel_) statusArrived = pollChannel();
+    notice.swap(noticeReceived_);
+  }
+  if (!notice.empty() && !poisoned()) onMismatch(notice, blocking, false);
+  if (statusArrived && !poisoned() && started > completed) {
+    // A remote rank's fingerprint of a call we both started differs: the
+    // check for calls whose data carries none (native collectives).
+    const std::string m = mismatch(completed, started);
+    if (!m.empty()) onMismatch(m, blocking, true);
+  }
   // Fingerprints of every call all visible ranks have started, including
   // those that completed (a backend may return from mismatched calls).
   if (!poisoned() && !peers_.empty() && started > checkedUpTo_) {
     const std::string m = mismatch(checkedUpTo_, started);
     if (!m.empty()) {
-      poison(m);
-      std::fprintf(stderr, "boostcomm: error: rank %d: %s\n", rank_, m.c_str());
-      dumpFlight("mismatch");
-      if (blocking) terminate(m);
+      onMismatch(m, blocking, true);
     } else {
       std::uint64_t everyone = started;
       for (const CallStatus* peer : peers_) {
@@ -118,6 +147,7 @@ void StallInspector::tick(std::chrono::steady_clock::time_point now) {
   }
   if (started <= completed) {
     seenStarted_ = seenCompleted_ = 0;
+    queried_.store(false, std::memory_order_release);
     return;
   }
   if (started != seenStarted_ || completed != seenCompleted_) {
@@ -125,9 +155,14 @@ void StallInspector::tick(std::chrono::steady_clock::time_point now) {
     seenCompleted_ = completed;
     since_ = now;
     warned_ = false;
+    queried_.store(false, std::memory_order_release);
     return;
   }
   const auto waitedMs = std::chrono::duration_cast<std::chrono::milliseconds>(now - since_).count();
+  if (hasChannel() && !queried_.load(std::memory_order_acquire) && waitedMs >= queryAfterMs()) {
+    std::lock_guard lock(channelMutex_);
+    if (channel_) queryRemotes(completed);
+  }
   if (warnMs_ > 0 && !warned_ && waitedMs >= warnMs_) {
     warned_ = true;
     const std::string path = dumpFlight("stall");
@@ -171,32 +206,57 @@ void StallInspector::terminate(const std::string& message) {
   std::abort();
 }
 
-std::string StallInspector::flightJson() const {
-  std::ostringstream os;
+void StallInspector::writeFlight(core::FixedWriter& w, const char* reason) const {
+  // Async-signal-safe (dumpFlightFromSignal): loads, getpid and FixedWriter only.
   const std::uint64_t started = own_->started.load(std::memory_order_acquire);
   const std::uint64_t completed = own_->completed.load(std::memory_order_acquire);
-  os << "{\"rank\": " << rank_ << ", \"pid\": " << getpid() << ", \"started\": " << started
-     << ", \"completed\": " << completed << ", \"size\": " << peers_.size() << ", \"peers\": [";
-  // What this rank sees of its node's peers: names ranks that cannot dump
-  // (stopped, killed) in `boostcomm trace analyze`.
-  for (std::size_t r = 0; r < peers_.size(); ++r) {
-    if (peers_[r] == nullptr) continue;
-    os << (r == 0 ? "" : ", ") << "{\"rank\": " << r
-       << ", \"started\": " << peers_[r]->started.load(std::memory_order_acquire)
-       << ", \"completed\": " << peers_[r]->completed.load(std::memory_order_acquire) << "}";
+  w.put("{");
+  if (reason != nullptr) w.put("\"reason\": \"").put(reason).put("\", ");
+  w.put("\"rank\": ").put(static_cast<std::uint64_t>(rank_)).put(", \"pid\": ").put(static_cast<std::uint64_t>(getpid()));
+  w.put(", \"started\": ").put(started).put(", \"completed\": ").put(completed);
+  w.put(", \"size\": ").put(static_cast<std::uint64_t>(worldSize())).put(", \"peers\": [");
+  // What this rank sees of its node's peers and of the ranks that answered
+  // over the control channel: names ranks that cannot dump (stopped, killed)
+  // in `boostcomm trace analyze`.
+  bool firstPeer = true;
+  for (std::size_t r = 0; r < worldSize(); ++r) {
+    const CallStatus* peer = statusOf(r);
+    if (peer == nullptr) continue;
+    w.put(firstPeer ? "" : ", ").put("{\"rank\": ").put(static_cast<std::uint64_t>(r));
+    w.put(", \"started\": ").put(peer->started.load(std::memory_order_acquire));
+    w.put(", \"completed\": ").put(peer->completed.load(std::memory_order_acquire)).put("}");
+    firstPeer = false;
   }
-  os << "], \"entries\": [\n";
+  w.put("], \"entries\": [\n");
   const std::uint64_t from = started > kFlightRingEntries ? started - kFlightRingEntries : 0;
   bool first = true;
   for (std::uint64_t seq = from; seq < started; ++seq) {
     Fingerprint f;
     if (!own_->read(seq, f)) continue;
-    os << (first ? "" : ",\n") << "  {\"seq\": " << seq << ", \"call\": \"" << core::describe(f)
-       << "\", \"state\": \"" << (seq < completed ? "completed" : "started") << "\"}";
+    const core::FlightEntry& e = own_->ring[seq % kFlightRingEntries];
+    const auto* algorithm = reinterpret_cast<const char*>(e.algorithm.load(std::memory_order_relaxed));
+    const std::uint64_t startNs = e.startNs.load(std::memory_order_relaxed);
+    const std::uint64_t endNs = e.endNs.load(std::memory_order_relaxed);
+    w.put(first ? "" : ",\n").put("  {\"seq\": ").put(seq).put(", \"call\": \"");
+    core::describeTo(w, f);
+    w.put("\", \"algorithm\": \"").put(algorithm != nullptr ? algorithm : "?").put("\", \"state\": \"");
+    w.put(endNs != 0 || seq + 1 == completed ? "completed" : "in flight").put("\", \"start_ns\": ").put(startNs);
+    w.put(", \"end_ns\": ").put(endNs).put("}");
     first = false;
   }
-  os << "\n]}\n";
-  return os.str();
+  w.put("\n], \"dumped_ns\": ").put(core::coarseWallNs()).put("}\n");
+}
+
+std::size_t StallInspector::flightCapacity() const {
+  return 4096 + 256 * kFlightRingEntries + 80 * worldSize();
+}
+
+std::string StallInspector::flightJson() const {
+  std::string out(flightCapacity(), '\0');
+  core::FixedWriter w(out.data(), out.size());
+  writeFlight(w, nullptr);
+  out.resize(w.size());
+  return out;
 }
 
 std::string StallInspector::dumpFlight(const char* reason) const {
@@ -205,15 +265,38 @@ std::string StallInspector::dumpFlight(const char* reason) const {
   const std::string path = dir + "/rank-" + std::to_string(rank_) + ".json";
   const std::string tmp = path + ".tmp" + std::to_string(getpid());
   {
+    std::string json(flightCapacity(), '\0');
+    core::FixedWriter w(json.data(), json.size());
+    writeFlight(w, reason);
+    json.resize(w.size());
     std::ofstream out(tmp);
     if (!out) return {};
-    std::string json = flightJson();
-    json.insert(1, "\"reason\": \"" + std::string(reason) + "\", ");
     out << json;
     if (!out.flush()) return {};
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) return {};
   return path;
+}
+
+void StallInspector::dumpFlightFromSignal(const char* reason, char* buffer, std::size_t capacity) const {
+  if (signalPath_[0] == '\0') return;
+  core::FixedWriter w(buffer, capacity);
+  writeFlight(w, reason);
+  const int fd = ::open(signalPath_, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return;
+  std::size_t done = 0;
+  while (done < w.size()) {
+    const ssize_t n = ::write(fd, buffer + done, w.size() - done);
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+}
+
+void StallInspector::prepareSignalDump() {
+  const std::string dir = core::tunableString(core::kTunableTraceDir);
+  const std::string path = dir.empty() ? std::string() : dir + "/rank-" + std::to_string(rank_) + ".json";
+  std::snprintf(signalPath_, sizeof signalPath_, "%s", path.size() < sizeof signalPath_ ? path.c_str() : "");
 }
 
 }  // namespace boostcomm::detail

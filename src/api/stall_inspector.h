@@ -2,8 +2,10 @@
 //
 // It reads the call status (core/call_status.h) of this rank and of every
 // peer whose status it can see — the ranks of a shared-memory node
-// communicator, through the engine segment; none otherwise (ranks on other
-// nodes are not visible: there is no side channel across nodes yet) — and
+// communicator, through the engine segment; ranks on other nodes through
+// the control channel (api/control_channel.h, MPI communicators only): a
+// call that waits longer than queryAfterMs() asks them for their status and
+// keeps the answers in mirrors, read like a node peer's status — and
 // answers three questions:
 //   - mismatch(): do two ranks disagree on a call they both started? (the
 //     always-on fingerprint check for calls whose data path cannot carry it:
@@ -32,15 +34,29 @@
 
 namespace boostcomm::detail {
 
+class ControlChannel;  // api/control_channel.h (MPI types stay out of this header)
+
 class StallInspector final : public executor::WaitMonitor {
  public:
   // peers[r]: rank r's status, null where not visible (own rank: `own`).
   StallInspector(int rank, core::CallStatus* own, std::vector<core::CallStatus*> peers, std::int64_t warnMs,
                  std::int64_t deadlineMs);
+  ~StallInspector() override;
 
   // WaitMonitor (the waiting caller, engine lock held).
   void check(std::chrono::steady_clock::duration waited) override;
   std::string report() override;
+  // A mismatch this rank saw is sent to every rank over the channel.
+  void failed(const std::exception_ptr& error) override;
+
+  // The side channel to the ranks of a `worldSize` communicator that peers
+  // (constructor) does not show. Before watch(); closeChannel() before MPI
+  // is finalized (sends a pending notice first).
+  void attachChannel(std::unique_ptr<ControlChannel> channel, int worldSize);
+  void closeChannel();
+  bool hasChannel() const { return channelSize_ > 0; }
+  // How long a call waits before the ranks on other nodes are asked.
+  std::int64_t queryAfterMs() const;
 
   // The first disagreement among calls [fromSeq, toSeq) this rank started,
   // in words; empty if none is visible.
@@ -50,7 +66,7 @@ class StallInspector final : public executor::WaitMonitor {
   // Set by the watchdog; raised by the next call (cheap to test).
   bool poisoned() const { return poisoned_.load(std::memory_order_relaxed); }
   // Communicator::abort(): a waiting caller leaves its wait with
-  // Error{kFinalized} at its next check (within microseconds).
+  // Error{kAborted} at its next check (within microseconds).
   void abort() { aborted_.store(true, std::memory_order_release); }
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
   // Poisoned or aborted: the call path's one test.
@@ -65,9 +81,29 @@ class StallInspector final : public executor::WaitMonitor {
   // Writes flightJson() to $BOOSTCOMM_TRACE_DIR/rank-<rank>.json if set;
   // returns the path written, or empty.
   std::string dumpFlight(const char* reason) const;
+  // The same from a signal handler (api/flight_signals.h): async-signal-safe,
+  // into `buffer`, to the path prepareSignalDump() formatted beforehand.
+  void dumpFlightFromSignal(const char* reason, char* buffer, std::size_t capacity) const;
+  void prepareSignalDump();
+  // Bytes the JSON can take (entries, peers).
+  std::size_t flightCapacity() const;
 
  private:
+  void writeFlight(core::FixedWriter& w, const char* reason) const;
   void poison(const std::string& message);
+  // The watchdog's side of the channel (channelMutex_ held): answers
+  // queries, takes statuses into mirrors, takes notices; sends a pending
+  // notice. True when a status arrived; a notice lands in noticeReceived_.
+  bool pollChannel();
+  void queryRemotes(std::uint64_t waitingSeq);
+  void sendNotice(const std::string& text);
+  // What this rank can see of rank r: its shm status, an answered mirror, or null.
+  const core::CallStatus* statusOf(std::size_t r) const;
+  std::size_t worldSize() const { return channelSize_ > 0 ? static_cast<std::size_t>(channelSize_) : peers_.size(); }
+  // A mismatch seen with a peer or mirror, or told by a notice: poison, say
+  // so, tell everyone (tellOthers), and end the job if this rank is inside a
+  // blocking backend call. channelMutex_ not held.
+  void onMismatch(const std::string& m, bool blocking, bool tellOthers);
   [[noreturn]] void terminate(const std::string& message);
 
   const int rank_;
@@ -82,6 +118,18 @@ class StallInspector final : public executor::WaitMonitor {
   std::chrono::steady_clock::time_point since_{};
   bool warned_ = false;
   std::uint64_t checkedUpTo_ = 0;  // calls below this compared with every visible peer
+
+  // The channel (watchdog thread; closeChannel/failed under the mutex).
+  std::mutex channelMutex_;
+  std::unique_ptr<ControlChannel> channel_;
+  int channelSize_ = 0;
+  std::string pendingNotice_;   // a mismatch this rank saw, to tell everyone
+  std::string noticeReceived_;  // a mismatch another rank told us about
+  // Per rank: the last answer of a rank shm does not show (pid 0: none yet).
+  std::vector<std::unique_ptr<core::CallStatus>> mirrors_;
+  std::atomic<bool> queried_{false};  // this stall's query went out
+
+  char signalPath_[512] = {};  // the dump's path for the signal handler ("" none)
 
   std::atomic<bool> poisoned_{false};
   std::atomic<bool> aborted_{false};

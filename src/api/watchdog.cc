@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/flight_signals.h"
 #include "api/stall_inspector.h"
 
 namespace boostcomm::detail {
@@ -20,6 +21,9 @@ void stopAtExit();
 class Watchdog {
  public:
   void add(StallInspector* inspector) {
+    installFlightSignals();
+    inspector->prepareSignalDump();
+    registerForSignals(inspector);
     std::lock_guard lock(mutex_);
     inspectors_.push_back(inspector);
     if (!started_) {
@@ -42,6 +46,7 @@ class Watchdog {
     cv_.notify_one();
   }
   void remove(StallInspector* inspector) {
+    unregisterForSignals(inspector);  // no fatal-signal dump of it from now on
     std::lock_guard lock(mutex_);  // waits for a tick in progress
     std::erase(inspectors_, inspector);
   }
@@ -63,7 +68,11 @@ class Watchdog {
       cv_.wait_for(lock, tickLocked());
       if (exiting_.load(std::memory_order_acquire)) break;
       const auto now = std::chrono::steady_clock::now();
-      for (StallInspector* i : inspectors_) i->tick(now);
+      const bool dump = takeDumpRequest();  // SIGUSR1 (api/flight_signals.h)
+      for (StallInspector* i : inspectors_) {
+        if (dump) i->dumpFlight("signal");
+        i->tick(now);
+      }
     }
   }
 

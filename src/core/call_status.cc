@@ -1,8 +1,16 @@
 #include "core/call_status.h"
 
+#include <time.h>
+
 #include <sstream>
 
 namespace boostcomm::core {
+
+std::uint64_t coarseWallNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
 
 Fingerprint Fingerprint::of(Collective collective, DataType dtype, ReduceOp op, int root, std::uint64_t count) {
   // Only the fields that the collective reads take part, so that ranks which
@@ -34,21 +42,73 @@ std::string_view nameOr(E value, int limit) {
 }
 }  // namespace
 
-std::string describe(const Fingerprint& f) {
-  std::ostringstream os;
-  os << nameOr(f.collective, kNumCollectives);
-  if (f.collective == Collective::kBarrier) return os.str();
-  os << ' ' << nameOr(f.dtype, kNumDataTypes) << " x" << f.count;
+FixedWriter& FixedWriter::put(std::string_view text) {
+  const std::size_t room = capacity_ - size_;
+  const std::size_t n = text.size() < room ? text.size() : room;
+  for (std::size_t i = 0; i < n; ++i) data_[size_ + i] = text[i];
+  size_ += n;
+  if (n < text.size()) overflowed_ = true;
+  return *this;
+}
+
+FixedWriter& FixedWriter::put(std::uint64_t value) {
+  char digits[20];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value != 0);
+  char text[20];
+  for (int i = 0; i < n; ++i) text[i] = digits[n - 1 - i];
+  return put(std::string_view(text, static_cast<std::size_t>(n)));
+}
+
+void describeTo(FixedWriter& out, const Fingerprint& f) {
+  out.put(nameOr(f.collective, kNumCollectives));
+  if (f.collective == Collective::kBarrier) return;
+  out.put(" ").put(nameOr(f.dtype, kNumDataTypes)).put(" x").put(f.count);
   if (f.collective == Collective::kAllreduce || f.collective == Collective::kReduceScatter)
-    os << ' ' << nameOr(f.op, kNumReduceOps);
-  if (f.collective == Collective::kBroadcast) os << " root " << f.root;
-  return os.str();
+    out.put(" ").put(nameOr(f.op, kNumReduceOps));
+  if (f.collective == Collective::kBroadcast) out.put(" root ").put(static_cast<std::uint64_t>(f.root));
+}
+
+std::string describe(const Fingerprint& f) {
+  char buffer[128];
+  FixedWriter out(buffer, sizeof buffer);
+  describeTo(out, f);
+  return std::string(buffer, out.size());
 }
 
 std::string describeMismatch(int rankA, const Fingerprint& a, int rankB, const Fingerprint& b, std::uint64_t seq) {
   std::ostringstream os;
   os << "collective mismatch: rank " << rankA << ": " << describe(a) << ", seq " << seq << "; rank " << rankB
      << ": " << describe(b) << ", seq " << seq;
+  return os.str();
+}
+
+constexpr int kWireFormats = 4;  // kOff, kBf16, kFp16, kAuto (boostcomm/types.h)
+
+std::string compareHeaders(const CallHeader& mine, const CallHeader& theirs) {
+  if (theirs.magic != CallHeader::kMagic) {
+    std::ostringstream os;
+    os << "collective mismatch: rank " << mine.rank << " (seq " << mine.sequence << ", "
+       << describe(Fingerprint::fromWord(mine.word, mine.count))
+       << ") received a message that is not a call header from a peer (another rank runs a different collective "
+          "or algorithm, or sets BOOSTCOMM_FINGERPRINTS differently)";
+    return os.str();
+  }
+  if (theirs.sequence == mine.sequence && theirs.word == mine.word && theirs.count == mine.count &&
+      theirs.wire == mine.wire) {
+    return {};
+  }
+  const Fingerprint a = Fingerprint::fromWord(mine.word, mine.count);
+  const Fingerprint b = Fingerprint::fromWord(theirs.word, theirs.count);
+  std::ostringstream os;
+  os << "collective mismatch: rank " << mine.rank << ": " << describe(a);
+  if (theirs.wire != mine.wire) os << " wire " << nameOr(static_cast<WireFormat>(mine.wire), kWireFormats);
+  os << ", seq " << mine.sequence << "; rank " << theirs.rank << ": " << describe(b);
+  if (theirs.wire != mine.wire) os << " wire " << nameOr(static_cast<WireFormat>(theirs.wire), kWireFormats);
+  os << ", seq " << theirs.sequence;
   return os.str();
 }
 

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "boostcomm/types.h"
 
@@ -45,18 +46,69 @@ struct Fingerprint {
   bool operator==(const Fingerprint& o) const { return word() == o.word() && count == o.count; }
 };
 
+// The fingerprint as it travels in a point-to-point schedule's first message
+// to each peer (executor/executor.h): fixed size, so ranks that disagree on
+// the count still match each other's header message.
+struct CallHeader {
+  std::uint32_t magic = kMagic;
+  std::int32_t rank = -1;      // the sender's world rank
+  std::uint64_t sequence = 0;  // the call's sequence number in its communicator
+  std::uint64_t word = 0;      // Fingerprint::word()
+  std::uint64_t count = 0;
+  std::uint32_t wire = 0;      // WireFormat of the call
+  std::uint32_t reserved = 0;
+  static constexpr std::uint32_t kMagic = 0x42434850;  // "BCHP"
+};
+static_assert(sizeof(CallHeader) == 40);
+
+// Empty when `theirs` (received from a peer) describes the same call as
+// `mine`; otherwise the mismatch in words, both ranks named.
+std::string compareHeaders(const CallHeader& mine, const CallHeader& theirs);
+
+// Text into a fixed buffer, without allocating or locking: the flight
+// recorder's JSON is also written from a fatal-signal handler, where only
+// async-signal-safe work is allowed. Output past the capacity is dropped
+// (overflowed() says so).
+class FixedWriter {
+ public:
+  FixedWriter(char* data, std::size_t capacity) : data_(data), capacity_(capacity) {}
+  FixedWriter& put(std::string_view text);
+  FixedWriter& put(std::uint64_t value);
+  std::size_t size() const { return size_; }
+  bool overflowed() const { return overflowed_; }
+
+ private:
+  char* data_;
+  std::size_t capacity_;
+  std::size_t size_ = 0;
+  bool overflowed_ = false;
+};
+
 // "allreduce float32 x1000 sum", "broadcast float32 x1000 root 0", "barrier".
 std::string describe(const Fingerprint& f);
+void describeTo(FixedWriter& out, const Fingerprint& f);
 // "rank 0: allreduce float32 x1000 sum, seq 7; rank 1: broadcast ..., seq 7".
 std::string describeMismatch(int rankA, const Fingerprint& a, int rankB, const Fingerprint& b, std::uint64_t seq);
 
-inline constexpr std::size_t kFlightRingEntries = 64;
+// 256 calls: a few training steps of a bucketed DDP job (12 KiB per rank).
+inline constexpr std::size_t kFlightRingEntries = 256;
+
+// Wall-clock time in ns from the coarse clock (CLOCK_REALTIME_COARSE: ~5 ns
+// to read against ~20 ns for the precise one, resolution one kernel tick,
+// 1-4 ms): when a call started and ended, comparable across the ranks of a
+// host (and across hosts as far as their clocks agree), cheap enough for
+// every call.
+std::uint64_t coarseWallNs();
 
 struct FlightEntry {
   std::atomic<std::uint64_t> tag{0};  // sequence + 1; 0 while being written
   std::atomic<std::uint64_t> word{0};
   std::atomic<std::uint64_t> count{0};
-  std::atomic<std::uint64_t> unused{0};
+  // The algorithm's name: a pointer to a static string of the OWNER's
+  // process (peers reading the shared segment must not follow it).
+  std::atomic<std::uint64_t> algorithm{0};
+  std::atomic<std::uint64_t> startNs{0};  // coarseWallNs() at the start
+  std::atomic<std::uint64_t> endNs{0};    // at completion; 0 while in flight
 };
 
 struct alignas(64) CallStatus {
@@ -67,16 +119,21 @@ struct alignas(64) CallStatus {
   alignas(64) FlightEntry ring[kFlightRingEntries];
 
   // The owner's side (a handful of relaxed stores and one release).
-  void recordStart(std::uint64_t seq, const Fingerprint& f) {
+  void recordStart(std::uint64_t seq, const Fingerprint& f, const char* algorithm = nullptr) {
     FlightEntry& e = ring[seq % kFlightRingEntries];
     e.tag.store(0, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);
     e.word.store(f.word(), std::memory_order_relaxed);
     e.count.store(f.count, std::memory_order_relaxed);
+    e.algorithm.store(reinterpret_cast<std::uintptr_t>(algorithm), std::memory_order_relaxed);
+    e.startNs.store(coarseWallNs(), std::memory_order_relaxed);
+    e.endNs.store(0, std::memory_order_relaxed);
     e.tag.store(seq + 1, std::memory_order_release);
     started.store(seq + 1, std::memory_order_release);
   }
   void recordEnd(std::uint64_t seq) {
+    FlightEntry& e = ring[seq % kFlightRingEntries];
+    if (e.tag.load(std::memory_order_relaxed) == seq + 1) e.endNs.store(coarseWallNs(), std::memory_order_relaxed);
     if (completed.load(std::memory_order_relaxed) < seq + 1) completed.store(seq + 1, std::memory_order_release);
   }
   // The reader's side: the fingerprint of call `seq`, if still in the ring.

@@ -25,6 +25,7 @@ std::string_view toString(ErrorCategory category) {
     case ErrorCategory::kTransport: return "transport failure";
     case ErrorCategory::kFinalized: return "use after finalize";
     case ErrorCategory::kInternal: return "internal error";
+    case ErrorCategory::kAborted: return "aborted";
   }
   return "unknown";
 }

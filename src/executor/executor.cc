@@ -29,11 +29,67 @@ void Execution::start(const Schedule& schedule, const Binding& binding, int tagB
   firstPending_ = 0;
   remaining_ = n;
   if (binding.meter != nullptr) startNs_.assign(n, 0);
+  collectHeaderPeers();
   // Executions are reused: a plain call must not see a list call's staging.
   if (binding.recvList != nullptr) {
     staged_.assign(n, StagedRange{});
   } else {
     staged_.clear();
+  }
+}
+
+void Execution::collectHeaderPeers() {
+  sendHeaders_.clear();
+  recvHeaders_.clear();
+  recvSlot_.clear();
+  headersPending_ = 0;
+  if (binding_.headerTag < 0) return;
+  const auto& steps = schedule_->steps();
+  // Peers per schedule are few (ring: 2, rhd: log2 n): a linear search.
+  auto slot = [](std::vector<PeerHeader>& list, int comm, int peer) {
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (list[i].comm == comm && list[i].peer == peer) return static_cast<std::uint32_t>(i);
+    }
+    list.emplace_back();
+    list.back().comm = comm;
+    list.back().peer = peer;
+    return static_cast<std::uint32_t>(list.size() - 1);
+  };
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const Step& s = steps[i];
+    if (s.kind == StepKind::kSend) {
+      slot(sendHeaders_, s.comm, s.peer);
+    } else if (s.kind == StepKind::kRecv) {
+      if (recvSlot_.empty()) recvSlot_.assign(steps.size(), 0);
+      recvSlot_[i] = slot(recvHeaders_, s.comm, s.peer);
+    }
+  }
+  headersPending_ = sendHeaders_.size() + recvHeaders_.size();
+}
+
+void Execution::postHeaders(transport::Transport& world) {
+  for (PeerHeader& h : sendHeaders_) {
+    transportFor(h.comm, world).isend(&binding_.header, sizeof(core::CallHeader), h.peer, binding_.headerTag, h.req);
+  }
+  for (PeerHeader& h : recvHeaders_) {
+    h.theirs.magic = 0;
+    transportFor(h.comm, world).irecv(&h.theirs, sizeof(core::CallHeader), h.peer, binding_.headerTag, h.req);
+  }
+}
+
+void Execution::progressHeaders(transport::Transport& world, bool& any) {
+  for (PeerHeader& h : sendHeaders_) {
+    if (h.done || !transportFor(h.comm, world).test(h.req)) continue;
+    h.done = true;
+    --headersPending_;
+  }
+  for (PeerHeader& h : recvHeaders_) {
+    if (h.done || !transportFor(h.comm, world).test(h.req)) continue;
+    const std::string m = core::compareHeaders(binding_.header, h.theirs);
+    if (!m.empty()) core::raise(ErrorCategory::kMismatch, world.rank(), m);
+    h.done = true;
+    --headersPending_;
+    any = true;
   }
 }
 
@@ -376,10 +432,14 @@ void Execution::meterFinish(std::size_t index) {
 }
 
 bool Execution::progress(transport::Transport& transport, IssueLedger& ledger, bool* anyAdvance) {
-  if (!placed_) takePlaces(transport, ledger);
+  bool any = false;
+  if (!placed_) {
+    takePlaces(transport, ledger);
+    if (headersPending_ > 0) postHeaders(transport);
+  }
+  if (headersPending_ > 0) progressHeaders(transport, any);
   const auto& steps = schedule_->steps();
   bool advanced = true;
-  bool any = false;
   // Local steps finish at once and may unblock later ones: sweep until a pass
   // changes nothing. Steps are in dependency order, so one pass usually does it.
   while (advanced && remaining_ > 0) {
@@ -394,6 +454,7 @@ bool Execution::progress(transport::Transport& transport, IssueLedger& ledger, b
       } else if (ready(steps[i])) {
         const bool ordered = isIssueOrdered(steps[i].kind);
         if (ordered && !placeIsNext(steps[i])) continue;  // an earlier call's collective goes first
+        if (steps[i].kind == StepKind::kRecv && !headerAgreed(i)) continue;  // the peer's header first
         st = State::kRunning;
         any = true;
         if (ordered) markIssued(steps[i]);
@@ -412,7 +473,7 @@ bool Execution::progress(transport::Transport& transport, IssueLedger& ledger, b
     while (firstPending_ < steps.size() && state_[firstPending_] == State::kDone) ++firstPending_;
   }
   if (anyAdvance != nullptr && any) *anyAdvance = true;
-  return remaining_ == 0;
+  return remaining_ == 0 && headersPending_ == 0;
 }
 
 }  // namespace boostcomm::executor

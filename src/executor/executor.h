@@ -12,6 +12,7 @@
 #include <deque>
 #include <vector>
 
+#include "core/call_status.h"
 #include "core/segment_list.h"
 #include "executor/link_meter.h"
 #include "executor/schedule.h"
@@ -42,6 +43,10 @@ struct Binding {
   const core::SegmentList* recvList = nullptr;
   // Link accounting (executor/link_meter.h); null when off.
   LinkMeter* meter = nullptr;
+  // The call's fingerprint header (see Execution), sent on tag headerTag
+  // (absolute, outside every step's tag); headerTag < 0: no header.
+  core::CallHeader header;
+  int headerTag = -1;
 };
 
 // Issue order of collective steps across the executions in flight.
@@ -76,6 +81,20 @@ class IssueLedger {
   std::deque<Entry> lanes_;  // a handful; deque: references stay valid
 };
 
+// The fingerprint header. Before its first data message to a peer, an
+// execution sends that peer its call header (core::CallHeader: sequence,
+// collective, dtype, count, op, root, wire; 40 bytes, its own tag), and it
+// posts no receive from a peer before that peer's header arrived and agreed.
+// So ranks that disagree on a point-to-point schedule's call fail with
+// Error{kMismatch} naming both sides, instead of hanging (different peers or
+// tags), failing with a truncation error (the sender's message is longer),
+// or returning a wrong result (shorter, or a different op or dtype of the
+// same size). The header is fixed-size, so it matches whatever the counts.
+// Cost: one small message per peer and call, sent at the first progress
+// (it travels while the first data step is prepared) — docs/RELIABILITY.md.
+// Rejected: a trailer on the first data message (no extra message, but a
+// count mismatch changes the message size, and a receive posted for the
+// wrong size truncates before the trailer can be read).
 class Execution {
  public:
   // tagBase is added to every step's tag (so concurrent calls never match each
@@ -85,7 +104,7 @@ class Execution {
   // Advances; true when every step is done. Throws on transport errors.
   // `advanced` (optional) is set when any step started or finished.
   bool progress(transport::Transport& transport, IssueLedger& ledger, bool* advanced = nullptr);
-  bool done() const { return remaining_ == 0; }
+  bool done() const { return remaining_ == 0 && headersPending_ == 0; }
   const Schedule* schedule() const { return schedule_; }
 
   // Storage for Binding::nativeCounts/nativeDispls that lives as long as the
@@ -140,8 +159,28 @@ class Execution {
   void meterStart(std::size_t index);
   void meterFinish(std::size_t index);
 
+  // Fingerprint headers (see above): one per peer a send / receive step names.
+  struct PeerHeader {
+    int comm = 0;
+    int peer = -1;
+    transport::Request req;
+    core::CallHeader theirs;  // receive side
+    bool done = false;        // sent / received and agreed
+  };
+  void collectHeaderPeers();
+  void postHeaders(transport::Transport& world);
+  // Tests the headers in flight; throws Error{kMismatch} on disagreement.
+  void progressHeaders(transport::Transport& world, bool& any);
+  bool headerAgreed(std::size_t step) const {
+    return recvSlot_.empty() || recvHeaders_[recvSlot_[step]].done;
+  }
+
   const Schedule* schedule_ = nullptr;
   Binding binding_;
+  std::vector<PeerHeader> sendHeaders_;
+  std::vector<PeerHeader> recvHeaders_;
+  std::vector<std::uint32_t> recvSlot_;  // per step: its peer's entry in recvHeaders_ (receives only)
+  std::size_t headersPending_ = 0;
   int tagBase_ = 0;
   bool blockingNative_ = false;
   std::vector<State> state_;               // capacity kept across calls

@@ -182,6 +182,28 @@ void ProgressEngine::checkWait(std::chrono::steady_clock::duration waited, bool 
   std::rethrow_exception(error);
 }
 
+void ProgressEngine::checkDeadlines() {
+  const auto now = std::chrono::steady_clock::now();
+  for (Operation& op : inFlight_) {
+    if (!op.state || op.state->deadlineMs <= 0) continue;
+    if (op.seenAt == std::chrono::steady_clock::time_point{}) {
+      op.seenAt = now;
+      continue;
+    }
+    const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now - op.seenAt);
+    if (age.count() <= op.state->deadlineMs) continue;
+    std::string message = std::string("asynchronous ") + op.state->algorithm + " call (seq " +
+                          std::to_string(op.sequence) + ") did not complete within " +
+                          std::to_string(op.state->deadlineMs) +
+                          " ms (seen by the progress thread; nobody was waiting for it)";
+    const std::string report = monitor_ ? monitor_->report() : std::string();
+    if (!report.empty()) message += "; " + report;
+    std::exception_ptr error = std::make_exception_ptr(Error(ErrorCategory::kTimeout, world_.rank(), message));
+    fail(error);
+    std::rethrow_exception(error);
+  }
+}
+
 void ProgressEngine::complete(OpState& state, std::exception_ptr error) {
   if (state.isDone()) return;
   state.error_ = error;
@@ -194,7 +216,10 @@ void ProgressEngine::complete(OpState& state, std::exception_ptr error) {
 }
 
 void ProgressEngine::fail(std::exception_ptr error) {
-  if (!failure_) failure_ = error;
+  if (!failure_) {
+    failure_ = error;
+    if (monitor_) monitor_->failed(error);
+  }
   abandon(error);
   scratch_.abandon();
 }
@@ -268,6 +293,7 @@ void ProgressEngine::setThreadEnabled(bool on) {
 void ProgressEngine::threadMain() {
   std::vector<Due> due;
   std::uint32_t idlePolls = 0;
+  std::uint32_t deadlineChecks = 0;
   auto sleep = kThreadMinSleep;
   while (true) {
     {
@@ -285,6 +311,9 @@ void ProgressEngine::threadMain() {
     if (!mutex_.contended() && mutex_.try_lock()) {
       try {
         advanced = progress();
+        // Asynchronous work nobody waits for has no waiter to time it out:
+        // the thread does (a clock read every 64 idle sweeps).
+        if (!advanced && (++deadlineChecks & 0x3f) == 0) checkDeadlines();
       } catch (...) {
         // progress() failed the engine: every in-flight operation completed
         // with the error, which its waiters and callbacks now report.

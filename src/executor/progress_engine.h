@@ -68,6 +68,9 @@ class OpState {
   // When the engine saw it complete (valid once isDone()): what online
   // selection times asynchronous calls by.
   std::chrono::steady_clock::time_point doneAt{};
+  // The call's deadline (ms; 0: none): the progress thread fails an
+  // operation that nobody waits for once it is this old (see threadMain).
+  std::int64_t deadlineMs = 0;
 
  private:
   friend class ProgressEngine;
@@ -85,6 +88,9 @@ class WaitMonitor {
   virtual ~WaitMonitor() = default;
   virtual void check(std::chrono::steady_clock::duration waited) = 0;
   virtual std::string report() = 0;
+  // The engine failed with `error` (the first failure only; engine lock
+  // held): a monitor may tell other ranks (a mismatch, api/control_channel.h).
+  virtual void failed(const std::exception_ptr& error) { (void)error; }
 };
 
 class ProgressEngine {
@@ -167,7 +173,13 @@ class ProgressEngine {
     std::shared_ptr<OpState> state;  // null for blocking calls
     std::uint64_t id = 0;
     std::uint64_t sequence = 0;
+    // When the progress thread first saw it in flight (its deadline check
+    // stamps it, so launch() reads no clock).
+    std::chrono::steady_clock::time_point seenAt{};
   };
+  // [lock] The progress thread's deadline check: fails the engine with
+  // Error{kTimeout} when an operation with a deadline is older than it.
+  void checkDeadlines();
   void complete(OpState& state, std::exception_ptr error);
   // Recycles the operations moved to retired_ and completes their states.
   void finishRetired();

@@ -2,8 +2,14 @@
 // inspector's words, without MPI: statuses in ordinary memory stand in for
 // the shared segment. The same code under mpirun: tests/faults.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -12,6 +18,7 @@
 #include "api/stall_inspector.h"
 #include "boostcomm/boostcomm.h"
 #include "core/call_status.h"
+#include "core/tunables.h"
 #include "testing/inproc_group.h"
 
 namespace boostcomm {
@@ -42,16 +49,23 @@ TEST(Fingerprint, DescribesInWordsAndIgnoresUnusedFields) {
 
 TEST(CallStatus, RingKeepsTheLastEntriesOnly) {
   CallStatus s;
-  for (std::uint64_t seq = 0; seq < 100; ++seq) s.recordStart(seq, allreduce(seq));
+  const std::uint64_t n = core::kFlightRingEntries + 36;
+  for (std::uint64_t seq = 0; seq < n; ++seq) s.recordStart(seq, allreduce(seq));
   Fingerprint f;
-  EXPECT_FALSE(s.read(10, f));  // overwritten (64 entries)
-  ASSERT_TRUE(s.read(99, f));
-  EXPECT_EQ(f.count, 99u);
-  EXPECT_FALSE(s.read(100, f));  // not started
-  EXPECT_EQ(s.started.load(), 100u);
-  s.recordEnd(98);
+  EXPECT_FALSE(s.read(10, f));  // overwritten
+  ASSERT_TRUE(s.read(36, f));   // the oldest kept
+  EXPECT_EQ(f.count, 36u);
+  ASSERT_TRUE(s.read(n - 1, f));
+  EXPECT_EQ(f.count, n - 1);
+  EXPECT_FALSE(s.read(n, f));  // not started
+  EXPECT_EQ(s.started.load(), n);
+  s.recordEnd(n - 2);
   s.recordEnd(50);  // out of order: completed only grows
-  EXPECT_EQ(s.completed.load(), 99u);
+  EXPECT_EQ(s.completed.load(), n - 1);
+  // Per entry: the end time of a completed call, none for one in flight.
+  EXPECT_NE(s.ring[(n - 2) % core::kFlightRingEntries].endNs.load(), 0u);
+  EXPECT_EQ(s.ring[(n - 1) % core::kFlightRingEntries].endNs.load(), 0u);
+  EXPECT_NE(s.ring[(n - 1) % core::kFlightRingEntries].startNs.load(), 0u);
 }
 
 struct Pair {
@@ -119,10 +133,33 @@ TEST(StallInspector, FlightRecordListsRecentCalls) {
   Pair p;
   p.a.recordStart(0, allreduce(4));
   p.a.recordEnd(0);
-  p.a.recordStart(1, allreduce(5));
+  p.a.recordStart(1, allreduce(5), "ring");
   const std::string j = p.inspector->flightJson();
-  EXPECT_NE(j.find("{\"seq\": 0, \"call\": \"allreduce float32 x4 sum\", \"state\": \"completed\"}"), std::string::npos) << j;
-  EXPECT_NE(j.find("{\"seq\": 1, \"call\": \"allreduce float32 x5 sum\", \"state\": \"started\"}"), std::string::npos) << j;
+  EXPECT_NE(j.find("{\"seq\": 0, \"call\": \"allreduce float32 x4 sum\", \"algorithm\": \"?\", \"state\": \"completed\", "
+                   "\"start_ns\": "),
+            std::string::npos)
+      << j;
+  EXPECT_NE(j.find("{\"seq\": 1, \"call\": \"allreduce float32 x5 sum\", \"algorithm\": \"ring\", \"state\": \"in "
+                   "flight\", \"start_ns\": "),
+            std::string::npos)
+      << j;
+  EXPECT_NE(j.find("\"end_ns\": 0}"), std::string::npos) << j;  // seq 1 is in flight
+  // The fatal-signal path writes the same JSON (with its reason) from a
+  // static buffer to the path formatted beforehand.
+  char dir[] = "/tmp/bc_flight_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  core::setTunableOverride("BOOSTCOMM_TRACE_DIR", dir);
+  p.inspector->prepareSignalDump();
+  core::clearTunableOverride("BOOSTCOMM_TRACE_DIR");
+  static char buffer[1 << 16];
+  p.inspector->dumpFlightFromSignal("fatal signal", buffer, sizeof buffer);
+  const std::string path = std::string(dir) + "/rank-0.json";
+  std::ifstream in(path);
+  const std::string dumped((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(dumped.rfind("{\"reason\": \"fatal signal\", \"rank\": 0, ", 0), 0u) << dumped;
+  EXPECT_NE(dumped.find("\"algorithm\": \"ring\", \"state\": \"in flight\""), std::string::npos) << dumped;
+  std::remove(path.c_str());
+  rmdir(dir);
 }
 
 // The communicator records its calls: the flight record of an in-process
@@ -149,9 +186,11 @@ TEST(Communicator, FlightRecordAndPerCommunicatorTimeout) {
     });
   }
   for (auto& t : threads) t.join();
-  EXPECT_NE(record.find("\"seq\": 2, \"call\": \"allreduce float32 x10 sum\", \"state\": \"completed\""),
+  EXPECT_NE(record.find("\"seq\": 2, \"call\": \"allreduce float32 x10 sum\", \"algorithm\": \""),
             std::string::npos)
       << record;
+  EXPECT_NE(record.find("\"state\": \"completed\", \"start_ns\": "), std::string::npos) << record;
+  EXPECT_NE(record.find("\"dumped_ns\": "), std::string::npos) << record;
   EXPECT_TRUE(timedOut);
 }
 
@@ -162,7 +201,7 @@ namespace boostcomm {
 namespace {
 
 // abort() from another thread while rank 0 waits for a peer that never
-// comes: the wait ends with kFinalized, abort() returns fast, later calls
+// comes: the wait ends with kAborted, abort() returns fast, later calls
 // raise "used after abort()". A second Work nobody waits for completes too.
 TEST(Communicator, AbortEndsWaitsAndLaterCalls) {
   auto group = detail::createInProcessGroup(2);
@@ -181,7 +220,7 @@ TEST(Communicator, AbortEndsWaitsAndLaterCalls) {
   try {
     waited.wait();
   } catch (const Error& e) {
-    if (e.category() == ErrorCategory::kFinalized) waitError = e.what();
+    if (e.category() == ErrorCategory::kAborted) waitError = e.what();
   }
   aborter.join();
   EXPECT_NE(waitError.find("aborted"), std::string::npos) << waitError;
@@ -192,9 +231,143 @@ TEST(Communicator, AbortEndsWaitsAndLaterCalls) {
     c.barrier();
     FAIL() << "no error after abort";
   } catch (const Error& e) {
-    EXPECT_EQ(e.category(), ErrorCategory::kFinalized);
+    EXPECT_EQ(e.category(), ErrorCategory::kAborted);
     EXPECT_NE(std::string(e.what()).find("abort"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace boostcomm
+
+namespace boostcomm {
+namespace {
+
+core::CallHeader header(int rank, std::uint64_t seq, const Fingerprint& f, WireFormat wire = WireFormat::kOff) {
+  core::CallHeader h;
+  h.rank = rank;
+  h.sequence = seq;
+  h.word = f.word();
+  h.count = f.count;
+  h.wire = static_cast<std::uint32_t>(wire);
+  return h;
+}
+
+TEST(CallHeader, ComparesAndNamesBothSides) {
+  EXPECT_EQ(core::compareHeaders(header(0, 7, allreduce(1000)), header(1, 7, allreduce(1000))), "");
+  EXPECT_EQ(core::compareHeaders(header(0, 7, allreduce(1000)), header(1, 7, allreduce(1001))),
+            "collective mismatch: rank 0: allreduce float32 x1000 sum, seq 7; rank 1: allreduce float32 x1001 sum, "
+            "seq 7");
+  const std::string wire =
+      core::compareHeaders(header(0, 3, allreduce(8)), header(2, 3, allreduce(8), WireFormat::kBf16));
+  EXPECT_NE(wire.find("rank 0: allreduce float32 x8 sum wire off, seq 3; rank 2: allreduce float32 x8 sum wire bf16"),
+            std::string::npos)
+      << wire;
+  core::CallHeader junk;
+  junk.magic = 0;
+  EXPECT_NE(core::compareHeaders(header(0, 1, allreduce(8)), junk).find("not a call header"), std::string::npos);
+}
+
+TEST(FixedWriter, TruncatesAndSaysSo) {
+  char buffer[8];
+  core::FixedWriter w(buffer, sizeof buffer);
+  w.put("seq ").put(std::uint64_t{1234});
+  EXPECT_EQ(std::string(buffer, w.size()), "seq 1234");
+  EXPECT_FALSE(w.overflowed());
+  w.put("x");
+  EXPECT_TRUE(w.overflowed());
+  EXPECT_EQ(w.size(), 8u);
+}
+
+// The fingerprint header of point-to-point schedules. In-process ranks share
+// no call status (no shared-memory segment), so the header is the only
+// check here: both ranks of a disagreeing pair must raise kMismatch naming
+// both calls, for every way of disagreeing, instead of hanging (different
+// message sizes) or returning a wrong result (op, or dtype of equal size).
+struct Disagreement {
+  const char* name;
+  std::size_t count1;  // rank 1's count (rank 0: 1000)
+  DataType dtype1;
+  ReduceOp op1;
+  const char* rank1Words;  // how rank 1's call is described
+};
+
+TEST(FingerprintHeader, EveryRankOfAPointToPointScheduleReportsTheMismatch) {
+  const Disagreement cases[] = {
+      {"count+1", 1001, DataType::kFloat32, ReduceOp::kSum, "allreduce float32 x1001 sum"},
+      {"count-1", 999, DataType::kFloat32, ReduceOp::kSum, "allreduce float32 x999 sum"},
+      {"dtype", 1000, DataType::kFloat64, ReduceOp::kSum, "allreduce float64 x1000 sum"},
+      {"dtype same size", 1000, DataType::kInt32, ReduceOp::kSum, "allreduce int32 x1000 sum"},
+      {"op", 1000, DataType::kFloat32, ReduceOp::kMax, "allreduce float32 x1000 max"},
+  };
+  for (const char* algorithm : {"ring", "rhd"}) {
+    for (const Disagreement& d : cases) {
+      SCOPED_TRACE(std::string(algorithm) + " " + d.name);
+      auto group = detail::createInProcessGroup(2);
+      std::string what[2];
+      ErrorCategory category[2] = {ErrorCategory::kInternal, ErrorCategory::kInternal};
+      std::vector<std::thread> threads;
+      for (int r = 0; r < 2; ++r) {
+        threads.emplace_back([&, r] {
+          Communicator& c = *group[static_cast<std::size_t>(r)];
+          c.setTimeout(std::chrono::milliseconds(10000));  // a hang fails the test as kTimeout
+          CallOptions options;
+          options.algorithm = algorithm;
+          const std::size_t count = r == 0 ? 1000 : d.count1;
+          const DataType dtype = r == 0 ? DataType::kFloat32 : d.dtype1;
+          std::vector<char> buffer(count * dataTypeSize(dtype), 0);
+          try {
+            // A good call first: the header must not disturb agreeing ranks.
+            std::vector<float> ok(333, static_cast<float>(r + 1));
+            c.allreduce(std::span<const float>(ok), std::span<float>(ok), ReduceOp::kSum, options);
+            for (float v : ok) ASSERT_EQ(v, 3.0f);
+            c.allreduce(ConstView(buffer.data(), count, dtype), View(buffer.data(), count, dtype),
+                        r == 0 ? ReduceOp::kSum : d.op1, options);
+            what[r] = "returned normally";
+          } catch (const Error& e) {
+            category[r] = e.category();
+            what[r] = e.what();
+          }
+        });
+      }
+      for (auto& t : threads) t.join();
+      for (int r = 0; r < 2; ++r) {
+        EXPECT_EQ(category[r], ErrorCategory::kMismatch) << "rank " << r << ": " << what[r];
+        EXPECT_NE(what[r].find("allreduce float32 x1000 sum, seq 1"), std::string::npos) << what[r];
+        EXPECT_NE(what[r].find(d.rank1Words), std::string::npos) << what[r];
+      }
+    }
+  }
+}
+
+// Asynchronous work nobody waits for: the progress thread alone raises the
+// deadline (Error{kTimeout}) and completes the Work with it.
+TEST(ProgressThread, FailsAsyncWorkPastItsDeadlineWithoutAWaiter) {
+  auto group = detail::createInProcessGroup(2);
+  Communicator& c = *group[0];
+  c.setTimeout(std::chrono::milliseconds(300));
+  c.setProgressThread(true);
+  std::vector<float> a(10, 1.0f);
+  std::atomic<bool> done{false};
+  std::string what;
+  ErrorCategory category = ErrorCategory::kInternal;
+  Work w = c.allreduceAsync(std::span<const float>(a), std::span<float>(a), ReduceOp::kSum);  // rank 1 never comes
+  w.onComplete([&](std::exception_ptr error) {
+    try {
+      if (error) std::rethrow_exception(error);
+    } catch (const Error& e) {
+      category = e.category();
+      what = e.what();
+    }
+    done.store(true);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  while (!done.load() && std::chrono::steady_clock::now() - start < std::chrono::seconds(10))
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(done.load()) << "the progress thread did not fail the operation";
+  EXPECT_EQ(category, ErrorCategory::kTimeout) << what;
+  EXPECT_NE(what.find("nobody was waiting"), std::string::npos) << what;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_THROW(c.barrier(), Error);  // the communicator is unusable after the deadline
 }
 
 }  // namespace

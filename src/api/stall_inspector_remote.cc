@@ -1,0 +1,178 @@
+// The stall inspector's side across nodes: the control channel
+// (api/control_channel.h), driven by the watchdog's tick.
+#include "api/stall_inspector.h"
+
+#include "api/control_channel.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "core/check.h"
+
+namespace boostcomm::detail {
+
+namespace {
+using core::CallStatus;
+
+ControlEntry entryOf(const CallStatus& s, std::uint64_t seqPlusOne) {
+  ControlEntry e;
+  core::Fingerprint f;
+  if (seqPlusOne == 0 || !s.read(seqPlusOne - 1, f)) return e;
+  e.tag = seqPlusOne;
+  e.word = f.word();
+  e.count = f.count;
+  return e;
+}
+
+// Writes an answered entry into a mirror's ring (the owner's seqlock order).
+void storeEntry(CallStatus& mirror, const ControlEntry& e) {
+  if (e.tag == 0) return;
+  core::FlightEntry& slot = mirror.ring[(e.tag - 1) % core::kFlightRingEntries];
+  slot.tag.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  slot.word.store(e.word, std::memory_order_relaxed);
+  slot.count.store(e.count, std::memory_order_relaxed);
+  slot.tag.store(e.tag, std::memory_order_release);
+}
+}  // namespace
+
+StallInspector::~StallInspector() = default;  // here, where ControlChannel is complete
+
+void StallInspector::attachChannel(std::unique_ptr<ControlChannel> channel, int worldSize) {
+  if (!channel) return;
+  std::lock_guard lock(channelMutex_);
+  mirrors_.resize(static_cast<std::size_t>(worldSize));
+  for (std::size_t r = 0; r < mirrors_.size(); ++r) {
+    const bool visible = r < peers_.size() && peers_[r] != nullptr;
+    if (!visible && static_cast<int>(r) != rank_) mirrors_[r] = std::make_unique<CallStatus>();
+  }
+  channel_ = std::move(channel);
+  channelSize_ = worldSize;
+}
+
+void StallInspector::closeChannel() {
+  std::lock_guard lock(channelMutex_);
+  if (!channel_) return;
+  if (!pendingNotice_.empty()) sendNotice(pendingNotice_);
+  pendingNotice_.clear();
+  channel_.reset();  // waits briefly for the sends, frees the communicator
+}
+
+std::int64_t StallInspector::queryAfterMs() const {
+  // Soon enough that the warning (and a timeout) can name what remote ranks
+  // do; late enough that healthy waits never ask (a query costs one small
+  // message per remote rank, once per stall).
+  std::int64_t ms = 1000;
+  if (warnMs_ > 0) ms = std::min<std::int64_t>(ms, warnMs_ / 2);
+  if (deadlineMs() > 0) ms = std::min<std::int64_t>(ms, deadlineMs() / 2);
+  return ms;
+}
+
+const CallStatus* StallInspector::statusOf(std::size_t r) const {
+  if (r < peers_.size() && peers_[r] != nullptr) return peers_[r];
+  if (static_cast<int>(r) == rank_) return own_;
+  if (r < mirrors_.size() && mirrors_[r] && mirrors_[r]->pid.load(std::memory_order_acquire) != 0)
+    return mirrors_[r].get();
+  return nullptr;
+}
+
+void StallInspector::failed(const std::exception_ptr& error) {
+  if (!hasChannel() || poisoned()) return;  // poisoned: the notice came from another rank
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    if (e.category() != ErrorCategory::kMismatch) return;
+    std::lock_guard lock(channelMutex_);
+    if (pendingNotice_.empty()) pendingNotice_ = e.detail();
+  } catch (...) {
+  }
+}
+
+void StallInspector::onMismatch(const std::string& m, bool blocking, bool tellOthers) {
+  poison(m);
+  std::fprintf(stderr, "boostcomm: error: rank %d: %s\n", rank_, m.c_str());
+  dumpFlight("mismatch");
+  if (tellOthers && hasChannel()) {
+    std::lock_guard lock(channelMutex_);
+    if (channel_) sendNotice(m);
+  }
+  if (blocking) terminate(m);
+}
+
+void StallInspector::sendNotice(const std::string& text) {
+  ControlMessage m;
+  m.type = ControlMessage::kNotice;
+  m.from = rank_;
+  std::snprintf(m.text, sizeof(m.text), "%s", text.c_str());
+  for (int r = 0; r < channel_->size(); ++r) channel_->send(r, m);
+  channel_->flush(0);
+}
+
+void StallInspector::queryRemotes(std::uint64_t waitingSeq) {
+  ControlMessage q;
+  q.type = ControlMessage::kQuery;
+  q.from = rank_;
+  q.asked = waitingSeq + 1;
+  for (std::size_t r = 0; r < mirrors_.size(); ++r) {
+    if (!mirrors_[r]) continue;
+    mirrors_[r]->pid.store(0, std::memory_order_release);  // until it answers this query
+    channel_->send(static_cast<int>(r), q);
+  }
+  queried_.store(true, std::memory_order_release);
+}
+
+bool StallInspector::pollChannel() {
+  bool statusArrived = false;
+  ControlMessage m;
+  while (channel_->poll(m)) {
+    if (m.from < 0 || m.from >= channel_->size()) continue;
+    const auto from = static_cast<std::size_t>(m.from);
+    switch (m.type) {
+      case ControlMessage::kQuery: {
+        ControlMessage a;
+        a.type = ControlMessage::kStatus;
+        a.from = rank_;
+        a.pid = static_cast<std::uint32_t>(getpid());
+        a.started = own_->started.load(std::memory_order_acquire);
+        a.completed = own_->completed.load(std::memory_order_acquire);
+        a.asked = m.asked;
+        a.entries[0] = entryOf(*own_, a.started);
+        a.entries[1] = entryOf(*own_, a.completed);
+        a.entries[2] = entryOf(*own_, m.asked);
+        channel_->send(m.from, a);
+        break;
+      }
+      case ControlMessage::kStatus: {
+        if (from >= mirrors_.size() || !mirrors_[from]) break;
+        CallStatus& mirror = *mirrors_[from];
+        for (const ControlEntry& e : m.entries) storeEntry(mirror, e);
+        mirror.started.store(m.started, std::memory_order_relaxed);
+        mirror.completed.store(m.completed, std::memory_order_relaxed);
+        mirror.pid.store(std::max<std::uint32_t>(m.pid, 1), std::memory_order_release);  // answered
+        statusArrived = true;
+        break;
+      }
+      case ControlMessage::kNotice: {
+        if (poisoned()) break;
+        m.text[sizeof(m.text) - 1] = '\0';
+        const std::string text = std::string(m.text) + " (reported by rank " + std::to_string(m.from) +
+                                 " over the control channel)";
+        pendingNotice_.clear();  // whoever saw it first tells everyone; no echo
+        if (noticeReceived_.empty()) noticeReceived_ = text;
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  if (!pendingNotice_.empty()) {
+    sendNotice(pendingNotice_);
+    pendingNotice_.clear();
+  }
+  return statusArrived;
+}
+
+}  // namespace boostcomm::detail

@@ -1,0 +1,157 @@
+// Mismatches and stalls across nodes, under mpirun: the fingerprint header of
+// point-to-point schedules, the control channel's notices (every rank, not
+// only the culprit's neighbours, reports Error{kMismatch} naming both calls)
+// and its status queries (a stall report names the rank that has not
+// arrived and what it last did). Shared memory is off and the layout
+// declares several nodes, so no call status is shared: what the ranks of
+// two real nodes see. Own main; exits non-zero when any rank saw a failure.
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/mpi_comm.h"
+#include "boostcomm/boostcomm.h"
+
+namespace {
+
+using namespace boostcomm;
+
+int gFailures = 0;
+int gRank = 0;
+int gSize = 1;
+
+void fail(const std::string& what) {
+  ++gFailures;
+  std::fprintf(stderr, "rank %d: FAIL: %s\n", gRank, what.c_str());
+}
+
+struct Disagreement {
+  const char* name;
+  int culprit;
+  std::size_t count;  // the culprit's count (others: 1000)
+  DataType dtype;
+  ReduceOp op;
+  const char* culpritWords;
+};
+
+// Every rank: a good call, then a call where `d.culprit` disagrees.
+void mismatchCase(const char* algorithm, const Disagreement& d) {
+  auto comm = detail::createCommunicatorOverMpi(MPI_COMM_WORLD);
+  comm->setTimeout(std::chrono::milliseconds(20000));  // a miss shows as kTimeout, not a hang
+  CallOptions options;
+  options.algorithm = algorithm;
+  const std::string label = std::string(algorithm) + " " + d.name;
+  std::vector<float> ok(777, static_cast<float>(gRank + 1));
+  try {
+    comm->allreduce(std::span<const float>(ok), std::span<float>(ok), ReduceOp::kSum, options);
+  } catch (const Error& e) {
+    fail(label + ": the good call failed: " + e.what());
+    return;
+  }
+  const float expected = static_cast<float>(gSize * (gSize + 1) / 2);
+  for (float v : ok) {
+    if (v != expected) {
+      fail(label + ": wrong result of the good call");
+      break;
+    }
+  }
+  const bool culprit = gRank == d.culprit;
+  const std::size_t count = culprit ? d.count : 1000;
+  const DataType dtype = culprit ? d.dtype : DataType::kFloat32;
+  std::vector<char> buffer(count * dataTypeSize(dtype), 0);
+  const auto start = std::chrono::steady_clock::now();
+  std::string what = "returned normally";
+  ErrorCategory category = ErrorCategory::kInternal;
+  try {
+    comm->allreduce(ConstView(buffer.data(), count, dtype), View(buffer.data(), count, dtype),
+                    culprit ? d.op : ReduceOp::kSum, options);
+  } catch (const Error& e) {
+    category = e.category();
+    what = e.what();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (category != ErrorCategory::kMismatch || what.find("allreduce float32 x1000 sum") == std::string::npos ||
+      what.find(d.culpritWords) == std::string::npos) {
+    fail(label + ": expected kMismatch naming both calls, got: " + what);
+  }
+  double slowest = 0;
+  MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (gRank == 0) std::printf("%-22s every rank reported within %.2f s\n", label.c_str(), slowest);
+  if (gRank == (d.culprit + 1) % gSize) std::printf("  e.g. rank %d: %s\n", gRank, what.c_str());
+  std::fflush(stdout);
+}
+
+// The last rank never calls; the others time out with a report that names
+// it and what it last started and completed (from the control channel).
+void stallCase() {
+  auto comm = detail::createCommunicatorOverMpi(MPI_COMM_WORLD);
+  const int missing = gSize - 1;
+  CallOptions options;
+  options.algorithm = "ring";
+  std::vector<float> ok(100, 1.0f);
+  comm->allreduce(std::span<const float>(ok), std::span<float>(ok), ReduceOp::kSum, options);
+  if (gRank == missing) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(6000));  // its watchdog still answers
+  } else {
+    comm->setTimeout(std::chrono::milliseconds(4000));
+    std::string what = "returned normally";
+    try {
+      comm->allreduce(std::span<const float>(ok), std::span<float>(ok), ReduceOp::kSum, options);
+    } catch (const Error& e) {
+      what = e.what();
+    }
+    const std::string named = "rank " + std::to_string(missing) + " (pid ";
+    if (what.find("timeout") == std::string::npos || what.find(named) == std::string::npos ||
+        what.find("last completed seq 0 (allreduce float32 x100 sum)") == std::string::npos) {
+      fail("stall: expected a timeout naming rank " + std::to_string(missing) + " and its last call, got: " + what);
+    }
+    if (gRank == 0) std::printf("stall report: %s\n", what.c_str());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &gRank);
+  MPI_Comm_size(MPI_COMM_WORLD, &gSize);
+  if (provided < MPI_THREAD_MULTIPLE) {
+    if (gRank == 0) std::printf("MPI lacks MPI_THREAD_MULTIPLE: no control channel; skipped\n");
+    MPI_Finalize();
+    return 0;
+  }
+  // No shared call status (shm off) and several declared nodes.
+  setenv("BOOSTCOMM_SHM", "0", 1);
+  setenv("BOOSTCOMM_RANKS_PER_NODE", gSize % 2 == 0 ? "2" : "1", 1);
+  const int last = gSize - 1;
+  const int second = gSize > 2 ? 1 : 0;
+  const Disagreement cases[] = {
+      {"count+1", last, 1001, DataType::kFloat32, ReduceOp::kSum, "allreduce float32 x1001 sum"},
+      {"count-1", second, 999, DataType::kFloat32, ReduceOp::kSum, "allreduce float32 x999 sum"},
+      {"dtype", last, 1000, DataType::kFloat64, ReduceOp::kSum, "allreduce float64 x1000 sum"},
+      {"op", second, 1000, DataType::kFloat32, ReduceOp::kMax, "allreduce float32 x1000 max"},
+  };
+  std::vector<const char*> algorithms = {"ring", "rhd"};
+  if (gSize % 2 == 0 && gSize >= 4) algorithms.push_back("hier");
+  // Optional argument: run only the cases whose label contains it ("rhd op", "stall").
+  const std::string only = argc > 1 ? argv[1] : "";
+  for (const char* algorithm : algorithms) {
+    for (const Disagreement& d : cases) {
+      if (only.empty() || (std::string(algorithm) + " " + d.name).find(only) != std::string::npos)
+        mismatchCase(algorithm, d);
+    }
+  }
+  if (gSize >= 2 && (only.empty() || only == "stall")) stallCase();
+  int failures = 0;
+  MPI_Allreduce(&gFailures, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (gRank == 0) std::printf("%s: %d failure(s)\n", failures == 0 ? "PASS" : "FAIL", failures);
+  MPI_Finalize();
+  return failures == 0 ? 0 : 1;
+}
