@@ -323,6 +323,18 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
       default:
         return false;
     }
+  } catch (const Error& e) {
+    // A backend error in a call a peer made differently (MPI_ERR_TRUNCATE
+    // when its count is smaller): the mismatch is the cause, so say that,
+    // naming both sides, with the backend's words after it.
+    const std::string mismatch = inspector_->mismatch(sequence_, sequence_ + 1);
+    if (mismatch.empty()) {
+      engine_->fail(std::current_exception());
+      throw;
+    }
+    const Error named(ErrorCategory::kMismatch, rank_, mismatch + " (the backend reported: " + e.detail() + ")");
+    engine_->fail(std::make_exception_ptr(named));
+    throw named;
   } catch (...) {
     engine_->fail(std::current_exception());
     throw;

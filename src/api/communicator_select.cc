@@ -152,6 +152,9 @@ const AlgorithmInfo* CommunicatorImpl::onlineChoice(const CollectiveSpec& spec, 
 }
 
 void CommunicatorImpl::firstCallSetup() {
+  // Before the tuning cache: its broadcast from rank 0 is itself collective,
+  // and only ranks with BOOSTCOMM_TUNING_CACHE set would enter it.
+  if (configAgreementPending_) agreeOnConfiguration();
   if (tuningFromEnvPending_) loadTuningFromEnv();
   if (linkFactsPending_) {
     linkFactsPending_ = false;
@@ -215,7 +218,9 @@ void CommunicatorImpl::installTuned(std::shared_ptr<const tuning::TunedSelection
 
 std::shared_ptr<const tuning::TunedSelection> CommunicatorImpl::tunedSelection() {
   std::lock_guard lock(mutex_);
-  if (firstCallPending()) firstCallSetup();
+  // Collective only where it was before the configuration agreement (a
+  // cache or link facts to read): callers may ask on one rank.
+  if (tuningFromEnvPending_ || linkFactsPending_) firstCallSetup();
   return tuned_;
 }
 
