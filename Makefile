@@ -112,8 +112,10 @@ clean:
 # Python would need the runtime preloaded). Findings abort the test
 # (halt_on_error / -fno-sanitize-recover), so a finding is a failed test.
 # Slow: on 2 cores a tree takes ~30 min to build and its suites longer; run
-# them niced. `make asan SAN_CTEST_ARGS='-L unit'` runs the unit suite only.
+# them niced. `make asan SAN_CTEST_ARGS='-L unit'` runs the unit suite only;
+# SAN_TARGETS='test_a test_b' builds only those (pair it with a ctest -R).
 SAN_CTEST_ARGS ?= -L 'unit|mpi' -LE 'emucluster|large|python'
+SAN_TARGETS ?=
 SAN_FLAGS_asan  := -fsanitize=address -fno-omit-frame-pointer
 SAN_FLAGS_ubsan := -fsanitize=undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 SAN_FLAGS_tsan  := -fsanitize=thread -fno-omit-frame-pointer
@@ -129,6 +131,6 @@ asan ubsan tsan: deps
 	cmake -S . -B build-$@ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBOOSTCOMM_BUILD_PYTHON=OFF -DBOOSTCOMM_BUILD_BENCH=OFF \
 	  -DCMAKE_C_FLAGS="$(SAN_FLAGS_$@)" -DCMAKE_CXX_FLAGS="$(SAN_FLAGS_$@)" \
 	  -DCMAKE_EXE_LINKER_FLAGS="$(SAN_FLAGS_$@)" -DCMAKE_SHARED_LINKER_FLAGS="$(SAN_FLAGS_$@)" $(CMAKE_ARGS)
-	cmake --build build-$@ -j $(JOBS)
+	cmake --build build-$@ -j $(JOBS) $(if $(SAN_TARGETS),--target $(SAN_TARGETS))
 	$(MPI_ENV); export $(SAN_ENV_$@); ctest --test-dir build-$@ --output-on-failure --no-tests=error \
 	  --timeout $$(( $(CTEST_TIMEOUT) * 4 )) -j $(CTEST_JOBS) $(SAN_CTEST_ARGS)

@@ -211,6 +211,12 @@ int main(int argc, char** argv) {
                                                          scenario == "root" || scenario == "kill_shm";
   if (!startsWith(scenario, "config_")) goodCalls(*comm, good, shm ? "shm" : "");
   std::fflush(stdout);
+  // Process faults announce themselves at the moment they strike; for the
+  // rest the fault is the call that follows.
+  const bool announcesItself = startsWith(scenario, "kill_") || startsWith(scenario, "exit") || scenario == "abort" ||
+                               scenario == "sigterm" || scenario == "callback_throw";
+  if (rank == 1 && !announcesItself && scenario != "slow" && !startsWith(scenario, "config_"))
+    announceFault(rank, scenario.c_str());
   const auto start = std::chrono::steady_clock::now();
   try {
     runScenario(*comm, scenario, good, pids.data());

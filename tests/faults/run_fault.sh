@@ -63,8 +63,9 @@ died() {  # died HOW: mpirun names rank 1 and ends the job with an error
 }
 [ "$rc" -ne 124 ] || { echo "FAILED: hung (killed after 120 s)"; fail=1; }
 grep -q WRONG "$out" && { echo "FAILED: a wrong result"; fail=1; }
-limit=$(echo "$deadline_ms / 1000 + 5" | bc)
-if [ "$deadline_ms" != 600000 ] && [ "$(echo "$since_fault > $limit" | bc)" = 1 ]; then
+limit=$(echo "scale=3; $deadline_ms / 1000 + 5" | bc)
+# (Not for slow: no fault, 50 calls of half a deadline each by design.)
+if [ "$deadline_ms" != 600000 ] && [ "$scenario" != slow ] && [ "$(echo "$since_fault > $limit" | bc)" = 1 ]; then
   echo "FAILED: the job ended ${since_fault} s after the fault, more than the deadline + 5 s ($limit s)"; fail=1
 fi
 case $scenario in slow|callback_throw|extra) ;; *)
