@@ -12,12 +12,18 @@
 // Error{kMismatch} on every rank naming the variable and both values. A
 // second exchange, only when they differ, carries the values' text.
 //
+// Processes only: an async first call waits here until every rank made its
+// first call (MPI ranks issue collectives in one order, so they all come).
+//
 // Compared as the ranks see them: the parsed value where two spellings mean
 // one thing (strategy), "set"/"unset" where only rank 0's value is used
 // (BOOSTCOMM_TUNING_CACHE: rank 0 reads the file and broadcasts it) or where
 // only presence matters (BOOSTCOMM_TIMEOUT_MS: an explicit deadline makes
 // native calls nonblocking; its value may differ per rank).
 #include <array>
+#include <chrono>
+#include <optional>
+#include <thread>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -77,16 +83,47 @@ std::vector<std::pair<const char*, std::string>> CommunicatorImpl::configuration
   };
 }
 
-void CommunicatorImpl::agreeOnConfiguration() {
-  if (size_ < 2) {
+std::vector<long long> CommunicatorImpl::gatherWordsWithin(const long long* mine, int fields,
+                                                           std::optional<std::chrono::milliseconds> deadline,
+                                                           const char* what) {
+  std::vector<long long> all(static_cast<std::size_t>(fields * size_));
+  std::vector<int> counts(static_cast<std::size_t>(size_), fields);
+  std::vector<int> displs(static_cast<std::size_t>(size_));
+  for (int i = 0; i < size_; ++i) displs[static_cast<std::size_t>(i)] = i * fields;
+  transport::Request req;
+  transport_->nativeAllgatherv(mine, static_cast<std::size_t>(fields), all.data(), counts.data(), displs.data(),
+                               DataType::kInt64, &req);
+  const auto start = std::chrono::steady_clock::now();
+  for (unsigned polls = 0; !transport_->test(req); ++polls) {
+    if (polls > 1000) std::this_thread::yield();
+    if (deadline && std::chrono::steady_clock::now() - start > *deadline) {
+      // The posted collective cannot be cancelled: the communicator is done.
+      const Error timeout(ErrorCategory::kTimeout, rank_,
+                          std::string(what) + " did not complete within " + std::to_string(deadline->count()) +
+                              " ms: every rank exchanges its settings at its first collective call, and some rank has "
+                              "not made one (or has stopped)");
+      engine_->fail(std::make_exception_ptr(timeout));
+      throw timeout;
+    }
+  }
+  return all;
+}
+
+void CommunicatorImpl::agreeOnConfiguration(std::optional<std::chrono::milliseconds> deadline) {
+  // Ranks that are threads of one process (the in-process transport of the
+  // tests) read one environment: nothing to compare, and their first calls
+  // may come from one thread (rank 0's async call, then rank 1's), which an
+  // exchange here would deadlock.
+  if (size_ < 2 || transport_->name() == "inproc") {
     configAgreementPending_ = false;
+    rebuildSelection();
     return;
   }
   const auto items = configurationItems();
   const int fields = static_cast<int>(items.size());
   std::vector<long long> mine(items.size());
   for (std::size_t i = 0; i < items.size(); ++i) mine[i] = static_cast<long long>(fnv1a(items[i].second));
-  const std::vector<long long> all = gatherWords(mine.data(), fields);
+  const std::vector<long long> all = gatherWordsWithin(mine.data(), fields, deadline, "the first call's setup");
   // The first setting on which some rank differs from rank 0: every rank
   // sees the same words, so every rank picks the same one.
   int differing = -1;
@@ -100,13 +137,15 @@ void CommunicatorImpl::agreeOnConfiguration() {
   }
   if (differing < 0) {
     configAgreementPending_ = false;
+    rebuildSelection();  // the fast path was off until now
     return;
   }
   // Still pending: every later call exchanges again and fails alike.
   const auto& [name, value] = items[static_cast<std::size_t>(differing)];
   std::array<long long, kValueWords> text{};
   std::memcpy(text.data(), value.data(), std::min(value.size(), kValueChars));
-  const std::vector<long long> texts = gatherWords(text.data(), static_cast<int>(kValueWords));
+  const std::vector<long long> texts =
+      gatherWordsWithin(text.data(), static_cast<int>(kValueWords), deadline, "the first call's setup");
   const long long myHash = mine[static_cast<std::size_t>(differing)];
   int other = 0;
   for (int r = 0; r < size_; ++r) {

@@ -164,12 +164,16 @@ class CommunicatorImpl {
   // What the first collective call does before anything else (collective):
   // reads BOOSTCOMM_TUNING_CACHE and learns the link facts of a multi-node
   // layout (tuning/link_facts.h), rebuilding the selection from them.
-  void firstCallSetup();
+  void firstCallSetup(std::optional<std::chrono::milliseconds> deadline = std::nullopt);
   bool firstCallPending() const { return configAgreementPending_ || tuningFromEnvPending_ || linkFactsPending_; }
   // First of firstCallSetup (collective): the settings that steer selection,
   // compared across ranks; a difference is Error{kMismatch} on every rank
   // naming the variable (communicator_config.cc).
-  void agreeOnConfiguration();
+  void agreeOnConfiguration(std::optional<std::chrono::milliseconds> deadline);
+  // gatherWords posted nonblocking and waited for up to `deadline`:
+  // Error{kTimeout} (the communicator unusable) when a peer never joins.
+  std::vector<long long> gatherWordsWithin(const long long* mine, int fields,
+                                           std::optional<std::chrono::milliseconds> deadline, const char* what);
   std::vector<std::pair<const char*, std::string>> configurationItems() const;
   void installTuned(std::shared_ptr<const tuning::TunedSelection> tuned);
   // The wire format `spec` runs with under `algo` (kOff, kBf16, kFp16);
