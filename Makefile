@@ -60,7 +60,7 @@ help:
 	@echo "make deps           only install missing Debian packages (scripts/install_deps.sh)"
 	@echo "make asan|ubsan|tsan  sanitizer build in build-asan/ (build-ubsan/, build-tsan/), then its unit + MPI suites"
 	@echo "make clean          remove $(BUILD_DIR)/"
-	@echo "variables: BUILD_DIR BUILD_TYPE JOBS CTEST_JOBS NP PREFIX CMAKE_ARGS CTEST_ARGS CTEST_TIMEOUT DEMO_ARGS BENCH_ARGS SKIP_DEPS PYTHON SAN_CTEST_ARGS"
+	@echo "variables: BUILD_DIR BUILD_TYPE JOBS CTEST_JOBS NP PREFIX CMAKE_ARGS CTEST_ARGS CTEST_TIMEOUT DEMO_ARGS BENCH_ARGS SKIP_DEPS PYTHON SAN_CTEST_ARGS SAN_TARGETS"
 
 deps:
 ifeq ($(SKIP_DEPS),1)

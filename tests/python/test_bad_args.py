@@ -128,31 +128,42 @@ def test_bad_root_op_algorithm_and_output_shape(comm):
 
 
 def test_async_buffers_outlive_the_callers_references(comm):
+    # Inputs handed to async calls with a separate output: the caller drops
+    # every reference to the input, collects garbage and allocates new arrays
+    # (which may reuse the memory) before waiting; the outputs must be right,
+    # so the library kept the inputs alive (or had copied them).
     counts = (1, 1000, 70001, 1 << 20)
-    works, expected, alive = [], [], []
+    works, outputs, expected, inputs = [], [], [], []
     for i, count in enumerate(counts):
         x = rank_data(comm.rank, count, np.float32, salt=i)
-        works.append(boostcomm.all_reduce(x, async_op=True))
+        out = np.empty(count, np.float32)
+        works.append(boostcomm.all_reduce(x, output=out, async_op=True))
+        outputs.append(out)
         expected.append(reference(comm.size, count, np.float32, salt=i))
-        alive.append(weakref.ref(x))
+        inputs.append(weakref.ref(x))
         del x
-    t = torch.from_numpy(rank_data(comm.rank, 5000, np.float64, salt=9))
+    # In place: the only reference to the buffer is the operation's.
+    # (The weak reference is to the numpy array under the tensor: the library
+    # may keep the tensor's storage, not the Python tensor object, alive.)
+    arr = rank_data(comm.rank, 5000, np.float64, salt=9)
+    in_place = weakref.ref(arr)
+    t = torch.from_numpy(arr)
     works.append(boostcomm.all_reduce(t, async_op=True))
-    expected.append(reference(comm.size, 5000, np.float64, salt=9))
-    alive.append(weakref.ref(t))
-    del t
+    del t, arr
     gc.collect()
-    # New arrays, filled, where the dropped ones may have lived.
     litter = [np.full(c, -7.0, np.float32) for c in counts for _ in range(3)]
+    # The Work holds its buffers until test() or wait() sees it complete
+    # (neither was called): the in-place array must still be there.
+    got = in_place()
+    assert got is not None, "the in-place buffer was freed while its operation was in flight"
     for work in works:
         work.wait(timeout=60)
-    for i, (ref, want) in enumerate(zip(alive, expected)):
-        got = ref()
-        assert got is not None, f"buffer {i} was freed while its operation was in flight"
-        np.testing.assert_array_equal(np.asarray(got), want)
+    for i, (out, want) in enumerate(zip(outputs, expected)):
+        np.testing.assert_array_equal(out, want, err_msg=f"output {i}")
+    np.testing.assert_array_equal(got, reference(comm.size, 5000, np.float64, salt=9))
     del got
-    assert all((a == -7.0).all() for a in litter)
+    assert all((a == -7.0).all() for a in litter), "the library wrote into memory it no longer owned"
     del works
     gc.collect()
-    assert all(ref() is None for ref in alive), "the Work kept its buffers after it was dropped"
+    assert all(ref() is None for ref in inputs), "a finished Work kept its input alive after it was dropped"
     check_next_call_works(comm)
