@@ -246,6 +246,8 @@ def reduce_scatter_many(tensors, outputs=None, op="sum", algorithm=None, async_o
 def all_gather(tensor, output=None, algorithm=None, async_op=False):
     """output (world_size x tensor's shape when None) = every rank's tensor, in rank order."""
     comm = _default()
+    if tensor is None:
+        raise InvalidArgumentError(f"[boostcomm rank {comm.rank}] all_gather: tensor is None")
     out = _empty_like(tensor, (comm.size,) + tuple(tensor.shape)) if output is None else output
     work = comm.all_gather(tensor, out, algorithm, async_op)
     return work if async_op else out
@@ -260,6 +262,8 @@ def broadcast(tensor, root=0, algorithm=None, async_op=False):
 def reduce_scatter(tensor, output=None, op="sum", algorithm=None, async_op=False):
     """Rank i receives block i of op over all ranks' tensor (numel / world_size elements)."""
     comm = _default()
+    if tensor is None:
+        raise InvalidArgumentError(f"[boostcomm rank {comm.rank}] reduce_scatter: tensor is None")
     if output is None:
         n = _numel(tensor)
         if n % comm.size:

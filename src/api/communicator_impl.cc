@@ -265,12 +265,25 @@ const AlgorithmInfo& CommunicatorImpl::prepare(const CallArgs& args, const CallO
   checkUsable();
   CollectiveSpec& spec = spec_;
   validateAndDescribe(args, rank_, size_, spec);
-  spec.chunkBytes = chunkBytes_;
-  spec.maxChunks = maxChunks_;
-  spec.sharedMemory = sharedMemory_;
-  spec.layout = &layout_;
-  spec.interAlgorithm = interAlgorithm_.c_str();
-  spec.tagSpan = tagSpan_ - 1;  // the last tag carries the fingerprint header (executor.h)
+  auto describe = [&] {
+    spec.chunkBytes = chunkBytes_;
+    spec.maxChunks = maxChunks_;
+    spec.sharedMemory = sharedMemory_;
+    spec.layout = &layout_;
+    spec.interAlgorithm = interAlgorithm_.c_str();
+    spec.tagSpan = tagSpan_ - 1;  // the last tag carries the fingerprint header (executor.h)
+  };
+  describe();
+  // The first call's collective setup (configuration agreement, tuning
+  // cache, link facts) comes after every local check (an explicit algorithm
+  // or wire format this call cannot use): a bad argument on one rank throws
+  // before anything is exchanged, so its peers are not left waiting. Until
+  // it ran, the fast path is off (rebuildSelection): every call gets here.
+  if (firstCallPending()) [[unlikely]] {
+    (void)resolveWire(spec, choose(spec, options), options);
+    firstCallSetup(deadlineFor(options));
+    describe();  // the tuned cache may bring its own chunk size
+  }
   const AlgorithmInfo* tried = onlineChoice(spec, options);
   const AlgorithmInfo& algo = tried != nullptr ? *tried : choose(spec, options);
   if (algorithms::isHierarchical(algo)) {
@@ -339,6 +352,18 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
       default:
         break;  // excluded above
     }
+  } catch (const Error& e) {
+    // A backend error in a call a peer made differently (MPI_ERR_TRUNCATE
+    // when its count is smaller): the mismatch is the cause, so say that,
+    // naming both sides, with the backend's words after it.
+    const std::string mismatch = inspector_->mismatch(sequence_, sequence_ + 1);
+    if (mismatch.empty()) {
+      engine_->fail(std::current_exception());
+      throw;
+    }
+    const Error named(ErrorCategory::kMismatch, rank_, mismatch + " (the backend reported: " + e.detail() + ")");
+    engine_->fail(std::make_exception_ptr(named));
+    throw named;
   } catch (...) {
     engine_->fail(std::current_exception());
     throw;
@@ -439,7 +464,6 @@ bool CommunicatorImpl::tryFastAllreduce(const CallArgs& args, const CallOptions&
 
 void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
   executor::EngineLock lock(*engine_);
-  if (firstCallPending()) [[unlikely]] firstCallSetup();
   if (fastNativeMaxBytes_ > 0 && !args.listed() && tryFastAllreduce(args, options)) return;
   const AlgorithmInfo& algo = prepare(args, options);
   const OnlineSelection::Trial trial = trial_;
@@ -463,7 +487,6 @@ void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
 
 Work CommunicatorImpl::submit(const CallArgs& args, const CallOptions& options) {
   executor::EngineLock lock(*engine_);
-  if (firstCallPending()) [[unlikely]] firstCallSetup();
   auto work = std::make_shared<WorkState>();
   work->comm = this;
   const AlgorithmInfo& algo = prepare(args, options);

@@ -164,8 +164,17 @@ class CommunicatorImpl {
   // What the first collective call does before anything else (collective):
   // reads BOOSTCOMM_TUNING_CACHE and learns the link facts of a multi-node
   // layout (tuning/link_facts.h), rebuilding the selection from them.
-  void firstCallSetup();
-  bool firstCallPending() const { return tuningFromEnvPending_ || linkFactsPending_; }
+  void firstCallSetup(std::optional<std::chrono::milliseconds> deadline = std::nullopt);
+  bool firstCallPending() const { return configAgreementPending_ || tuningFromEnvPending_ || linkFactsPending_; }
+  // First of firstCallSetup (collective): the settings that steer selection,
+  // compared across ranks; a difference is Error{kMismatch} on every rank
+  // naming the variable (communicator_config.cc).
+  void agreeOnConfiguration(std::optional<std::chrono::milliseconds> deadline);
+  // gatherWords posted nonblocking and waited for up to `deadline`:
+  // Error{kTimeout} (the communicator unusable) when a peer never joins.
+  std::vector<long long> gatherWordsWithin(const long long* mine, int fields,
+                                           std::optional<std::chrono::milliseconds> deadline, const char* what);
+  std::vector<std::pair<const char*, std::string>> configurationItems() const;
   void installTuned(std::shared_ptr<const tuning::TunedSelection> tuned);
   // The wire format `spec` runs with under `algo` (kOff, kBf16, kFp16);
   // throws kInvalidArgument for an explicit CallOptions::wire it cannot honour.
@@ -213,6 +222,7 @@ class CommunicatorImpl {
   std::string intraAlgorithm_ = "auto";
   bool intraSharedMemory_ = false;  // the intra-node transport has a shm engine
   std::shared_ptr<const tuning::TunedSelection> tuned_;  // null: untuned
+  bool configAgreementPending_ = true;  // settings not yet compared across ranks
   bool tuningFromEnvPending_ = false;  // BOOSTCOMM_TUNING_CACHE not read yet
   bool linkFactsPending_ = false;      // several nodes: the link not probed yet
   tuning::LinkFacts linkFacts_;        // the model's inputs beyond the layout

@@ -125,9 +125,10 @@ void CommunicatorImpl::rebuildSelection() {
   // explicit algorithm, a deadline, avg or work in flight take the general
   // path (tryFastAllreduce). The direct backend call takes an int count, so
   // at most INT_MAX bytes (INT_MAX elements of any dtype). A consistency
-  // check or a default deadline needs the general path for every call.
+  // check or a default deadline needs the general path for every call, and so
+  // does every call until the first one ran its setup (prepare: firstCallSetup).
   fastNativeMaxBytes_ = 0;
-  if (checkConsistency_ || explicitTimeout_) return;
+  if (checkConsistency_ || explicitTimeout_ || configAgreementPending_) return;
   const AlgorithmInfo* native = algorithms::findAlgorithm(Collective::kAllreduce, "native");
   fastNativeMaxBytes_ = std::min<std::size_t>(selection_.topChoiceUpTo(*native), static_cast<std::size_t>(INT_MAX));
   // Sizes that online selection may still try must reach onlineChoice().
@@ -151,7 +152,10 @@ const AlgorithmInfo* CommunicatorImpl::onlineChoice(const CollectiveSpec& spec, 
   return candidate;
 }
 
-void CommunicatorImpl::firstCallSetup() {
+void CommunicatorImpl::firstCallSetup(std::optional<std::chrono::milliseconds> deadline) {
+  // Before the tuning cache: its broadcast from rank 0 is itself collective,
+  // and only ranks with BOOSTCOMM_TUNING_CACHE set would enter it.
+  if (configAgreementPending_) agreeOnConfiguration(deadline);
   if (tuningFromEnvPending_) loadTuningFromEnv();
   if (linkFactsPending_) {
     linkFactsPending_ = false;
@@ -215,7 +219,9 @@ void CommunicatorImpl::installTuned(std::shared_ptr<const tuning::TunedSelection
 
 std::shared_ptr<const tuning::TunedSelection> CommunicatorImpl::tunedSelection() {
   std::lock_guard lock(mutex_);
-  if (firstCallPending()) firstCallSetup();
+  // Collective only where it was before the configuration agreement (a
+  // cache or link facts to read): callers may ask on one rank.
+  if (tuningFromEnvPending_ || linkFactsPending_) firstCallSetup(deadlineFor({}));
   return tuned_;
 }
 

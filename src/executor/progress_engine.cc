@@ -1,6 +1,7 @@
 #include "executor/progress_engine.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 
 #include "core/check.h"
@@ -260,8 +261,13 @@ void ProgressEngine::runCallbacks(std::vector<Due>& due) {
   for (Due& d : due) {
     try {
       d.callback(d.error);
+    } catch (const std::exception& e) {
+      // The callback completes someone else's handle; its own error stays
+      // there. Said once per throw, so a broken callback is never silent.
+      std::fprintf(stderr, "boostcomm: warning: a completion callback threw (ignored; its operation completed): %s\n",
+                   e.what());
     } catch (...) {
-      // The callback completes someone else's handle; its own error stays there.
+      std::fprintf(stderr, "boostcomm: warning: a completion callback threw a non-standard exception (ignored)\n");
     }
   }
   due.clear();

@@ -64,6 +64,7 @@ ModelProfile parseProfile(std::string_view path, const nlohmann::json& doc) {
   profile.name = doc.value("name", std::string(path));
   profile.source = doc.value("source", std::string("profile file ") + std::string(path));
   std::size_t index = 0;
+  std::size_t totalBytes = 0;
   for (const nlohmann::json& entry : doc["tensors"]) {
     const std::string where = "tensor " + std::to_string(index);
     if (!entry.is_object() || !entry.contains("shape") || !entry["shape"].is_array()) {
@@ -77,10 +78,22 @@ ModelProfile parseProfile(std::string_view path, const nlohmann::json& doc) {
       }
       tensor.shape.push_back(d.get<std::int64_t>());
     }
+    // Checked products: a corrupt shape must not wrap to a small size.
+    std::size_t count = 1;
+    for (const std::int64_t dim : tensor.shape) {
+      const auto n = static_cast<std::size_t>(dim);
+      if (n != 0 && count > kMaxProfileBytes / n) badProfile(path, where + " (" + tensor.name + "): shape is too large");
+      count *= n;
+    }
     const std::string dtype = entry.value("dtype", std::string("float32"));
     const std::optional<DataType> parsed = parseDataType(dtype);
     if (!parsed) badProfile(path, where + " (" + tensor.name + "): unknown dtype '" + dtype + "'");
     tensor.dtype = *parsed;
+    totalBytes += count * dataTypeSize(tensor.dtype);
+    if (totalBytes > kMaxProfileBytes) {
+      badProfile(path, where + " (" + tensor.name + "): the tensors add up to more than " +
+                           std::to_string(kMaxProfileBytes) + " bytes");
+    }
     tensor.backwardFlops = entry.value("backward_flops", 0.0);
     if (tensor.backwardFlops < 0) badProfile(path, where + " (" + tensor.name + "): backward_flops must be >= 0");
     profile.tensors.push_back(std::move(tensor));
@@ -101,16 +114,22 @@ ModelProfile loadProfile(std::string_view nameOrPath) {
                 "model '" + std::string(nameOrPath) + "' is neither a built-in profile (" + names +
                     ") nor a readable profile file");
   }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parseProfileText(text.str(), nameOrPath);
+}
+
+ModelProfile parseProfileText(std::string_view text, std::string_view path) {
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(in);
+    doc = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    badProfile(nameOrPath, std::string("not valid JSON: ") + e.what());
+    badProfile(path, std::string("not valid JSON: ") + e.what());
   }
   try {
-    return parseProfile(nameOrPath, doc);
+    return parseProfile(path, doc);
   } catch (const nlohmann::json::exception& e) {
-    badProfile(nameOrPath, std::string("unexpected value: ") + e.what());
+    badProfile(path, std::string("unexpected value: ") + e.what());
   }
 }
 

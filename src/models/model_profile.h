@@ -63,6 +63,12 @@ std::vector<std::string> builtinProfileNames();
 // A built-in name, or a path to a JSON profile file. Throws Error{kInvalidArgument}
 // naming the file and the bad entry.
 ModelProfile loadProfile(std::string_view nameOrPath);
+// The profile in `text` (a file's contents); `path` names it in messages.
+// Same errors as loadProfile. A file whose tensors add up to more than
+// kMaxProfileBytes (or whose shape products overflow) is rejected: the
+// replay and the fusion benchmark allocate what a profile says.
+ModelProfile parseProfileText(std::string_view text, std::string_view path);
+inline constexpr std::size_t kMaxProfileBytes = std::size_t{1} << 40;
 std::string profileToJson(const ModelProfile& profile);
 
 }  // namespace boostcomm::models

@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "boostcomm/topology.h"
+#include "core/atomic_file.h"
 #include "core/check.h"
 #include "topology/layout.h"
 
@@ -30,6 +31,8 @@ using json = nlohmann::ordered_json;
 
 constexpr const char* kFormat = "boostcomm-topology";
 constexpr int kVersion = 1;
+// Bounds what a corrupt file can make us allocate (one int per rank).
+constexpr int kMaxRanks = 1 << 24;
 
 json linkToJson(const LinkModel& link) {
   json samples = json::array();
@@ -128,7 +131,8 @@ Topology topologyFromJson(const std::string& text) {
     const int version = j.at("version").get<int>();
     BC_INVALID(version == kVersion, -1, "topology file version " << version << " is not supported (valid: " << kVersion << ")");
     const int worldSize = j.at("world_size").get<int>();
-    BC_INVALID(worldSize > 0, -1, "topology file: world_size " << worldSize << " must be positive");
+    BC_INVALID(worldSize > 0 && worldSize <= kMaxRanks, -1,
+               "topology file: world_size " << worldSize << " must be in [1, " << kMaxRanks << "]");
     std::vector<int> nodeOfRank(static_cast<std::size_t>(worldSize), -1);
     const json& nodes = j.at("nodes");
     BC_INVALID(nodes.is_array() && !nodes.empty(), -1, "topology file: \"nodes\" must be a non-empty array");
@@ -173,10 +177,7 @@ Topology topologyFromJson(const std::string& text) {
 }
 
 void saveTopology(const Topology& topo, const std::string& path) {
-  std::ofstream out(path);
-  BC_INVALID(out.good(), -1, "cannot write topology file '" << path << "'");
-  out << topologyToJson(topo);
-  BC_INVALID(out.good(), -1, "writing topology file '" << path << "' failed");
+  core::writeFileAtomically(path, topologyToJson(topo), "topology file");
 }
 
 Topology loadTopology(const std::string& path) {

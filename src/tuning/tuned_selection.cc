@@ -120,16 +120,19 @@ std::shared_ptr<const TunedSelection> tunedSelectionFromEnv(transport::Transport
   const std::string path = core::tunableString(core::kTunableTuningCache);
   if (path.empty()) return nullptr;
   const std::optional<std::string> text = readOnRankZero(world, path);
+  // Messages name the path; a runaway value (a 1 MiB variable) is cut short.
+  const std::string shown =
+      path.size() <= 256 ? path : path.substr(0, 256) + "...(" + std::to_string(path.size()) + " bytes)";
   DetectOptions layoutOnly;
   layoutOnly.probe = false;
   const TuningSignature expected = signatureOf(topology::detectOnTransport(world, layoutOnly));
   auto cache = std::make_shared<TuningCache>();
   TuningCache::LoadResult result;
   if (text) {
-    result = TuningCache::parse(*text, path, expected, *cache);
+    result = TuningCache::parse(*text, shown, expected, *cache);
   } else {
-    result.notice = "tuning cache '" + path + "' (BOOSTCOMM_TUNING_CACHE) does not exist yet; using the selection "
-                    "table (`boostcomm tune --cache " + path + "` creates it)";
+    result.notice = "tuning cache '" + shown + "' (BOOSTCOMM_TUNING_CACHE) does not exist yet; using the selection "
+                    "table (`boostcomm tune --cache " + shown + "` creates it)";
   }
   if (result.status != TuningCache::LoadStatus::kLoaded) {
     if (world.rank() == 0) std::fprintf(stderr, "[boostcomm] %s\n", result.notice.c_str());

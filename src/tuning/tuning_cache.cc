@@ -21,6 +21,7 @@
 
 #include "boostcomm/tuning.h"
 #include "boostcomm/version.h"
+#include "core/atomic_file.h"
 #include "core/check.h"
 
 namespace boostcomm {
@@ -239,16 +240,9 @@ TuningCache TuningCache::fromJson(const std::string& text) {
 }
 
 void TuningCache::save(const std::string& path) const {
-  // Write a sibling and rename: a reader never sees half a file.
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    BC_INVALID(out.good(), -1, "tuning cache: cannot write '" << tmp << "'");
-    out << toJson();
-    BC_INVALID(out.good(), -1, "tuning cache: write to '" << tmp << "' failed");
-  }
-  BC_INVALID(std::rename(tmp.c_str(), path.c_str()) == 0, -1,
-             "tuning cache: cannot rename '" << tmp << "' to '" << path << "'");
+  // A reader (another job starting) never sees half a file, and two `boostcomm
+  // tune` runs writing at once leave one of them whole (core/atomic_file.h).
+  core::writeFileAtomically(path, toJson(), "tuning cache");
 }
 
 TuningCache::LoadResult TuningCache::parse(const std::string& text, const std::string& path,

@@ -2,19 +2,37 @@
 // `faults`). Every rank prints what it saw as one line:
 //   rank R: CAUGHT <category> after <s> s: <message>
 //   rank R: OK <what>
-// and the driver checks those lines (and the stall warning on stderr).
+//   rank R: FAULT <what> at <unix seconds>      (the injected fault, just before it)
+// and the driver checks those lines, mpirun's own report and the stall
+// warnings on stderr, and the time from the fault to the end of the job.
 //
-// Scenarios (argv[1]), 2 ranks, each after `good` correct calls (argv[2]):
-//   stop        rank 1 stops itself (SIGSTOP) before the next allreduce; rank 0
-//               must report the stall naming rank 1 and fail at its deadline,
-//               then resumes rank 1 (SIGCONT) and ends the job.
-//   op          rank 0 allreduce, rank 1 broadcast (1000 floats, native path)
-//   count_shm   allreduce through shared memory, 16M vs 16M+1 floats
-//   count_small allreduce through shared memory, 1000 vs 1001 floats
-//   dtype_shm   allreduce through shared memory, float32 vs float64
-//   root        broadcast root 0 vs root 1 (shared memory)
-//   slow        rank 1 sleeps half the deadline (2 s of 4 s) before each of 3
-//               allreduces: no error (a stall warning is allowed), right results
+// Rank 1 is the culprit everywhere. Scenarios (argv[1]), each after `good`
+// correct allreduces (argv[2]):
+//   stop         rank 1 stops itself (SIGSTOP) before the next allreduce; rank 0
+//                must report the stall naming rank 1 and fail at its deadline,
+//                then resumes rank 1 (SIGCONT) and ends the job.
+//   slow         rank 1 sleeps half the deadline before each of 50 allreduces:
+//                no error, no warning, right results
+//   kill_shm     rank 1 SIGKILLs itself in the middle of a 64 MiB shm allreduce
+//   kill_inter   the same with 4 ranks on 2 (emulated) nodes, default algorithm
+//   exit0 exit1  rank 1 exits (status 0 without finalize, or 1) between calls
+//   abort        rank 1 calls abort() between calls
+//   sigterm      rank 1 gets SIGTERM between calls
+//   callback_throw  a completion callback of rank 1 throws on the progress
+//                thread between calls N and N+1: later calls stay right
+//   op           rank 0 allreduce, rank 1 broadcast (1000 floats, native path)
+//   gather_bcast rank 0 allgather, rank 1 broadcast (native path)
+//   count_shm    allreduce through shared memory, 16M vs 16M+1 floats
+//   count_small  allreduce through shared memory, 1000 vs 1001 floats
+//   count_minus  allreduce, default path, 1000 vs 999 floats
+//   dtype_shm    allreduce through shared memory, float32 vs float64
+//   redop        allreduce sum vs max, default path (then further calls)
+//   redop_shm    allreduce sum vs max through shared memory
+//   root         broadcast root 0 vs root 1 (shared memory)
+//   extra        rank 1 calls one more allreduce than rank 0, which finalizes
+//   config_algo / config_strategy / config_cache: rank 1 runs with another
+//                BOOSTCOMM_ALGO / BOOSTCOMM_STRATEGY, rank 0 alone with
+//                BOOSTCOMM_TUNING_CACHE set (the good calls are the test)
 #include <signal.h>
 #include <unistd.h>
 
@@ -22,6 +40,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,19 +57,142 @@ double secondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-void goodCalls(Communicator& comm, int good, const char* algorithm) {
-  std::vector<float> v(1000);
+double unixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void announceFault(int rank, const char* what) {
+  std::printf("rank %d: FAULT %s at %.3f\n", rank, what, unixSeconds());
+  std::fflush(stdout);
+}
+
+// `calls` allreduces of `count` floats, checked against the exact sum.
+void goodCalls(Communicator& comm, int calls, const char* algorithm, std::size_t count = 1000) {
+  std::vector<float> v(count);
   CallOptions options;
   options.algorithm = algorithm;
-  for (int i = 0; i < good; ++i) {
-    for (std::size_t j = 0; j < v.size(); ++j) v[j] = static_cast<float>(comm.rank() + 1);
+  const auto want = static_cast<float>(comm.size() * (comm.size() + 1) / 2);
+  for (int i = 0; i < calls; ++i) {
+    for (float& x : v) x = static_cast<float>(comm.rank() + 1);
     comm.allreduce(ConstView(v.data(), v.size(), DataType::kFloat32), View(v.data(), v.size(), DataType::kFloat32),
                    ReduceOp::kSum, options);
-    if (v[7] != static_cast<float>(comm.size() * (comm.size() + 1) / 2)) {
-      std::printf("rank %d: WRONG good call %d gave %g\n", comm.rank(), i, v[7]);
-      std::exit(3);
+    for (std::size_t j = 0; j < v.size(); j += 4093) {
+      if (v[j] != want) {
+        std::printf("rank %d: WRONG good call %d gave %g at %zu, want %g\n", comm.rank(), i, v[j], j, want);
+        std::exit(3);
+      }
     }
   }
+}
+
+void allreduceOnce(Communicator& comm, std::size_t n, DataType t, ReduceOp op, const char* algorithm = "") {
+  std::vector<double> v(n, 1.0);  // large enough for either dtype
+  CallOptions options;
+  options.algorithm = algorithm;
+  comm.allreduce(ConstView(v.data(), n, t), View(v.data(), n, t), op, options);
+}
+
+// Per-rank settings of the config scenarios, before the communicator reads them.
+void configure(const std::string& scenario) {
+  const char* rankText = std::getenv("OMPI_COMM_WORLD_RANK");
+  const int rank = rankText ? std::atoi(rankText) : 0;
+  if (scenario == "config_algo" && rank == 1) setenv("BOOSTCOMM_ALGO", "allreduce:ring", 1);
+  if (scenario == "config_strategy" && rank == 1) setenv("BOOSTCOMM_STRATEGY", "flat", 1);
+  if (scenario == "config_cache" && rank == 0) setenv("BOOSTCOMM_TUNING_CACHE", "/nonexistent/boostcomm-cache.json", 1);
+}
+
+bool startsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// Runs the scenario's faulty part; returns normally only if nothing was raised.
+void runScenario(Communicator& comm, const std::string& scenario, int good, const int* pids) {
+  const int rank = comm.rank();
+  CallOptions viaShm;
+  viaShm.algorithm = "shm";
+  if (scenario == "slow") {
+    const long deadlineMs = std::atol(std::getenv("BOOSTCOMM_TIMEOUT_MS") ? std::getenv("BOOSTCOMM_TIMEOUT_MS") : "4000");
+    for (int i = 0; i < 50; ++i) {
+      if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(deadlineMs / 2));
+      goodCalls(comm, 1, "");
+    }
+  } else if (scenario == "stop") {
+    if (rank == 1) raise(SIGSTOP);
+    goodCalls(comm, 1, "");
+  } else if (scenario == "kill_shm" || scenario == "kill_inter") {
+    // The killer fires while the next (large) call is in flight.
+    if (rank == 1) {
+      std::thread([rank] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        announceFault(rank, "SIGKILL");
+        kill(getpid(), SIGKILL);
+      }).detach();
+    }
+    goodCalls(comm, 50, scenario == "kill_shm" ? "shm" : "", std::size_t{16} << 20);
+  } else if (scenario == "exit0" || scenario == "exit1" || scenario == "abort" || scenario == "sigterm") {
+    if (rank == 1) {
+      announceFault(rank, scenario.c_str());
+      if (scenario == "exit0") std::exit(0);
+      if (scenario == "exit1") std::exit(1);
+      if (scenario == "abort") std::abort();
+      raise(SIGTERM);
+    }
+    goodCalls(comm, 20, "");
+  } else if (scenario == "callback_throw") {
+    comm.setProgressThread(true);
+    std::vector<float> v(1000, static_cast<float>(rank + 1));
+    Work work = comm.allreduceAsync(ConstView(v.data(), v.size(), DataType::kFloat32),
+                                    View(v.data(), v.size(), DataType::kFloat32), ReduceOp::kSum);
+    if (rank == 1) {
+      announceFault(rank, "throwing callback");
+      work.onComplete([](std::exception_ptr) { throw std::runtime_error("injected callback failure"); });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the progress thread completes it
+    work.wait();
+    if (v[3] != 3.0f) std::printf("rank %d: WRONG async result %g\n", rank, v[3]);
+    goodCalls(comm, 20, "");
+  } else if (scenario == "op" || scenario == "gather_bcast") {
+    std::vector<float> v(1000, 1.0f), all(2000);
+    if (rank == 1) {
+      comm.broadcast(View(v.data(), v.size(), DataType::kFloat32), 0);
+    } else if (scenario == "op") {
+      comm.allreduce(ConstView(v.data(), v.size(), DataType::kFloat32), View(v.data(), v.size(), DataType::kFloat32),
+                     ReduceOp::kSum);
+    } else {
+      comm.allgather(ConstView(v.data(), v.size(), DataType::kFloat32), View(all.data(), all.size(), DataType::kFloat32));
+    }
+  } else if (startsWith(scenario, "count_")) {
+    const std::size_t base = scenario == "count_shm" ? (std::size_t{16} << 20) : 1000;
+    const std::size_t n = rank == 1 ? (scenario == "count_minus" ? base - 1 : base + 1) : base;
+    allreduceOnce(comm, n, DataType::kFloat32, ReduceOp::kSum, scenario == "count_minus" ? "" : "shm");
+    // Default path: the backend's blocking call may return on the rank with
+    // the larger count before anyone can tell; its next call must raise.
+    for (int i = 0; i < 40 && scenario == "count_minus"; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      goodCalls(comm, 1, "");
+    }
+  } else if (scenario == "dtype_shm") {
+    allreduceOnce(comm, 1000, rank == 1 ? DataType::kFloat64 : DataType::kFloat32, ReduceOp::kSum, "shm");
+  } else if (scenario == "redop" || scenario == "redop_shm") {
+    allreduceOnce(comm, 1000, DataType::kFloat32, rank == 1 ? ReduceOp::kMax : ReduceOp::kSum,
+                  scenario == "redop" ? "" : "shm");
+    // A blocking backend call may return (with wrong data) before the
+    // mismatch is seen: the next calls must raise it.
+    for (int i = 0; i < 40; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      goodCalls(comm, 1, "");
+    }
+  } else if (scenario == "root") {
+    std::vector<float> v(1000, 1.0f);
+    comm.broadcast(View(v.data(), v.size(), DataType::kFloat32), rank == 1 ? 1 : 0, viaShm);
+  } else if (scenario == "extra") {
+    if (rank == 1) goodCalls(comm, 1, "");
+    comm.finalize();
+  } else if (startsWith(scenario, "config_")) {
+    goodCalls(comm, good, "");
+  } else {
+    std::printf("rank %d: unknown scenario %s\n", rank, scenario.c_str());
+    std::exit(2);
+  }
+  (void)pids;
 }
 
 }  // namespace
@@ -58,51 +200,26 @@ void goodCalls(Communicator& comm, int good, const char* algorithm) {
 int main(int argc, char** argv) {
   const std::string scenario = argc > 1 ? argv[1] : "op";
   const int good = argc > 2 ? std::atoi(argv[2]) : 500;
+  configure(scenario);
   auto comm = Communicator::createMpiWorld();
   const int rank = comm->rank();
-  int pids[2] = {0, 0};
+  std::vector<int> pids(static_cast<std::size_t>(comm->size()));
   const int mine = getpid();
-  MPI_Allgather(&mine, 1, MPI_INT, pids, 1, MPI_INT, MPI_COMM_WORLD);
-  const bool shm = scenario != "op" && scenario != "stop" && scenario != "slow";
-  goodCalls(*comm, good, shm ? "shm" : "");
+  MPI_Allgather(&mine, 1, MPI_INT, pids.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  const bool shm = startsWith(scenario, "count_") ? scenario != "count_minus"
+                                                   : scenario == "dtype_shm" || scenario == "redop_shm" ||
+                                                         scenario == "root" || scenario == "kill_shm";
+  if (!startsWith(scenario, "config_")) goodCalls(*comm, good, shm ? "shm" : "");
   std::fflush(stdout);
+  // Process faults announce themselves at the moment they strike; for the
+  // rest the fault is the call that follows.
+  const bool announcesItself = startsWith(scenario, "kill_") || startsWith(scenario, "exit") || scenario == "abort" ||
+                               scenario == "sigterm" || scenario == "callback_throw";
+  if (rank == 1 && !announcesItself && scenario != "slow" && !startsWith(scenario, "config_"))
+    announceFault(rank, scenario.c_str());
   const auto start = std::chrono::steady_clock::now();
   try {
-    CallOptions viaShm;
-    viaShm.algorithm = "shm";
-    if (scenario == "slow") {
-      for (int i = 0; i < 3; ++i) {
-        if (rank == 1) std::this_thread::sleep_for(std::chrono::seconds(2));
-        goodCalls(*comm, 1, "");
-      }
-    } else if (scenario == "stop") {
-      if (rank == 1) raise(SIGSTOP);
-      goodCalls(*comm, 1, "");
-    } else if (scenario == "op") {
-      std::vector<float> v(1000, 1.0f);
-      if (rank == 0)
-        comm->allreduce(ConstView(v.data(), v.size(), DataType::kFloat32), View(v.data(), v.size(), DataType::kFloat32),
-                        ReduceOp::kSum);
-      else
-        comm->broadcast(View(v.data(), v.size(), DataType::kFloat32), 0);
-    } else if (scenario == "count_shm" || scenario == "count_small") {
-      const std::size_t n = (scenario == "count_shm" ? (std::size_t{16} << 20) : 1000) + (rank == 1 ? 1 : 0);
-      std::vector<float> v(n, 1.0f);
-      comm->allreduce(ConstView(v.data(), n, DataType::kFloat32), View(v.data(), n, DataType::kFloat32), ReduceOp::kSum,
-                      viaShm);
-    } else if (scenario == "dtype_shm") {
-      std::vector<double> v(1000, 1.0);
-      const DataType t = rank == 1 ? DataType::kFloat64 : DataType::kFloat32;
-      comm->allreduce(ConstView(v.data(), 1000, t), View(v.data(), 1000, t), ReduceOp::kSum, viaShm);
-    } else if (scenario == "root") {
-      std::vector<float> v(1000, 1.0f);
-      CallOptions bc;
-      bc.algorithm = "shm";
-      comm->broadcast(View(v.data(), v.size(), DataType::kFloat32), rank == 1 ? 1 : 0, bc);
-    } else {
-      std::printf("rank %d: unknown scenario %s\n", rank, scenario.c_str());
-      return 2;
-    }
+    runScenario(*comm, scenario, good, pids.data());
     std::printf("rank %d: OK returned normally after %.2f s\n", rank, secondsSince(start));
   } catch (const Error& e) {
     std::printf("rank %d: CAUGHT %s after %.2f s: %s\n", rank, std::string(toString(e.category())).c_str(),

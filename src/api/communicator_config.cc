@@ -1,0 +1,168 @@
+// CommunicatorImpl::agreeOnConfiguration (declared in communicator_impl.h):
+// the settings that steer which algorithm a call runs, compared across ranks
+// at the first collective call.
+//
+// Why: every rank picks its algorithm locally from the same settings. A rank
+// started with another BOOSTCOMM_ALGO, strategy, selection table, chunk size,
+// tuning cache or wire format runs a different schedule for the same call
+// (ring on one rank, the backend's allreduce on the other): the fingerprints
+// agree, so nothing names the cause, and the job hangs until the deadline or
+// mixes a nonblocking with a blocking backend call. One small allgather at
+// the first call (of words: one hash per setting) turns that into
+// Error{kMismatch} on every rank naming the variable and both values. A
+// second exchange, only when they differ, carries the values' text.
+//
+// Processes only: an async first call waits here until every rank made its
+// first call (MPI ranks issue collectives in one order, so they all come).
+//
+// Compared as the ranks see them: the parsed value where two spellings mean
+// one thing (strategy), "set"/"unset" where only rank 0's value is used
+// (BOOSTCOMM_TUNING_CACHE: rank 0 reads the file and broadcasts it) or where
+// only presence matters (BOOSTCOMM_TIMEOUT_MS: an explicit deadline makes
+// native calls nonblocking; its value may differ per rank).
+#include <array>
+#include <chrono>
+#include <optional>
+#include <thread>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "api/communicator_impl.h"
+#include "core/check.h"
+#include "core/tunables.h"
+
+namespace boostcomm::detail {
+namespace {
+
+// Text of a value in the second exchange: enough to recognise it.
+constexpr std::size_t kValueWords = 8;
+constexpr std::size_t kValueChars = kValueWords * sizeof(long long) - 1;
+
+std::uint64_t fnv1a(const std::string& text) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+std::string strategyName(Strategy s) {
+  return s == Strategy::kFlat ? "flat" : s == Strategy::kTopologyAware ? "topology_aware" : "auto";
+}
+
+std::string quoted(const std::string& value) { return value.empty() ? "unset" : "'" + value + "'"; }
+
+}  // namespace
+
+std::vector<std::pair<const char*, std::string>> CommunicatorImpl::configurationItems() const {
+  using namespace core;
+  auto text = [](TunableKey key) { return tunableIsSet(key) ? tunableValue(key) : std::string(); };
+  return {
+      {kTunableAlgo, text(kTunableAlgo)},
+      {kTunableSelectionTable, text(kTunableSelectionTable)},
+      {kTunableStrategy, strategyName(strategy_)},
+      {kTunableHierMinBytes, std::to_string(hierMinBytes_)},
+      {kTunableHierIntraAlgo, intraAlgorithm_},
+      {kTunableHierInterAlgo, interAlgorithm_},
+      {kTunableRingChunkBytes, std::to_string(tunableInt(kTunableRingChunkBytes))},
+      {kTunableMaxChunksPerSegment, std::to_string(maxChunks_)},
+      {kTunableCheckConsistency, checkConsistency_ ? "1" : "0"},
+      {kTunableWireDtype, std::string(tunableEnum(kTunableWireDtype))},
+      {kTunableTuningCache, tunableString(kTunableTuningCache).empty() ? "" : "set"},
+      {kTunableTuningModel, tunableBool(kTunableTuningModel) ? "1" : "0"},
+      {kTunableSelectionTrials, tunableBool(kTunableSelectionTrials) ? "1" : "0"},
+      {kTunableLinkProbe, tunableBool(kTunableLinkProbe) ? "1" : "0"},
+      {kTunableTimeoutMs, explicitTimeout_ ? "set" : ""},
+      {kTunableRanksPerNode, text(kTunableRanksPerNode)},
+      {kTunableNodeLayout, text(kTunableNodeLayout)},
+      {kTunableShm, tunableBool(kTunableShm) ? "1" : "0"},
+      {kTunableShmCma, tunableBool(kTunableShmCma) ? "1" : "0"},
+      {kTunableShmChunkBytes, std::to_string(tunableInt(kTunableShmChunkBytes))},
+      {kTunableShmSlotBytes, std::to_string(tunableInt(kTunableShmSlotBytes))},
+  };
+}
+
+std::vector<long long> CommunicatorImpl::gatherWordsWithin(const long long* mine, int fields,
+                                                           std::optional<std::chrono::milliseconds> deadline,
+                                                           const char* what) {
+  std::vector<long long> all(static_cast<std::size_t>(fields * size_));
+  std::vector<int> counts(static_cast<std::size_t>(size_), fields);
+  std::vector<int> displs(static_cast<std::size_t>(size_));
+  for (int i = 0; i < size_; ++i) displs[static_cast<std::size_t>(i)] = i * fields;
+  transport::Request req;
+  transport_->nativeAllgatherv(mine, static_cast<std::size_t>(fields), all.data(), counts.data(), displs.data(),
+                               DataType::kInt64, &req);
+  const auto start = std::chrono::steady_clock::now();
+  for (unsigned polls = 0; !transport_->test(req); ++polls) {
+    if (polls > 1000) std::this_thread::yield();
+    if (deadline && std::chrono::steady_clock::now() - start > *deadline) {
+      // The posted collective cannot be cancelled: the communicator is done.
+      const Error timeout(ErrorCategory::kTimeout, rank_,
+                          std::string(what) + " did not complete within " + std::to_string(deadline->count()) +
+                              " ms: every rank exchanges its settings at its first collective call, and some rank has "
+                              "not made one (or has stopped)");
+      engine_->fail(std::make_exception_ptr(timeout));
+      throw timeout;
+    }
+  }
+  return all;
+}
+
+void CommunicatorImpl::agreeOnConfiguration(std::optional<std::chrono::milliseconds> deadline) {
+  // Ranks that are threads of one process (the in-process transport of the
+  // tests) read one environment: nothing to compare, and their first calls
+  // may come from one thread (rank 0's async call, then rank 1's), which an
+  // exchange here would deadlock.
+  if (size_ < 2 || transport_->name() == "inproc") {
+    configAgreementPending_ = false;
+    rebuildSelection();
+    return;
+  }
+  const auto items = configurationItems();
+  const int fields = static_cast<int>(items.size());
+  std::vector<long long> mine(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) mine[i] = static_cast<long long>(fnv1a(items[i].second));
+  const std::vector<long long> all = gatherWordsWithin(mine.data(), fields, deadline, "the first call's setup");
+  // The first setting on which some rank differs from rank 0: every rank
+  // sees the same words, so every rank picks the same one.
+  int differing = -1;
+  for (int i = 0; i < fields && differing < 0; ++i) {
+    for (int r = 1; r < size_; ++r) {
+      if (all[static_cast<std::size_t>(r * fields + i)] != all[static_cast<std::size_t>(i)]) {
+        differing = i;
+        break;
+      }
+    }
+  }
+  if (differing < 0) {
+    configAgreementPending_ = false;
+    rebuildSelection();  // the fast path was off until now
+    return;
+  }
+  // Still pending: every later call exchanges again and fails alike.
+  const auto& [name, value] = items[static_cast<std::size_t>(differing)];
+  std::array<long long, kValueWords> text{};
+  std::memcpy(text.data(), value.data(), std::min(value.size(), kValueChars));
+  const std::vector<long long> texts =
+      gatherWordsWithin(text.data(), static_cast<int>(kValueWords), deadline, "the first call's setup");
+  const long long myHash = mine[static_cast<std::size_t>(differing)];
+  int other = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (all[static_cast<std::size_t>(r * fields + differing)] != myHash) {
+      other = r;
+      break;
+    }
+  }
+  char theirs[kValueChars + 1] = {};
+  std::memcpy(theirs, texts.data() + static_cast<std::ptrdiff_t>(other) * kValueWords, kValueChars);
+  const bool wire = std::strcmp(name, core::kTunableWireDtype) == 0;
+  BC_CHECK(false, ErrorCategory::kMismatch, rank_,
+           "ranks are configured differently: rank " << rank_ << " has " << name << " " << quoted(value) << ", rank "
+               << other << " has " << name << " " << quoted(theirs)
+               << (wire ? " (ranks disagree on the wire format)" : "")
+               << "; every rank must run with the same settings that steer algorithm selection "
+                  "(docs/RELIABILITY.md)");
+}
+
+}  // namespace boostcomm::detail
