@@ -1,0 +1,57 @@
+"""Merges run_suite.py --json outputs into the markdown tables of
+docs/PYTHON.md ("PyTorch's conformance suite"): counts per backend and world
+size, then one row per test that is not skipped on both backends alike.
+
+    python3 summarize.py OUT.md RESULT.json...   (any mix of backends, world sizes, parts)
+"""
+import collections
+import json
+import sys
+
+
+def load(paths):
+    runs = collections.defaultdict(dict)  # (backend, ws) -> test -> outcome dict
+    for p in paths:
+        with open(p) as f:
+            d = json.load(f)
+        runs[(d["backend"], d["world_size"])].update(d["outcomes"])
+    return runs
+
+
+def cell(o):
+    if o is None:
+        return "-"
+    detail = o["detail"].replace("|", "/")
+    return o["outcome"].lower() + (f" ({detail[:110]})" if detail and o["outcome"] != "PASS" else "")
+
+
+def main(out, paths):
+    runs = load(paths)
+    lines = ["| backend | world size | pass | fail | error | skip | total |", "|---|---|---|---|---|---|---|"]
+    for (backend, ws), outcomes in sorted(runs.items()):
+        c = collections.Counter(o["outcome"] for o in outcomes.values())
+        lines.append(f"| {backend} | {ws} | {c['PASS']} | {c['FAIL']} | {c['ERROR']} | {c['SKIP']} | {len(outcomes)} |")
+    lines.append("")
+    for ws in sorted({ws for _, ws in runs}):
+        b, g = runs.get(("boostcomm", ws), {}), runs.get(("gloo", ws), {})
+        names = sorted(set(b) | set(g))
+        lines += [f"World size {ws}: every test that ran (passed, failed or errored) on either backend, "
+                  "and every skip that differs between them.", "",
+                  "| test | boostcomm | gloo |", "|---|---|---|"]
+        for n in names:
+            ob, og = b.get(n), g.get(n)
+            if ob and og and ob["outcome"] == og["outcome"] == "SKIP" and ob["detail"] == og["detail"]:
+                continue
+            lines.append(f"| `{n}` | {cell(ob)} | {cell(og)} |")
+        skipped = collections.Counter(o["detail"] for n, o in b.items()
+                                      if o["outcome"] == "SKIP" and g.get(n, {}).get("outcome") == "SKIP"
+                                      and g[n]["detail"] == o["detail"])
+        lines += ["", f"Skipped alike on both backends at world size {ws}, by reason:", ""]
+        lines += [f"- {count} x {reason}" for reason, count in skipped.most_common()]
+        lines.append("")
+    with open(out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2:])
