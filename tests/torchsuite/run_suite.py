@@ -32,9 +32,12 @@ sys.path.insert(0, HERE)  # the expecttest stand-in
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--part", default="1/1", help="I/N: the I-th of N slices of the tests")
 parser.add_argument("-k", dest="pattern", action="append", default=[], help="run tests whose name contains this")
+parser.add_argument("--names", help="file of test names (one a line): run only these")
 parser.add_argument("--json", help="write the per-test outcomes here")
 parser.add_argument("--expect-file", help="file listing tests (one name a line, # comments) allowed to fail")
 parser.add_argument("--list", action="store_true", help="print the selected test names and exit")
+parser.add_argument("--plain", action="store_true",
+                    help="boostcomm: let the suite's decorators see boostcomm (a plugin backend) instead of gloo")
 if __name__ == "__main__":
     OPTIONS, rest = parser.parse_known_args()
     sys.argv = [sys.argv[0]] + rest
@@ -50,11 +53,26 @@ os.environ.setdefault("DISTRIBUTED_TESTS_DEFAULT_TIMEOUT", "120")
 import torch.distributed as dist  # noqa: E402
 from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
 
+# As gloo (the default for boostcomm): the suite's decorators, evaluated when
+# distributed_test is imported, see BACKEND=gloo, so every test torch runs for
+# gloo is selected; then the module's BACKEND becomes "boostcomm", so every
+# process group the tests create (init_process_group(backend=BACKEND)) and
+# every runtime check of BACKEND inside a test body sees boostcomm. Tests
+# that assert gloo-specific behaviour then fail, and expected_failures.txt
+# says why. --plain instead declares boostcomm a plugin backend with the
+# features it has, and the suite skips everything it reserves for gloo.
+# The spawned ranks re-import this file and take the same path.
+AS_GLOO = BACKEND == "boostcomm" and os.environ.get("BC_SUITE_PLAIN", "") != "1"
+if OPTIONS is not None and OPTIONS.plain:
+    AS_GLOO = False
+    os.environ["BC_SUITE_PLAIN"] = "1"  # inherited by the spawned ranks
 if BACKEND == "boostcomm":
     import boostcomm.torch  # noqa: E402,F401 - registers the plugin backend (in every rank)
     # Must happen before distributed_test is imported: its skip decorators read these sets.
     for feature in ("plugin", "subgroup", "ddp"):
         DistTestCases.backend_feature[feature].add("boostcomm")
+if AS_GLOO:
+    os.environ["BACKEND"] = "gloo"
 
 if "TEMP_DIR" not in os.environ:  # distributed_test reads it at import; setUp makes a fresh one per test
     from torch.testing._internal.common_distributed import initialize_temp_directories  # noqa: E402
@@ -62,7 +80,12 @@ if "TEMP_DIR" not in os.environ:  # distributed_test reads it at import; setUp m
 
 import torch  # noqa: E402
 from torch.testing._internal.common_distributed import TEST_SKIPS  # noqa: E402
+import torch.testing._internal.distributed.distributed_test as suite  # noqa: E402
 from torch.testing._internal.distributed.distributed_test import DistributedTest, TestDistBackend  # noqa: E402
+
+if AS_GLOO:
+    suite.BACKEND = BACKEND
+    os.environ["BACKEND"] = BACKEND
 
 
 def static_skip(method):
@@ -113,6 +136,8 @@ class Recorder(unittest.TextTestResult):
         name = test.id().rsplit(".", 1)[-1]
         seconds = time.time() - self.started.get(test.id(), time.time())
         self.outcomes[name] = {"outcome": outcome, "detail": detail, "seconds": round(seconds, 1)}
+        detail = " ".join(detail.split())  # one line per test, whatever the error text
+        self.outcomes[name]["detail"] = detail
         line = f"{outcome:5s} {name} ({seconds:.1f} s)" + (f": {detail}" if detail else "")
         print(line, file=sys.__stdout__, flush=True)
 
@@ -150,6 +175,10 @@ def selected_names(options):
     names = sorted(unittest.TestLoader().getTestCaseNames(TestDistBackendWithSpawn))
     if options.pattern:
         names = [n for n in names if any(p in n for p in options.pattern)]
+    if options.names:
+        with open(options.names) as f:
+            wanted = {l.split("#")[0].strip() for l in f} - {""}
+        names = [n for n in names if n in wanted]
     index, count = (int(x) for x in options.part.split("/"))
     if not 1 <= index <= count:
         sys.exit(f"--part {options.part}: I must be in 1..N")
@@ -174,13 +203,13 @@ def main(options):
             expected = {l.split("#")[0].strip() for l in f} - {""}
     bad = sorted(n for n, o in result.outcomes.items() if o["outcome"] in ("FAIL", "ERROR") and n not in expected)
     ws = os.environ["WORLD_SIZE"]
-    print(f"\nbackend {BACKEND}, world size {ws}, part {options.part}: " +
+    print(f"\nbackend {BACKEND}{' (as gloo)' if AS_GLOO else ''}, world size {ws}, part {options.part}: " +
           ", ".join(f"{k.lower()} {v}" for k, v in sorted(counts.items())) + f" ({time.time() - began:.0f} s)")
     if bad:
         print("unexpected failures: " + " ".join(bad))
     if options.json:
         with open(options.json, "w") as f:
-            json.dump({"backend": BACKEND, "world_size": int(ws), "part": options.part,
+            json.dump({"backend": BACKEND, "world_size": int(ws), "part": options.part, "as_gloo": AS_GLOO,
                        "outcomes": result.outcomes}, f, indent=1, sort_keys=True)
     return 1 if bad else 0
 

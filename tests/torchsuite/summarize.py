@@ -2,19 +2,34 @@
 docs/PYTHON.md ("PyTorch's conformance suite"): counts per backend and world
 size, then one row per test that is not skipped on both backends alike.
 
-    python3 summarize.py OUT.md RESULT.json...   (any mix of backends, world sizes, parts)
+    python3 summarize.py OUT.md RESULT.json|BACKEND.WS.log ...   (any mix of backends, world sizes, parts)
 """
 import collections
 import json
+import os
+import re
 import sys
 
 
+LINE = re.compile(r"^(PASS|SKIP|FAIL|ERROR) +(test\w+) \(([\d.]+) s\)(?:: (.*))?$")
+
+
 def load(paths):
+    """JSON files (--json), or run_suite.py's printed log named BACKEND.WS.log
+    (its PASS / SKIP / FAIL / ERROR lines: what a run cut short leaves)."""
     runs = collections.defaultdict(dict)  # (backend, ws) -> test -> outcome dict
     for p in paths:
+        if p.endswith(".json"):
+            with open(p) as f:
+                d = json.load(f)
+            runs[(d["backend"], d["world_size"])].update(d["outcomes"])
+            continue
+        backend, ws = os.path.basename(p).split(".")[:2]
         with open(p) as f:
-            d = json.load(f)
-        runs[(d["backend"], d["world_size"])].update(d["outcomes"])
+            for line in f:
+                m = LINE.match(line.rstrip("\n"))
+                if m:
+                    runs[(backend, int(ws))][m[2]] = {"outcome": m[1], "detail": m[4] or "", "seconds": float(m[3])}
     return runs
 
 
