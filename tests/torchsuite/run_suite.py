@@ -21,6 +21,7 @@ torch's own runner does for gloo. Tests that name gloo explicitly
 import argparse
 import json
 import os
+import re
 import sys
 import time
 import unittest
@@ -33,6 +34,7 @@ parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.R
 parser.add_argument("--part", default="1/1", help="I/N: the I-th of N slices of the tests")
 parser.add_argument("-k", dest="pattern", action="append", default=[], help="run tests whose name contains this")
 parser.add_argument("--names", help="file of test names (one a line): run only these")
+parser.add_argument("--reverse", action="store_true", help="run in reverse name order")
 parser.add_argument("--json", help="write the per-test outcomes here")
 parser.add_argument("--expect-file", help="file listing tests (one name a line, # comments) allowed to fail")
 parser.add_argument("--list", action="store_true", help="print the selected test names and exit")
@@ -151,8 +153,10 @@ class Recorder(unittest.TextTestResult):
 
     def _last_line(self, test, err):
         text = self._exc_info_to_string(err, test) if isinstance(err, tuple) else str(err)
-        lines = [l for l in text.strip().splitlines() if l.strip()]
-        return lines[-1][:300] if lines else ""
+        lines = [l.strip() for l in text.strip().splitlines() if l.strip()]
+        # The rank's exception, not the C++ frames torch appends after it.
+        named = [l for l in lines if re.match(r"^[\w.]*(Error|Exception|Exit)\b", l)]
+        return (named or lines or [""])[-1][:300]
 
     def addFailure(self, test, err):
         super().addFailure(test, err)
@@ -182,7 +186,8 @@ def selected_names(options):
     index, count = (int(x) for x in options.part.split("/"))
     if not 1 <= index <= count:
         sys.exit(f"--part {options.part}: I must be in 1..N")
-    return names[index - 1::count]
+    names = names[index - 1::count]
+    return names[::-1] if options.reverse else names
 
 
 def main(options):

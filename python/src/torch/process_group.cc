@@ -115,17 +115,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::enqueue(c10d::OpType type,
   }
   if (collective) sequence_.fetch_add(1);
   Work op;
-  meter_.opStarted();
+  // Collectives only: shutdown() waits for what the meter counts, and a
+  // receive whose message never comes must not hold the process at exit
+  // (finalising the communicator completes it with an error).
+  if (collective) meter_.opStarted();
   try {
     op = start(*comm_);
   } catch (...) {
-    meter_.opFinished();
+    if (collective) meter_.opFinished();
     work->complete(std::current_exception());
     return work;
   }
   // The closures own the op's tensors (the packed temporaries among them):
   // both stay alive until the collective completed.
-  op.onComplete([this, work, op, start = std::move(start), after = std::move(after)](std::exception_ptr error) {
+  op.onComplete([this, work, op, collective, start = std::move(start), after = std::move(after)](std::exception_ptr error) {
     if (!error) work->setSourceRank(op.source());
     if (!error && after) {
       try {
@@ -134,7 +137,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::enqueue(c10d::OpType type,
         error = std::current_exception();
       }
     }
-    meter_.opFinished();
+    if (collective) meter_.opFinished();
     work->complete(error);
   });
   if (!async_.load()) {
