@@ -173,6 +173,22 @@ class Communicator {
   void barrier(const CallOptions& options = {});
   Work barrierAsync(const CallOptions& options = {});
 
+  // Point-to-point messages (torch's send / recv / recvAnysource). Not
+  // collective: `buffer` goes to rank `peer`, where a recvAsync naming this
+  // rank (or kAnySource) and the same tag receives it; messages between one
+  // pair with one tag match in posting order. They use a channel of their
+  // own, apart from the collectives' traffic, which every rank opens once
+  // with enablePointToPoint() (collective; later calls return at once).
+  // Counts must agree on both sides (element count x dtype size in bytes).
+  // A bad peer (out of range, this rank), a tag outside [0, kMaxMessageTag]
+  // or a null buffer is Error{kInvalidArgument} on the calling rank, at once.
+  // Work::source() names the sender once a receive completed.
+  static constexpr int kAnySource = -1;
+  static constexpr int kMaxMessageTag = (1 << 30) - 1;
+  void enablePointToPoint();
+  Work sendAsync(ConstView buffer, int peer, int tag);
+  Work recvAsync(View buffer, int peer, int tag);
+
   // Collective over the communicator (all ranks must pass the same settings).
   // Unknown names throw Error{kInvalidArgument} listing the valid ones.
   void configureCommStrategy(const CommStrategy& strategy);

@@ -44,6 +44,9 @@ class Work {
   void onComplete(std::function<void(std::exception_ptr)> callback);
   // Name of the algorithm that runs this operation (e.g. "ring", "native").
   const char* algorithm() const;
+  // A completed point-to-point receive: the rank that sent the message
+  // (Communicator::recvAsync with kAnySource); -1 otherwise.
+  int source() const;
   // How its float32 payload travels (kOff, kBf16, kFp16; CallOptions::wire).
   WireFormat wireFormat() const;
 

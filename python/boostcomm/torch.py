@@ -14,7 +14,11 @@ while backward computes; every Work has a future (DDP needs it).
 Supported: allreduce (SUM, AVG, PRODUCT, MIN, MAX), allreduce_coalesced,
 broadcast, allgather, _allgather_base, allgather_coalesced, reduce_scatter,
 _reduce_scatter_base, reduce, gather, scatter, alltoall_base
-(all_to_all_single), barrier, on contiguous CPU tensors.
+(all_to_all_single), alltoall, send, recv, recvAnysource (isend / irecv /
+batch_isend_irecv), barrier, monitored_barrier (monitored_barrier() below:
+torch 1.13's dist.monitored_barrier accepts gloo only), sequence numbers,
+on contiguous dense CPU tensors. The group timeout
+(init_process_group(timeout=...), new_group(timeout=...)) bounds every wait.
 
 Transport (BOOSTCOMM_TORCH_TRANSPORT, docs/PYTHON.md): a group that is the
 whole world of an MPI job (mpirun) runs on MPI; any other group -- torchrun,
@@ -26,6 +30,7 @@ Gloo's TCP transport, with boostcomm's algorithms on top.
 import datetime
 import os
 import socket
+import sys
 
 import torch
 import torch.distributed as dist
@@ -36,7 +41,7 @@ from . import _boostcomm_torch as _T
 from ._boostcomm_torch import ProcessGroupBoostcomm
 
 __all__ = ["ProcessGroupBoostcomm", "init_process_group", "new_process_group", "new_store_process_group", "hook",
-           "HookState"]
+           "HookState", "monitored_barrier", "abort_process_group"]
 
 BACKEND = "boostcomm"
 
@@ -89,9 +94,24 @@ def new_store_process_group(store, rank, world_size, timeout=datetime.timedelta(
     return _wrap(comm, rank, world_size, timeout)
 
 
+def _group_ranks_from_caller():
+    """The global ranks of the group torch is creating, or None. torch 1.13
+    accepts duplicates in new_group(ranks) and hands the creator only (rank,
+    size): a group [0, 0] would wait for a second member that never comes.
+    Its caller, _new_process_group_helper, holds the list."""
+    frame = sys._getframe(2)
+    ranks = frame.f_locals.get("global_ranks_in_group") if frame.f_code.co_name == "_new_process_group_helper" else None
+    return list(ranks) if isinstance(ranks, (list, tuple)) else None
+
+
 def _create(store, rank, world_size, timeout):
     # c10d's creator signature (1.13). MPI when this group is an MPI job's
     # whole world, else the store rendezvous (docs/PYTHON.md, "Transports").
+    ranks = _group_ranks_from_caller()
+    if ranks is not None and len(set(ranks)) != len(ranks):
+        twice = sorted({r for r in ranks if ranks.count(r) > 1})
+        raise ValueError(f"boostcomm: new_group ranks {ranks} contain duplicates (rank(s) {twice} more than once); "
+                         f"each rank may appear once")
     mode = _T.torch_transport()
     if mode == "mpi" or (mode == "auto" and _launched_by_mpi() and _C.launcher_size() == world_size):
         return new_process_group(rank, world_size, timeout)
@@ -170,6 +190,32 @@ def hook(state, bucket):
 
     work_future.add_done_callback(done)
     return result
+
+
+def _boostcomm_group(group, what):
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    if not isinstance(pg, ProcessGroupBoostcomm):
+        raise ValueError(f"boostcomm.torch.{what}: {pg!r} is not a boostcomm process group")
+    return pg
+
+
+def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """dist.monitored_barrier for boostcomm groups (torch 1.13's accepts gloo only).
+
+    Rank 0 waits up to `timeout` (default: the group's) for every rank and
+    raises naming the first rank that did not arrive (all of them with
+    wait_all_ranks=True); the others raise if rank 0 does not release them."""
+    pg = _boostcomm_group(group, "monitored_barrier")
+    if timeout is None:
+        return pg.monitored_barrier(wait_all_ranks=wait_all_ranks)
+    return pg.monitored_barrier(timeout, wait_all_ranks)
+
+
+def abort_process_group(group=None):
+    """Abandons this rank's operations in flight on `group` (their waits and
+    futures raise at once) and refuses new ones: the way out of a group whose
+    peers died. Local (not collective); the group cannot be used again."""
+    _boostcomm_group(group, "abort_process_group")._abort()
 
 
 def is_boostcomm_group(group=None):

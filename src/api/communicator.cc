@@ -104,6 +104,14 @@ void Communicator::setTimeout(std::optional<std::chrono::milliseconds> timeout) 
 
 void Communicator::abort() { impl_->abort(); }
 
+void Communicator::enablePointToPoint() { impl_->enablePointToPoint(); }
+Work Communicator::sendAsync(ConstView buffer, int peer, int tag) {
+  return impl_->postMessage(true, const_cast<void*>(buffer.data), buffer.count, buffer.dtype, peer, tag);
+}
+Work Communicator::recvAsync(View buffer, int peer, int tag) {
+  return impl_->postMessage(false, buffer.data, buffer.count, buffer.dtype, peer, tag);
+}
+
 std::string Communicator::flightRecord() const { return impl_->flightRecord(); }
 void Communicator::setWireFormat(WireFormat wire) { impl_->setWireFormat(wire); }
 WireFormat Communicator::wireFormat() const { return impl_->wireFormat(); }
@@ -165,6 +173,7 @@ void Work::onComplete(std::function<void(std::exception_ptr)> callback) {
 }
 
 const char* Work::algorithm() const { return state_ ? state_->algorithm : ""; }
+int Work::source() const { return state_ && state_->isDone() ? state_->source : -1; }
 WireFormat Work::wireFormat() const { return state_ ? state_->wire : WireFormat::kOff; }
 
 }  // namespace boostcomm

@@ -533,7 +533,7 @@ void CommunicatorImpl::onComplete(WorkState& work, std::function<void(std::excep
 
 void CommunicatorImpl::progressOnce() {
   executor::EngineLock lock(*engine_);
-  if (finalized_ || engine_->failure() || engine_->idle()) return;
+  if (finalized_ || engine_->failure() || (engine_->idle() && !engine_->messagesPending())) return;
   engine_->progress();
 }
 
@@ -638,6 +638,7 @@ void CommunicatorImpl::finalize() {
   cache_.clear();
   intra_.reset();
   inter_.reset();
+  p2p_.reset();
   for (void* p : heapBuffers_) std::free(p);
   heapBuffers_.clear();
   // The call status may live in the shared segment: stop reading it first.

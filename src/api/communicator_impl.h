@@ -72,6 +72,11 @@ class CommunicatorImpl {
   // (then it warns once and progress stays caller-driven).
   void useProgressThread();
 
+  // Point-to-point messages (communicator_p2p.cc).
+  void enablePointToPoint();
+  bool pointToPointEnabled() const;
+  Work postMessage(bool isSend, void* data, std::size_t count, DataType dtype, int peer, int tag);
+
   void configureStrategy(const CommStrategy& strategy);
   // Communicator::abort(): not collective, any thread, returns within ~1 s.
   void abort();
@@ -237,6 +242,7 @@ class CommunicatorImpl {
   algorithms::NodeLayout layout_;
   std::unique_ptr<transport::Transport> intra_;
   std::unique_ptr<transport::Transport> inter_;
+  std::unique_ptr<transport::Transport> p2p_;  // point-to-point messages (enablePointToPoint)
   LinkAccounting links_;
 
   ScheduleCache cache_;

@@ -68,18 +68,56 @@ std::uint64_t ProgressEngine::launch(std::unique_ptr<Execution> exec, std::share
   if (state) state->id = op.id;
   op.state = std::move(state);
   inFlight_.push_back(std::move(op));
-  inFlightCount_.store(inFlight_.size(), std::memory_order_release);
+  publishCount();
+  wakeThread();
+  return inFlight_.back().id;
+}
+
+std::uint64_t ProgressEngine::track(transport::Transport& transport, const transport::Request& request,
+                                    bool anySource, std::shared_ptr<OpState> state) {
+  BC_INTERNAL(state != nullptr, "track: a message needs a state");
+  state->id = nextId_++;
+  messages_.push_back(Message{&transport, request, anySource, state});
+  publishCount();
+  wakeThread();
+  return state->id;
+}
+
+bool ProgressEngine::progressMessages() {
+  bool any = false;
+  for (Message& m : messages_) {
+    std::exception_ptr error;
+    bool done = false;
+    try {
+      done = m.anySource ? m.transport->testAnySource(m.request, &m.state->source) : m.transport->test(m.request);
+    } catch (...) {
+      error = std::current_exception();
+      done = true;
+    }
+    if (done) {
+      complete(*m.state, error);
+      m.state = nullptr;
+      any = true;
+    }
+  }
+  if (any) {
+    std::erase_if(messages_, [](const Message& m) { return m.state == nullptr; });
+    publishCount();
+  }
+  return any;
+}
+
+void ProgressEngine::wakeThread() {
   if (threadRunning_.load(std::memory_order_acquire)) {
     // Through the mutex: the thread checks the count and blocks atomically
     // under it, so this wake-up cannot fall between the two.
     { std::lock_guard lock(sleepMutex_); }
     sleepCv_.notify_one();
   }
-  return inFlight_.back().id;
 }
 
 bool ProgressEngine::progress() {
-  bool advanced = false;
+  bool advanced = !messages_.empty() && progressMessages();
   try {
     for (Operation& op : inFlight_) {
       if (op.execution->progress(world_, ledger_, &advanced)) {
@@ -102,7 +140,7 @@ bool ProgressEngine::progress() {
 void ProgressEngine::finishRetired() {
   if (retired_.empty()) return;
   std::erase_if(inFlight_, [](const Operation& op) { return op.execution == nullptr; });
-  inFlightCount_.store(inFlight_.size(), std::memory_order_release);
+  publishCount();
   for (Operation& op : retired_) {
     if (status_) status_->recordEnd(op.sequence);
     scratch_.release(op.scratch);
@@ -115,6 +153,9 @@ void ProgressEngine::finishRetired() {
 bool ProgressEngine::retired(std::uint64_t id) const {
   for (const Operation& op : inFlight_) {
     if (op.id == id) return false;
+  }
+  for (const Message& m : messages_) {
+    if (m.state->id == id) return false;
   }
   return true;
 }
@@ -230,6 +271,8 @@ void ProgressEngine::abandon(std::exception_ptr error) {
     if (op.state) complete(*op.state, error);
   }
   inFlight_.clear();
+  for (Message& m : messages_) complete(*m.state, error);  // their requests are leaked, as executions are
+  messages_.clear();
   inFlightCount_.store(0, std::memory_order_release);
   ledger_.clear();  // places of abandoned executions will never be issued
 }

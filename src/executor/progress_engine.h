@@ -71,6 +71,8 @@ class OpState {
   // The call's deadline (ms; 0: none): the progress thread fails an
   // operation that nobody waits for once it is this old (see threadMain).
   std::int64_t deadlineMs = 0;
+  // A point-to-point receive from any rank: its sender (valid once isDone()).
+  int source = -1;
 
  private:
   friend class ProgressEngine;
@@ -112,6 +114,16 @@ class ProgressEngine {
   // cap's unit). `state` is null for blocking calls. Returns the operation's id.
   std::uint64_t launch(std::unique_ptr<Execution> exec, std::shared_ptr<const Schedule> schedule, Binding binding,
                        std::uint64_t sequence, int tagBase, bool blockingNative, std::shared_ptr<OpState> state);
+  // [lock] A point-to-point message (Communicator::sendAsync / recvAsync)
+  // already posted on `transport`: not a schedule, outside the collectives'
+  // issue order and in-flight cap. progress() tests it and completes
+  // `state`; a failed message completes with its own error and does not
+  // fail the engine (the collectives run elsewhere). anySource: tested with
+  // testAnySource, the sender stored in state->source. Returns its id.
+  std::uint64_t track(transport::Transport& transport, const transport::Request& request, bool anySource,
+                      std::shared_ptr<OpState> state);
+  // [lock] Whether point-to-point messages are still pending.
+  bool messagesPending() const { return !messages_.empty(); }
   // [lock] One sweep over every in-flight operation, in issue order; retires
   // finished ones. True when any step started or finished. Throws (after
   // fail()) on a transport error.
@@ -180,7 +192,17 @@ class ProgressEngine {
   // [lock] The progress thread's deadline check: fails the engine with
   // Error{kTimeout} when an operation with a deadline is older than it.
   void checkDeadlines();
+  struct Message {
+    transport::Transport* transport = nullptr;
+    transport::Request request;
+    bool anySource = false;
+    std::shared_ptr<OpState> state;
+  };
   void complete(OpState& state, std::exception_ptr error);
+  // Tests the pending messages once; true when any completed.
+  bool progressMessages();
+  void wakeThread();  // after publishCount(): the thread may be asleep
+  void publishCount() { inFlightCount_.store(inFlight_.size() + messages_.size(), std::memory_order_release); }
   // Recycles the operations moved to retired_ and completes their states.
   void finishRetired();
   void threadMain();
@@ -192,6 +214,7 @@ class ProgressEngine {
   std::vector<std::unique_ptr<Execution>> freeExecutions_;
   std::vector<Operation> inFlight_;
   std::vector<Operation> retired_;  // reused by progress()
+  std::vector<Message> messages_;   // point-to-point, in posting order
   std::vector<Due> due_;            // callbacks to run after unlocking
   std::uint64_t nextId_ = 1;
   std::size_t maxInFlight_ = 1 << 20;

@@ -56,6 +56,12 @@ class Transport {
   virtual void irecvPieces(const core::Piece* pieces, std::size_t count, int peer, int tag, Request& req) = 0;
   // True when req has completed (req is then inactive). Never blocks.
   virtual bool test(Request& req) = 0;
+  // A receive of the first message with `tag` from any other rank (torch's
+  // recvAnysource). Complete it with testAnySource, which names the sender;
+  // test() must not be used on it. Default: unsupported (kInvalidArgument).
+  virtual void irecvAnySource(void* buf, std::size_t bytes, int tag, Request& req);
+  // test() for irecvAnySource requests: on completion *source is the sender.
+  virtual bool testAnySource(Request& req, int* source);
 
   virtual void nativeAllreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                                Request* req) = 0;

@@ -7,10 +7,8 @@ Runs outside mpirun (ctest python.torch_store)."""
 
 import datetime
 import os
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 import pytest
@@ -19,41 +17,13 @@ import torch.distributed as dist
 
 import boostcomm
 import boostcomm.torch as bct
+import rank_launcher
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def launch(size, init, extra_env=None, timeout=240):
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX", "PMI_"))}
-    if init == "env":
-        base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
-    else:
-        path = tempfile.mktemp(prefix="bc_store_")
-        base["BC_TEST_INIT"] = "file://" + path
-    base.update(extra_env or {})
-    procs = []
-    for rank in range(size):
-        env = dict(base, RANK=str(rank), WORLD_SIZE=str(size), LOCAL_RANK=str(rank))
-        procs.append(subprocess.Popen([sys.executable, os.path.join(HERE, "store_worker.py")], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    deadline = time.monotonic() + timeout
-    outs = []
-    for p in procs:
-        try:
-            out, _ = p.communicate(timeout=max(1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            out, _ = p.communicate()
-            out += "\n(killed: timeout)"
-        outs.append((p.returncode, out))
-    return outs
+    return rank_launcher.launch(os.path.join(HERE, "store_worker.py"), size, init, extra_env, timeout)
 
 
 @pytest.mark.parametrize("init", ["env", "file"])

@@ -63,6 +63,10 @@ PYBIND11_MODULE(_boostcomm_torch, m) {
             return d;
           },
           py::arg("reset") = false)
+      .def("_abort", [](ProcessGroupBoostcomm& pg) {
+        py::gil_scoped_release release;
+        pg.abort();
+      }, "Abandons this rank's ops in flight (they fail at once) and refuses new ones; local.")
       .def("_shutdown", [](ProcessGroupBoostcomm& pg) {
         py::gil_scoped_release release;
         pg.shutdown();

@@ -23,6 +23,11 @@ bool WorkBoostcomm::isCompleted() { return c10d::Work::isCompleted(); }
 bool WorkBoostcomm::isSuccess() const { return c10d::Work::isSuccess(); }
 std::exception_ptr WorkBoostcomm::exception() const { return c10d::Work::exception(); }
 std::vector<at::Tensor> WorkBoostcomm::result() { return outputs_; }
+int WorkBoostcomm::sourceRank() const {
+  const int source = source_.load();
+  TORCH_CHECK(source >= 0, "boostcomm: source_rank() is known only for a completed recv or recvAnysource");
+  return source;
+}
 c10::intrusive_ptr<c10::ivalue::Future> WorkBoostcomm::getFuture() { return future_; }
 
 bool WorkBoostcomm::wait(std::chrono::milliseconds timeout) {
@@ -57,6 +62,12 @@ ProcessGroupBoostcomm::ProcessGroupBoostcomm(std::shared_ptr<Communicator> comm,
               ")");
   comm_ = std::move(comm);
   comm_->setProgressThread(true);
+  // Collective, like this constructor: send / recv need the message channel.
+  comm_->enablePointToPoint();
+  // The group timeout (init_process_group(timeout=...)) bounds every wait of
+  // this group's communicator: a rank that never joins an op fails it with
+  // a timeout error instead of hanging.
+  if (timeout.count() > 0) comm_->setTimeout(timeout);
 #if TORCH_VERSION_MAJOR < 2
   init();
 #endif
@@ -73,6 +84,16 @@ ProcessGroupBoostcomm::~ProcessGroupBoostcomm() {
 void ProcessGroupBoostcomm::setAsync(bool enable) { async_.store(enable); }
 bool ProcessGroupBoostcomm::async() const { return async_.load(); }
 
+void ProcessGroupBoostcomm::abort() {
+  closed_.store(true);
+  comm_->abort();
+}
+
+void ProcessGroupBoostcomm::keepUntilFinalize(std::vector<at::Tensor> tensors) {
+  std::lock_guard lock(keptMutex_);
+  for (at::Tensor& t : tensors) kept_.push_back(std::move(t));
+}
+
 void ProcessGroupBoostcomm::shutdown() {
   closed_.store(true);
   // The progress thread completes what is in flight; the communicator is not
@@ -85,25 +106,30 @@ void ProcessGroupBoostcomm::shutdown() {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
                                                               std::function<Work(Communicator&)> start,
-                                                              std::function<void()> after) {
+                                                              std::function<void()> after, bool collective) {
   auto work = c10::make_intrusive<WorkBoostcomm>(rank_, type, std::move(outputs));
   if (closed_.load()) {
     work->complete(std::make_exception_ptr(
         Error(ErrorCategory::kFinalized, rank_, "boostcomm process group used after shutdown")));
     return work;
   }
+  if (collective) sequence_.fetch_add(1);
   Work op;
-  meter_.opStarted();
+  // Collectives only: shutdown() waits for what the meter counts, and a
+  // receive whose message never comes must not hold the process at exit
+  // (finalising the communicator completes it with an error).
+  if (collective) meter_.opStarted();
   try {
     op = start(*comm_);
   } catch (...) {
-    meter_.opFinished();
+    if (collective) meter_.opFinished();
     work->complete(std::current_exception());
     return work;
   }
   // The closures own the op's tensors (the packed temporaries among them):
   // both stay alive until the collective completed.
-  op.onComplete([this, work, start = std::move(start), after = std::move(after)](std::exception_ptr error) {
+  op.onComplete([this, work, op, collective, start = std::move(start), after = std::move(after)](std::exception_ptr error) {
+    if (!error) work->setSourceRank(op.source());
     if (!error && after) {
       try {
         after();
@@ -111,7 +137,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::enqueue(c10d::OpType type,
         error = std::current_exception();
       }
     }
-    meter_.opFinished();
+    if (collective) meter_.opFinished();
     work->complete(error);
   });
   if (!async_.load()) {
@@ -138,7 +164,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::broadcast(std::vector<at::
   TORCH_CHECK(opts.rootTensor == 0, "boostcomm: broadcast rootTensor must be 0");
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "boostcomm: broadcast root ", opts.rootRank,
               " out of range for ", size_, " ranks");
-  const View v = viewOf(t, "broadcast tensor");
+  const View v = bytesOf(t, "broadcast tensor");
   const int root = static_cast<int>(opts.rootRank);
   return enqueue(c10d::OpType::BROADCAST, tensors, [v, root](Communicator& c) { return c.broadcastAsync(v, root); });
 }
@@ -173,12 +199,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allgather(std::vector<std:
   for (const at::Tensor& o : outputs[0]) {
     TORCH_CHECK(o.numel() == in.numel() && o.scalar_type() == in.scalar_type(),
                 "boostcomm: allgather outputs must match the input's size and dtype");
-    viewOf(o, "allgather output");
+    bytesOf(o, "allgather output");
   }
   // The output tensors are separate allocations: gather into one buffer, then copy out.
   at::Tensor gathered = at::empty({static_cast<std::int64_t>(size_) * in.numel()}, in.options());
-  const View send = viewOf(in, "allgather input");
-  const View recv = viewOf(gathered, "allgather buffer");
+  const View send = bytesOf(in, "allgather input");
+  const View recv = bytesOf(gathered, "allgather buffer");
   std::vector<at::Tensor> outs = outputs[0];
   return enqueue(
       c10d::OpType::ALLGATHER, outs, [send, recv, in, gathered](Communicator& c) { return c.allgatherAsync(send, recv); },
@@ -194,8 +220,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::_allgather_base(at::Tensor
                                                                       const c10d::AllgatherOptions& opts) {
   TORCH_CHECK(output.numel() == input.numel() * size_ && output.scalar_type() == input.scalar_type(),
               "boostcomm: _allgather_base output must hold world_size x input elements of the input's dtype");
-  const View send = viewOf(input, "allgather input");
-  const View recv = viewOf(output, "allgather output");
+  const View send = bytesOf(input, "allgather input");
+  const View recv = bytesOf(output, "allgather output");
   return enqueue(c10d::OpType::_ALLGATHER_BASE, {output},
                  [send, recv, input](Communicator& c) { return c.allgatherAsync(send, recv); });
 }

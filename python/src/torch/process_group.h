@@ -27,6 +27,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "boostcomm/communicator.h"
@@ -47,10 +48,14 @@ class WorkBoostcomm : public c10d::Work {
 
   // Worker thread: the collective finished (error null) or failed.
   void complete(std::exception_ptr error);
+  // recv / recvAnysource: the sender (torch's Work.source_rank()).
+  int sourceRank() const override;
+  void setSourceRank(int rank) { source_.store(rank); }
 
  private:
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::atomic<int> source_{-1};
 };
 
 class ProcessGroupBoostcomm : public BC_C10D_BASE {
@@ -96,6 +101,21 @@ class ProcessGroupBoostcomm : public BC_C10D_BASE {
       std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
       const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
 
+  // process_group_p2p.cc
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
+  // Rank 0 waits up to the timeout for every rank and names those that did
+  // not arrive (the first one, or all with waitAllRanks), as gloo's does.
+  void monitoredBarrier(const c10d::BarrierOptions& opts = c10d::BarrierOptions(), bool waitAllRanks = false) override;
+  // Collectives issued on this group since it was created (or reset): every
+  // rank issues the same ones, so the numbers agree (torch compares them to
+  // detect desynchronised ranks). Point-to-point ops do not count.
+  void setSequenceNumberForGroup() override;
+  std::uint64_t getSequenceNumberForGroup() override;
+
   std::chrono::milliseconds timeout() const { return timeout_; }
   // enable = false: every op completes before its call returns (the "no
   // overlap" baseline of configure_overlap(enable=False)).
@@ -106,12 +126,18 @@ class ProcessGroupBoostcomm : public BC_C10D_BASE {
   // Waits for the ops in flight, then refuses new ones (local, no
   // communication). The communicator stays alive for its owner to finalise.
   void shutdown();
+  // Abandons this rank's ops in flight (Communicator::abort: they complete
+  // with an error at once) and refuses new ones. Local, any thread.
+  void abort();
 
  private:
   // Launches `start` now (and `after`, run on success before the future completes).
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
                                          std::function<Work(Communicator&)> start,
-                                         std::function<void()> after = nullptr);
+                                         std::function<void()> after = nullptr, bool collective = true);
+  // Tensors a message may still be written into after its op gave up
+  // (a monitoredBarrier that timed out): kept until the group goes away.
+  void keepUntilFinalize(std::vector<at::Tensor> tensors);
   const at::Tensor& single(std::vector<at::Tensor>& tensors, const char* op);
 
   std::shared_ptr<Communicator> comm_;
@@ -119,6 +145,9 @@ class ProcessGroupBoostcomm : public BC_C10D_BASE {
   telemetry::BusyMeter meter_;
   std::atomic<bool> async_{true};
   std::atomic<bool> closed_{false};
+  std::atomic<std::uint64_t> sequence_{0};
+  std::mutex keptMutex_;
+  std::vector<at::Tensor> kept_;
 };
 
 }  // namespace boostcomm::python

@@ -24,7 +24,7 @@ void checkRoot(std::int64_t root, int size, const char* op) {
 void checkLike(const at::Tensor& t, const at::Tensor& like, const char* op, const char* what) {
   TORCH_CHECK(t.numel() == like.numel() && t.scalar_type() == like.scalar_type(), "boostcomm: ", op, " ", what,
               " must match the input's size and dtype");
-  viewOf(t, what);
+  bytesOf(t, what);
 }
 
 }  // namespace
@@ -59,8 +59,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::gather(std::vector<std::ve
                 "boostcomm: gather outputs must be empty on non-root ranks");
   }
   at::Tensor gathered = at::empty({static_cast<std::int64_t>(size_) * in.numel()}, in.options());
-  const View send = viewOf(in, "gather input");
-  const View recv = viewOf(gathered, "gather buffer");
+  const View send = bytesOf(in, "gather input");
+  const View recv = bytesOf(gathered, "gather buffer");
   return enqueue(
       c10d::OpType::GATHER, outs, [send, recv, in, gathered](Communicator& c) { return c.allgatherAsync(send, recv); },
       [gathered, outs] {
@@ -92,8 +92,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::scatter(std::vector<at::Te
                 "boostcomm: scatter inputs must be empty on non-root ranks");
     packed = at::empty({static_cast<std::int64_t>(size_) * out.numel()}, out.options());
   }
-  viewOf(out, "scatter output");
-  const View buf = viewOf(packed, "scatter buffer");
+  bytesOf(out, "scatter output");
+  const View buf = bytesOf(packed, "scatter buffer");
   const int rootRank = static_cast<int>(opts.rootRank);
   const std::int64_t n = out.numel();
   const std::int64_t at = static_cast<std::int64_t>(rank_) * n;
@@ -111,7 +111,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allgather_coalesced(
   std::vector<at::Tensor> flat;
   for (const at::Tensor& t : inputs) {
     TORCH_CHECK(t.scalar_type() == inputs[0].scalar_type(), "boostcomm: allgather_coalesced inputs must share one dtype");
-    viewOf(t, "allgather_coalesced input");
+    bytesOf(t, "allgather_coalesced input");
     flat.push_back(t.reshape({-1}));
   }
   std::vector<at::Tensor> outs;
@@ -125,8 +125,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allgather_coalesced(
   }
   at::Tensor packed = at::cat(flat);
   at::Tensor gathered = at::empty({static_cast<std::int64_t>(size_) * packed.numel()}, packed.options());
-  const View send = viewOf(packed, "allgather_coalesced buffer");
-  const View recv = viewOf(gathered, "allgather_coalesced buffer");
+  const View send = bytesOf(packed, "allgather_coalesced buffer");
+  const View recv = bytesOf(gathered, "allgather_coalesced buffer");
   return enqueue(
       c10d::OpType::ALLGATHER_COALESCED, outs,
       [send, recv, packed, gathered](Communicator& c) { return c.allgatherAsync(send, recv); },

@@ -19,10 +19,37 @@ DataType dataTypeOf(at::ScalarType type, const char* what) {
   }
 }
 
-View viewOf(const at::Tensor& tensor, const char* what) {
+namespace {
+
+void checkMemory(const at::Tensor& tensor, const char* what) {
+  TORCH_CHECK(tensor.defined(), "boostcomm: ", what, " is an undefined tensor");
+  TORCH_CHECK(tensor.layout() == at::kStrided, "boostcomm: ", what, " has layout ", tensor.layout(),
+              "; boostcomm supports dense (strided) tensors only: call .to_dense() first");
   TORCH_CHECK(tensor.device().is_cpu(), "boostcomm: ", what, " is on device ", tensor.device(),
               "; this build of boostcomm supports: cpu");
   TORCH_CHECK(tensor.is_contiguous(), "boostcomm: ", what, " is not contiguous; call .contiguous() first");
+}
+
+bool supported(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: case at::kDouble: case at::kHalf: case at::kBFloat16: case at::kInt: case at::kLong:
+    case at::kByte:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+View bytesOf(const at::Tensor& tensor, const char* what) {
+  checkMemory(tensor, what);
+  if (supported(tensor.scalar_type())) return viewOf(tensor, what);
+  return View(tensor.data_ptr(), static_cast<std::size_t>(tensor.nbytes()), DataType::kUInt8);
+}
+
+View viewOf(const at::Tensor& tensor, const char* what) {
+  checkMemory(tensor, what);
   return View(tensor.data_ptr(), static_cast<std::size_t>(tensor.numel()), dataTypeOf(tensor.scalar_type(), what));
 }
 

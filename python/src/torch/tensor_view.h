@@ -13,6 +13,10 @@ namespace boostcomm::python {
 // RuntimeError naming the argument): not on the CPU, not contiguous, or a
 // dtype outside float32/float64/float16/bfloat16/int32/int64/uint8.
 View viewOf(const at::Tensor& tensor, const char* what);
+// For ops that only move data (broadcast, allgather, gather, scatter,
+// send / recv): any dtype, as its bytes (a uint8 view) when it is not one
+// of the above (int8, int16, bool, complex ...). Same device and layout checks.
+View bytesOf(const at::Tensor& tensor, const char* what);
 DataType dataTypeOf(at::ScalarType type, const char* what);
 ReduceOp reduceOpOf(const c10d::ReduceOp& op);
 

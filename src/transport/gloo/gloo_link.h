@@ -40,6 +40,7 @@ struct GlooNativeJob {
 // (a waiter, gloo_waiters.h); test() frees it after seeing `done`.
 struct GlooTransport::Pending {
   bool isSend = false;
+  int source = -1;  // the sender of a receive, once done (any-source receives)
   std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
   std::vector<char> staging;
   std::vector<core::Piece> scatter;

@@ -194,8 +194,14 @@ void GlooTransport::post(bool isSend, void* buf, std::size_t bytes, int peer, in
     p->buffer = p2p_->createUnboundBuffer(buf, bytes);
     if (isSend) {
       p->buffer->send(peer, slotOf(tag), 0, bytes);
-    } else {
+    } else if (peer >= 0) {
       p->buffer->recv(peer, slotOf(tag), 0, bytes);
+    } else {
+      std::vector<int> others;
+      for (int r = 0; r < size_; ++r) {
+        if (r != rank_) others.push_back(r);
+      }
+      p->buffer->recv(others, slotOf(tag), 0, bytes);
     }
   } catch (const std::exception& e) {
     delete p;
@@ -238,6 +244,22 @@ void GlooTransport::irecvPieces(const core::Piece* pieces, std::size_t count, in
   p->staging.resize(total);
   p->scatter.assign(pieces, pieces + count);
   post(false, p->staging.data(), total, peer, tag, req, p);
+}
+
+void GlooTransport::irecvAnySource(void* buf, std::size_t bytes, int tag, Request& req) {
+  BC_INVALID(size_ > 1, rank_, "irecvAnySource: no other rank in a group of one");
+  BC_INVALID(tag >= 0, rank_, "irecvAnySource: negative tag " << tag);
+  post(false, buf, bytes, -1, tag, req, new Pending);
+}
+
+bool GlooTransport::testAnySource(Request& req, int* source) {
+  if (!req.active()) return true;
+  const auto* p = reinterpret_cast<const Pending*>(req.slot[0]);
+  if (!p->done.load(std::memory_order_acquire)) return false;
+  const int sender = p->source;  // written before done (release)
+  test(req);  // frees the Pending; throws its error
+  if (source != nullptr) *source = sender;
+  return true;
 }
 
 bool GlooTransport::test(Request& req) {

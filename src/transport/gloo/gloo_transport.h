@@ -65,6 +65,8 @@ class GlooTransport final : public Transport {
   void isendPieces(const core::Piece* pieces, std::size_t count, int peer, int tag, Request& req) override;
   void irecvPieces(const core::Piece* pieces, std::size_t count, int peer, int tag, Request& req) override;
   bool test(Request& req) override;
+  void irecvAnySource(void* buf, std::size_t bytes, int tag, Request& req) override;
+  bool testAnySource(Request& req, int* source) override;
 
   void nativeAllreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                        Request* req) override;
@@ -86,6 +88,7 @@ class GlooTransport final : public Transport {
   struct Pending;  // gloo_link.h
 
  private:
+  // peer < 0: a receive from any other rank.
   void post(bool isSend, void* buf, std::size_t bytes, int peer, int tag, Request& req, Pending* p);
   void checkPeer(int peer, int tag, const char* what) const;
   // Runs `fn` on the native worker: returns at once with req, else waits.

@@ -45,7 +45,7 @@ void GlooWaiters::loop() {
     waiting_.insert(p);
     lock.unlock();
     try {
-      const bool completed = p->isSend ? p->buffer->waitSend() : p->buffer->waitRecv();
+      const bool completed = p->isSend ? p->buffer->waitSend() : p->buffer->waitRecv(&p->source);
       if (!completed) {
         throw Error(ErrorCategory::kTransport, rank_, "gloo message aborted: the transport is being destroyed");
       }

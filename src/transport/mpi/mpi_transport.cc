@@ -206,6 +206,32 @@ bool MpiTransport::test(Request& req) {
   return !req.active();
 }
 
+// One MPI_Irecv from MPI_ANY_SOURCE (messages over INT_MAX bytes are not
+// supported here: their two-part form could match two different senders).
+void MpiTransport::irecvAnySource(void* buf, std::size_t bytes, int tag, Request& req) {
+  BC_INTERNAL(!req.active(), "irecvAnySource: request is still active");
+  BC_INVALID(tag >= 0 && tag <= maxTag_, rank_, "irecvAnySource: tag " << tag << " outside [0, " << maxTag_ << "]");
+  BC_INVALID(buf != nullptr || bytes == 0, rank_, "irecvAnySource: buf is null for " << bytes << " bytes");
+  BC_INVALID(bytes <= static_cast<std::size_t>(INT_MAX), rank_,
+             "irecvAnySource: " << bytes << " bytes exceeds INT_MAX; receive from a named peer instead");
+  MPI_Request r = MPI_REQUEST_NULL;
+  checkMpi(MPI_Irecv(buf, static_cast<int>(bytes), MPI_BYTE, MPI_ANY_SOURCE, tag, comm_, &r), "MPI_Irecv", rank_);
+  req.slot[0] = encodeRequest(r);
+  req.slot[1] = 0;
+}
+
+bool MpiTransport::testAnySource(Request& req, int* source) {
+  if (!req.active()) return true;
+  MPI_Request r = decodeRequest(req.slot[0]);
+  int done = 0;
+  MPI_Status status;
+  const int rc = MPI_Test(&r, &done, &status);
+  req.slot[0] = (rc != MPI_SUCCESS || done) ? 0 : encodeRequest(r);
+  checkMpi(rc, "MPI_Test", rank_);
+  if (done && source != nullptr) *source = status.MPI_SOURCE;
+  return done != 0;
+}
+
 int MpiTransport::checkedCount(std::size_t count, const char* what) const {
   BC_INVALID(count <= static_cast<std::size_t>(INT_MAX), rank_,
              what << " = " << count << " exceeds INT_MAX elements; split the payload into chunks");

@@ -43,6 +43,8 @@ class MpiTransport final : public Transport {
   void isendPieces(const core::Piece* pieces, std::size_t count, int peer, int tag, Request& req) override;
   void irecvPieces(const core::Piece* pieces, std::size_t count, int peer, int tag, Request& req) override;
   bool test(Request& req) override;
+  void irecvAnySource(void* buf, std::size_t bytes, int tag, Request& req) override;
+  bool testAnySource(Request& req, int* source) override;
 
   void nativeAllreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                        Request* req) override;

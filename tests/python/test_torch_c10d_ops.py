@@ -1,0 +1,30 @@
+"""The c10d ops beyond the collectives on the boostcomm backend, without
+mpirun (store transport): c10d_ops_worker.py runs them on every rank and
+checks them against references; this file launches it at 2, 3 and 4 ranks
+and the failure cases (group timeout, a rank missing from monitored_barrier,
+abort) at 2 or 3. Runs outside mpirun (ctest python.torch_c10d_ops)."""
+
+import os
+
+import pytest
+
+import rank_launcher
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "c10d_ops_worker.py")
+
+
+def run(size, part, timeout=240):
+    outs = rank_launcher.launch(WORKER, size, "file", timeout=timeout, args=(part,))
+    for rank, (rc, out) in enumerate(outs):
+        assert rc == 0 and f"rank {rank}: ok" in out, f"{part}, rank {rank} (rc {rc}):\n{out}"
+
+
+@pytest.mark.parametrize("size", [2, 3, 4])
+def test_ops(size):
+    run(size, "ops")
+
+
+@pytest.mark.parametrize("part", ["timeout", "monitored", "abort"])
+def test_failure_cases(part):
+    run(3 if part != "abort" else 2, part, timeout=120)
