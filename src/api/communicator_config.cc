@@ -99,7 +99,7 @@ std::vector<long long> CommunicatorImpl::gatherWordsWithin(const long long* mine
     if (deadline && std::chrono::steady_clock::now() - start > *deadline) {
       // The posted collective cannot be cancelled: the communicator is done.
       const Error timeout(ErrorCategory::kTimeout, rank_,
-                          std::string(what) + " did not complete within " + std::to_string(deadline->count()) +
+                          std::string(what) + " hit its timeout after " + std::to_string(deadline->count()) +
                               " ms: every rank exchanges its settings at its first collective call, and some rank has "
                               "not made one (or has stopped)");
       engine_->fail(std::make_exception_ptr(timeout));
