@@ -77,6 +77,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   if (transport::SharedMemoryEngine* shm = transport_->sharedMemory(); shm && shm->callStatus(rank_)) {
     status_ = shm->callStatus(rank_);
     for (int r = 0; r < size_; ++r) peers.push_back(shm->callStatus(r));
+    nodeStatus_ = peers;
   }
   status_->pid.store(static_cast<std::uint32_t>(getpid()), std::memory_order_relaxed);
   inspector_ = std::make_unique<StallInspector>(rank_, status_, std::move(peers),
@@ -428,8 +429,9 @@ std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs
     binding.header.count = fingerprint.count;
     binding.header.wire = static_cast<std::uint32_t>(spec.wire);
     binding.headerTag = tagBase + tagSpan_ - 1;
+    if (!nodeStatus_.empty()) binding.peerStatus = &nodeStatus_;
   }
-  status_->recordStart(sequence, fingerprint, algo.name);
+  status_->recordStart(sequence, fingerprint, algo.name, static_cast<std::uint32_t>(spec.wire));
   if (blockingNative) status_->blocking.store(1, std::memory_order_relaxed);  // cleared by run()
   if (work) {
     work->algorithm = algo.name;

@@ -214,6 +214,9 @@ class CommunicatorImpl {
   // so that the node's peers see it; else here, for the watchdog alone.
   core::CallStatus localStatus_;
   core::CallStatus* status_ = &localStatus_;
+  // Every rank's status in the node's shared-memory segment (all ranks on
+  // one node), else empty: the executor reads node peers' fingerprints there.
+  std::vector<core::CallStatus*> nodeStatus_;
   std::unique_ptr<StallInspector> inspector_;
   std::size_t chunkBytes_ = 0;
   int maxChunks_ = 0;

@@ -112,6 +112,25 @@ std::string compareHeaders(const CallHeader& mine, const CallHeader& theirs) {
   return os.str();
 }
 
+CallStatus::Read CallStatus::readHeader(std::uint64_t seq, int rank, CallHeader& out) const {
+  const FlightEntry& e = ring[seq % kFlightRingEntries];
+  const std::uint64_t before = e.tag.load(std::memory_order_acquire);
+  if (before != seq + 1) {
+    return before > seq + 1 || started.load(std::memory_order_acquire) > seq + kFlightRingEntries ? Read::kGone
+                                                                                                 : Read::kNotYet;
+  }
+  CallHeader h;
+  h.rank = rank;
+  h.sequence = seq;
+  h.word = e.word.load(std::memory_order_relaxed);
+  h.count = e.count.load(std::memory_order_relaxed);
+  h.wire = static_cast<std::uint32_t>(e.wire.load(std::memory_order_relaxed));
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (e.tag.load(std::memory_order_relaxed) != before) return Read::kNotYet;  // being rewritten: look again
+  out = h;
+  return Read::kRead;
+}
+
 bool CallStatus::read(std::uint64_t seq, Fingerprint& out) const {
   const FlightEntry& e = ring[seq % kFlightRingEntries];
   const std::uint64_t before = e.tag.load(std::memory_order_acquire);

@@ -109,6 +109,7 @@ struct FlightEntry {
   std::atomic<std::uint64_t> algorithm{0};
   std::atomic<std::uint64_t> startNs{0};  // coarseWallNs() at the start
   std::atomic<std::uint64_t> endNs{0};    // at completion; 0 while in flight
+  std::atomic<std::uint64_t> wire{0};     // WireFormat of the call (CallHeader::wire)
 };
 
 struct alignas(64) CallStatus {
@@ -119,7 +120,8 @@ struct alignas(64) CallStatus {
   alignas(64) FlightEntry ring[kFlightRingEntries];
 
   // The owner's side (a handful of relaxed stores and one release).
-  void recordStart(std::uint64_t seq, const Fingerprint& f, const char* algorithm = nullptr) {
+  void recordStart(std::uint64_t seq, const Fingerprint& f, const char* algorithm = nullptr,
+                   std::uint32_t wireFormat = 0) {
     FlightEntry& e = ring[seq % kFlightRingEntries];
     e.tag.store(0, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);
@@ -128,6 +130,7 @@ struct alignas(64) CallStatus {
     e.algorithm.store(reinterpret_cast<std::uintptr_t>(algorithm), std::memory_order_relaxed);
     e.startNs.store(coarseWallNs(), std::memory_order_relaxed);
     e.endNs.store(0, std::memory_order_relaxed);
+    e.wire.store(wireFormat, std::memory_order_relaxed);
     e.tag.store(seq + 1, std::memory_order_release);
     started.store(seq + 1, std::memory_order_release);
   }
@@ -138,6 +141,13 @@ struct alignas(64) CallStatus {
   }
   // The reader's side: the fingerprint of call `seq`, if still in the ring.
   bool read(std::uint64_t seq, Fingerprint& out) const;
+  // The same entry as the header `rank` would have sent for call `seq`
+  // (executor/executor.h: node peers exchange no header message). kGone: the
+  // owner is more than kFlightRingEntries calls ahead and the entry was
+  // reused (a broadcast root's eager sends complete without its receivers),
+  // so the call cannot be checked any more; kNotYet: not started there yet.
+  enum class Read : std::uint8_t { kNotYet, kRead, kGone };
+  Read readHeader(std::uint64_t seq, int rank, CallHeader& out) const;
 };
 
 }  // namespace boostcomm::core
