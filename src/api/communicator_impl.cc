@@ -265,7 +265,18 @@ void CommunicatorImpl::checkConsistency(const CollectiveSpec& spec) {
 const AlgorithmInfo& CommunicatorImpl::prepare(const CallArgs& args, const CallOptions& options) {
   checkUsable();
   CollectiveSpec& spec = spec_;
-  validateAndDescribe(args, rank_, size_, spec);
+  try {
+    validateAndDescribe(args, rank_, size_, spec);
+  } catch (const Error& e) {
+    // Peers that entered this call wait for us: say in our call status that
+    // it was rejected here, so they report it instead of waiting out the
+    // deadline (node peers, after a grace: core/call_status.h).
+    if (e.category() == ErrorCategory::kInvalidArgument) {
+      status_->recordRejected(sequence_, core::Fingerprint::of(args.collective, args.recv.dtype, args.op, args.root,
+                                                               args.recv.count));
+    }
+    throw;
+  }
   auto describe = [&] {
     spec.chunkBytes = chunkBytes_;
     spec.maxChunks = maxChunks_;
