@@ -271,10 +271,9 @@ const AlgorithmInfo& CommunicatorImpl::prepare(const CallArgs& args, const CallO
     // Peers that entered this call wait for us: say in our call status that
     // it was rejected here, so they report it instead of waiting out the
     // deadline (node peers, after a grace: core/call_status.h).
-    if (e.category() == ErrorCategory::kInvalidArgument) {
+    if (e.category() == ErrorCategory::kInvalidArgument)  // engine lock held (run / submit)
       status_->recordRejected(sequence_, core::Fingerprint::of(args.collective, args.recv.dtype, args.op, args.root,
                                                                args.recv.count));
-    }
     throw;
   }
   auto describe = [&] {
@@ -319,6 +318,11 @@ LinkStats CommunicatorImpl::linkStats(bool reset) {
 void CommunicatorImpl::setLinkAccounting(bool on) {
   executor::EngineLock lock(*engine_);
   links_.raw().setEnabled(on);
+}
+
+void CommunicatorImpl::reportRejectedCall(Collective collective) {
+  executor::EngineLock lock(*engine_);
+  status_->recordRejected(sequence_, core::Fingerprint::of(collective, DataType::kFloat32, ReduceOp::kSum, 0, 0));
 }
 
 bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count, const CallOptions& options) {

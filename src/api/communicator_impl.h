@@ -80,6 +80,8 @@ class CommunicatorImpl {
   void configureStrategy(const CommStrategy& strategy);
   // Communicator::abort(): not collective, any thread, returns within ~1 s.
   void abort();
+  // The next call (sequence_) was rejected by this rank's own checks.
+  void reportRejectedCall(Collective collective);
   // This communicator's deadline (Communicator::setTimeout); empty: none.
   void setTimeout(std::optional<std::chrono::milliseconds> timeout);
   // The flight recorder of this rank as JSON (Communicator::flightRecord).
