@@ -48,7 +48,10 @@ std::string StallInspector::mismatch(std::uint64_t fromSeq, std::uint64_t toSeq)
     for (std::size_t r = 0; r < worldSize(); ++r) {
       const CallStatus* peer = statusOf(r);
       Fingerprint theirs;
-      if (peer == nullptr || peer == own_ || !peer->read(seq, theirs) || theirs == mine) continue;
+      std::uint64_t theirStartNs = 0;
+      if (peer == nullptr || peer == own_ || !peer->read(seq, theirs, &theirStartNs) || theirs == mine) continue;
+      // A rejection may be retried at once (every rank rejected the same bad call).
+      if (theirs.rejected && core::coarseWallNs() < theirStartNs + core::kRejectedGraceNs) continue;
       return core::describeMismatch(rank_, mine, static_cast<int>(r), theirs, seq);
     }
   }
