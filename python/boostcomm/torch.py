@@ -252,7 +252,8 @@ def set_wire(group=None, wire="bf16", error_feedback=False):
         problem = (f"boostcomm.torch.set_wire: error_feedback must be a bool, got {error_feedback!r} "
                    f"(rank {rank})")
     # Agreement on the group itself (a subgroup has no MPI world to ask):
-    # min and max of each rank's code; -1 marks bad arguments.
+    # min and max of each rank's code in one MIN allreduce of [code, -code];
+    # -1 marks bad arguments.
     code = -1 if problem else _WIRES.index(wire) * 2 + int(error_feedback)
     t = torch.tensor([code, -code], dtype=torch.int64)
     opts = dist.AllreduceOptions()
