@@ -159,6 +159,32 @@ def test_ddp_on_a_compressed_group(groups, wire):
     bct.set_wire(wired, "off")
 
 
+def test_training_identical_across_ranks_and_close_to_float32(groups):
+    """Several steps: DDP rebuilds its buckets after the first one (new
+    buffers, new residuals) and feedback then runs per bucket."""
+    wired, _ = groups
+    base = make_model()
+    ref = DDP(copy.deepcopy(base))  # float32 over gloo
+    ddp = DDP(copy.deepcopy(base), process_group=wired, bucket_cap_mb=0.001)
+    bct.set_wire(wired, "bf16", error_feedback=True)
+    bct.wire_counts(wired, reset=True)
+    opt_ref = torch.optim.SGD(ref.parameters(), lr=0.05)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    for step in range(6):
+        x, y = rank_batch(dist.get_rank() + 10 * step)
+        x = x / x.abs().max()  # a well-conditioned step: differences stay rounding-sized
+        for m, o in ((ref, opt_ref), (ddp, opt)):
+            o.zero_grad()
+            torch.nn.functional.mse_loss(m(x), y).backward()
+            o.step()
+    counts = bct.wire_counts(wired)
+    assert counts["bf16"] >= 6 and counts["off"] == 0, counts
+    for p, q in zip(ddp.parameters(), ref.parameters()):
+        assert_identical(wired, p.detach().clone())
+        assert torch.allclose(p, q, rtol=0, atol=2e-3 * q.abs().max().item()), (p - q).abs().max()
+    bct.set_wire(wired, "off")
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.int64, torch.int32])
 def test_non_float32_tensors_pass_through_exactly(groups, dtype):
     wired, _ = groups
