@@ -234,3 +234,24 @@ def test_bad_input_on_every_rank(groups):
     assert torch.equal(t, torch.full((5,), float(dist.get_world_size())))
     with pytest.raises(ValueError, match="not a boostcomm process group"):
         bct.set_wire(dist.group.WORLD, "bf16")
+
+
+def test_subgroup_on_the_store_transport(groups):
+    """Ranks 0 and 1 as a group: under -np 3 a subgroup, which runs on the
+    c10d store + Gloo TCP transport (under -np 2 it is the MPI world again):
+    set_wire and its agreement work there too, and only its members call it."""
+    members = [0, 1]
+    sub = dist.new_group(ranks=members, backend="boostcomm")  # collective over the world
+    if dist.get_rank() not in members:
+        return
+    bct.set_wire(sub, "bf16")
+    bct.wire_counts(sub, reset=True)
+    xs = torch.stack([rank_data(r, 1001) for r in members]).float()
+    t = xs[dist.get_rank()].clone()
+    dist.all_reduce(t, group=sub)
+    exact, magnitude = xs.double().sum(0), xs.double().abs().sum(0)
+    err = (t.double() - exact).abs()
+    assert torch.all(err <= (2 * 2.0 ** -8 + 3 * 2.0 ** -24) * magnitude)
+    assert err.max() > 0
+    assert bct.wire_counts(sub) == {"off": 0, "bf16": 1, "fp16": 0}
+    assert_identical(sub, t)
