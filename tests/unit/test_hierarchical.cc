@@ -86,6 +86,9 @@ TEST_P(Hierarchical, PieceCapKeepsResults) {
   const LayoutCase& c = GetParam();
   if (!c.hierarchical) GTEST_SKIP() << "no hier on " << c.layout;
   const std::size_t count = 300007;
+  struct ClearCap {  // also when an assertion returns early
+    ~ClearCap() { core::clearTunableOverride(core::kTunableHierMaxPieces); }
+  } clearCap;
   for (const char* cap : {"1", "4", "16", "64"}) {
     core::setTunableOverride(core::kTunableHierMaxPieces, cap);
     for (WireFormat wire : {WireFormat::kOff, WireFormat::kBf16}) {
@@ -115,7 +118,6 @@ TEST_P(Hierarchical, PieceCapKeepsResults) {
       }
     }
   }
-  core::clearTunableOverride(core::kTunableHierMaxPieces);
 }
 
 TEST_P(Hierarchical, BroadcastFromEveryRoot) {
