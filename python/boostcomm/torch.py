@@ -230,8 +230,8 @@ def set_wire(group=None, wire="bf16", error_feedback=False):
     inside the algorithm -- ring, rhd, or hier's inter-node phase -- where
     the selection runs one; a call the selection gives to native or shm
     moves float32 (wire_counts() says how calls travelled). Non-float32
-    tensors (float64, integers, float16, bfloat16) pass through unchanged,
-    exactly, and count as "off". Overrides BOOSTCOMM_WIRE_DTYPE for this group.
+    tensors (float64, integers, float16, bfloat16) pass through with no wire
+    rounding (the result they get without set_wire) and count as "off". Overrides BOOSTCOMM_WIRE_DTYPE for this group.
 
     error_feedback: before each compressed SUM/AVG allreduce of a float32
     tensor, add the rounding residual this rank kept for that tensor (its
@@ -242,7 +242,8 @@ def set_wire(group=None, wire="bf16", error_feedback=False):
 
     Every rank must pass the same values: a bad value on any rank raises on
     every rank (ValueError naming the argument and the rank; the others a
-    RuntimeError naming that rank), and ranks that differ all raise."""
+    RuntimeError saying another rank passed invalid arguments), and ranks that
+    pass different valid values all raise RuntimeError."""
     pg = _boostcomm_group(group, "set_wire")
     rank = pg.rank()
     problem = None
