@@ -93,6 +93,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   engine_->setCallStatus(status_);
   chunkBytes_ = core::tunableBytes(core::kTunableRingChunkBytes);
   maxChunks_ = static_cast<int>(core::tunableInt(core::kTunableMaxChunksPerSegment));
+  hierMaxPieces_ = static_cast<int>(core::tunableInt(core::kTunableHierMaxPieces));
   cache_ = ScheduleCache(static_cast<std::size_t>(core::tunableInt(core::kTunableScheduleCacheSize)));
   checkConsistency_ = core::tunableBool(core::kTunableCheckConsistency);
   fingerprints_ = core::tunableBool(core::kTunableFingerprints);
@@ -279,6 +280,7 @@ const AlgorithmInfo& CommunicatorImpl::prepare(const CallArgs& args, const CallO
   auto describe = [&] {
     spec.chunkBytes = chunkBytes_;
     spec.maxChunks = maxChunks_;
+    spec.hierMaxPieces = hierMaxPieces_;
     spec.sharedMemory = sharedMemory_;
     spec.layout = &layout_;
     spec.interAlgorithm = interAlgorithm_.c_str();
