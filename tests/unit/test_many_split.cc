@@ -9,6 +9,8 @@
 // block. Every rank's result is compared with rank 0's (allgather) or with
 // the reference (reduce_scatter: each rank owns a different block). Guard
 // bytes after each output tensor must survive. Bad shapes fail on every rank.
+// Every other case runs the per-rank form (allgatherManyPerRank /
+// reduceScatterManyPerRank) over the same tensors' blocks.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -48,6 +50,7 @@ std::vector<std::string> runAllgather(int worldSize, const std::vector<std::size
           c.algorithm = algo;
           c.async = async;
           c.seed += 50;
+          c.perRank = (c.seed / 50) % 2 == 1;  // every other case through the per-rank form
           const std::string bad = runAllgatherMany(comm, c, &outputs[static_cast<std::size_t>(comm.rank())]);
           if (!bad.empty()) {
             std::lock_guard lock(mutex);
@@ -81,6 +84,7 @@ std::vector<std::string> runReduceScatter(int worldSize, const std::vector<std::
             c.algorithm = algo;
             c.async = async;
             c.seed += 50;
+            c.perRank = (c.seed / 50) % 2 == 1;
             const std::string bad = runReduceScatterMany(comm, c);
             if (!bad.empty()) {
               std::lock_guard lock(mutex);
