@@ -21,6 +21,9 @@ import boostcomm.torch  # noqa: F401  (registers the backend)
 
 # Odd and prime counts, an empty tensor, one straddling the engine's 256 KiB chunk.
 COUNTS = [1, 0, 7, 1000, 4099, 65537 + 3]
+# all_gather / reduce_scatter list forms run on the lists from 1 MiB per block
+# (process_group.cc, kListMinBytes) and packed below: both paths, odd sizes.
+BLOCK_COUNTS = COUNTS + [262147, 300007]
 
 
 def check(cond, what):
@@ -67,20 +70,20 @@ def allreduce_coalesced(rank, size):
 def all_gather_list(rank, size):
     # Pure data movement: exact equality with what each rank sent, any dtype.
     for salt, dtype in enumerate([torch.float32, torch.float64, torch.int32, torch.bool, torch.float16]):
-        for c in COUNTS:
+        for c in BLOCK_COUNTS:
             mine = data(rank, 0, c, salt).to(dtype)
             outs = [torch.full((c,), 3, dtype=dtype) for _ in range(size)]
             dist.all_gather(outs, mine)
             for r in range(size):
                 check(torch.equal(outs[r], data(r, 0, c, salt).to(dtype)), f"all_gather {dtype} x{c} block {r}")
     # In place: the outputs are chunks of one tensor and the input is this rank's chunk.
-    c = 4099
-    whole = torch.zeros(size * c)
-    chunks = list(whole.chunk(size))
-    chunks[rank].copy_(data(rank, 1, c, 9).to(torch.float32))
-    dist.all_gather(chunks, chunks[rank])
-    want = torch.cat([data(r, 1, c, 9).to(torch.float32) for r in range(size)])
-    check(torch.equal(whole, want), "all_gather in place (input is this rank's output chunk)")
+    for c in (4099, 300007):
+        whole = torch.zeros(size * c)
+        chunks = list(whole.chunk(size))
+        chunks[rank].copy_(data(rank, 1, c, 9).to(torch.float32))
+        dist.all_gather(chunks, chunks[rank])
+        want = torch.cat([data(r, 1, c, 9).to(torch.float32) for r in range(size)])
+        check(torch.equal(whole, want), f"all_gather in place (input is this rank's output chunk) x{c}")
 
 
 def all_gather_coalesced(rank, size):
@@ -97,7 +100,7 @@ def all_gather_coalesced(rank, size):
 def reduce_scatter_list(rank, size):
     for salt, (dtype, op) in enumerate([(torch.float32, dist.ReduceOp.SUM), (torch.float64, dist.ReduceOp.SUM),
                                         (torch.float32, dist.ReduceOp.MIN)]):
-        for c in COUNTS:
+        for c in BLOCK_COUNTS:
             # Block j of rank r's input: data(r, j, c).
             ins = [data(rank, j, c, 20 + salt).to(dtype) for j in range(size)]
             out = torch.full((c,), 5, dtype=dtype)
@@ -107,13 +110,14 @@ def reduce_scatter_list(rank, size):
             tol = 1e-5 * size if dtype == torch.float32 else 1e-12 * size
             check(torch.allclose(out.to(torch.float64), ref, rtol=tol, atol=tol), f"reduce_scatter {dtype} {op} x{c}")
     # In place: the output is this rank's input block.
-    c = 1000
-    ins = [data(rank, j, c, 30).to(torch.float32) for j in range(size)]
-    ref = torch.stack([data(r, rank, c, 30) for r in range(size)]).sum(0)
-    dist.reduce_scatter(ins[rank], ins)
-    check(torch.allclose(ins[rank].to(torch.float64), ref, rtol=1e-5 * size, atol=1e-5 * size),
-          "reduce_scatter in place (output is this rank's input block)")
-    # Bitwise across ranks: every rank reduces the same blocks into one tensor each.
+    for c in (1000, 300007):
+        ins = [data(rank, j, c, 30).to(torch.float32) for j in range(size)]
+        ref = torch.stack([data(r, rank, c, 30) for r in range(size)]).sum(0)
+        dist.reduce_scatter(ins[rank], ins)
+        check(torch.allclose(ins[rank].to(torch.float64), ref, rtol=1e-5 * size, atol=1e-5 * size),
+              f"reduce_scatter in place (output is this rank's input block) x{c}")
+    # Every rank's block, gathered through gloo, against the reference.
+    c = 300007
     outs = torch.empty(c)
     dist.reduce_scatter(outs, [data(r, 0, c, 31).to(torch.float32) * (rank + 1) for r in range(size)])
     full = [torch.empty(c) for _ in range(size)]
