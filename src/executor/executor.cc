@@ -303,9 +303,10 @@ void Execution::startShm(const Step& step, transport::Transport& transport, tran
   call.op = schedule_->op();
   call.avgDivisor = step.divisor;
   call.root = step.native.root;
-  if (send == nullptr && recv == nullptr && listCall()) {
-    // On the lists themselves (shmOnLists): the engine copies in from the
-    // segments and out to them, the copies it makes anyway.
+  if (send == nullptr && recv == nullptr && listCall() && shmOnLists(step)) {
+    // On the lists themselves: the engine copies in from the segments and
+    // out to them, the copies it makes anyway. (A staged step passes null
+    // buffers only when it moves no bytes; it stays off the lists.)
     const StepRanges r = collectiveRanges(step, transport);
     call.list = listOf(step.dst);
     call.listOffsetBytes = r.dstOffset;
