@@ -143,6 +143,27 @@ TEST(ManySplitErrors, WrongCountOnOneRankFailsEveryRank) {
   }
 }
 
+TEST(ManySplitErrors, PerRankWrongBlockCountOrListLengthFailsEveryRank) {
+  // Rank 1's block for rank 2 is one element short; on rank 2 the block list is one short.
+  const auto errors = errorsOnEveryRank(3, [](Communicator& comm) {
+    std::vector<float> a(4), b(12);
+    std::vector<ConstView> send{ConstView(a.data(), 4, DataType::kFloat32)};
+    std::vector<View> byRank;
+    const int blocks = comm.rank() == 2 ? 2 : 3;
+    for (int r = 0; r < blocks; ++r)
+      byRank.emplace_back(b.data() + 4 * r, comm.rank() == 1 && r == 2 ? 3 : 4, DataType::kFloat32);
+    comm.allgatherManyPerRank(send, byRank);
+  });
+  ASSERT_EQ(errors.size(), 3u);
+  for (const Error& e : errors) {
+    EXPECT_EQ(e.category(), ErrorCategory::kInvalidArgument) << e.what();
+    const std::string what = e.what();
+    EXPECT_TRUE(what.find("recv[2].count is 3") != std::string::npos ||
+                what.find("recv has 2") != std::string::npos || what.find("rank(s) 1, 2") != std::string::npos)
+        << what;
+  }
+}
+
 TEST(ManySplitErrors, SendOverlappingRecvFailsEveryRank) {
   const auto errors = errorsOnEveryRank(2, [](Communicator& comm) {
     std::vector<float> mem(32);
