@@ -169,6 +169,21 @@ class Communicator {
                          const CallOptions& options = {});
   Work reduceScatterManyAsync(std::span<const ConstView> send, std::span<const View> recv, ReduceOp op,
                               const CallOptions& options = {});
+  // The per-rank forms, for callers whose blocks are separate buffers (torch's
+  // all_gather / all_gather_coalesced output lists, reduce_scatter's input
+  // list): with n = send.size() (recv.size()), recvByRank (sendByRank) holds
+  // size * n views, rank-major: recvByRank[r * n + i] receives send[i] of
+  // rank r, and sendByRank[r * n + i] is the block of tensor i that rank r
+  // receives the reduction of; each has the count of send[i] (recv[i]).
+  // Otherwise the same collective, rules and checks as the forms above.
+  void allgatherManyPerRank(std::span<const ConstView> send, std::span<const View> recvByRank,
+                            const CallOptions& options = {});
+  Work allgatherManyPerRankAsync(std::span<const ConstView> send, std::span<const View> recvByRank,
+                                 const CallOptions& options = {});
+  void reduceScatterManyPerRank(std::span<const ConstView> sendByRank, std::span<const View> recv, ReduceOp op,
+                                const CallOptions& options = {});
+  Work reduceScatterManyPerRankAsync(std::span<const ConstView> sendByRank, std::span<const View> recv, ReduceOp op,
+                                     const CallOptions& options = {});
 
   void barrier(const CallOptions& options = {});
   Work barrierAsync(const CallOptions& options = {});

@@ -168,32 +168,41 @@ std::string localError(std::span<const View> segments, ReduceOp op, core::Segmen
 // size x the count of `part` (recv of an allgather, send of a
 // reduce_scatter). Checks both lists and fills `partList` (in order) and
 // `wholeList` (rank-major: for each rank r, each tensor's block r).
+// perRank (the *PerRank forms): `whole` already names the blocks, rank-major
+// (whole[r * n + i] is block r of tensor i, as torch's per-rank output lists),
+// each of part[i]'s count; they are listed as given.
 template <typename P, typename W>
 std::string describeSplit(std::span<const P> part, const char* partName, std::span<const W> whole,
-                          const char* wholeName, int size, core::SegmentList& partList, core::SegmentList& wholeList,
-                          DataType& dtype) {
+                          const char* wholeName, int size, bool perRank, core::SegmentList& partList,
+                          core::SegmentList& wholeList, DataType& dtype) {
   std::ostringstream os;
-  if (part.size() != whole.size()) {
+  const std::size_t ranks = static_cast<std::size_t>(size);
+  const std::size_t wanted = perRank ? ranks * part.size() : part.size();
+  if (whole.size() != wanted) {
     os << partName << " has " << part.size() << " tensors but " << wholeName << " has " << whole.size();
+    if (perRank) os << " (must be size (" << size << ") * " << part.size() << ", rank-major)";
     return os.str();
   }
   dtype = part.empty() ? DataType::kFloat32 : part.front().dtype;
   std::string error = describeViews(part, partName, partList, dtype);
   if (error.empty()) error = describeViews(whole, wholeName, wholeList, dtype);
   if (!error.empty()) return error;
-  const std::size_t ranks = static_cast<std::size_t>(size);
-  for (std::size_t i = 0; i < part.size(); ++i) {
-    if (part[i].count > std::numeric_limits<std::size_t>::max() / ranks || whole[i].count != ranks * part[i].count) {
-      os << wholeName << "[" << i << "].count is " << whole[i].count << " but must be size (" << size << ") * "
-         << partName << "[" << i << "].count (" << part[i].count << ")";
-      return os.str();
-    }
+  for (std::size_t k = 0; k < whole.size(); ++k) {
+    const std::size_t i = perRank ? k % part.size() : k;
+    const bool ok = perRank ? whole[k].count == part[i].count
+                            : part[i].count <= std::numeric_limits<std::size_t>::max() / ranks &&
+                                  whole[k].count == ranks * part[i].count;
+    if (ok) continue;
+    os << wholeName << "[" << k << "].count is " << whole[k].count << " but must be ";
+    if (!perRank) os << "size (" << size << ") * ";
+    os << partName << "[" << i << "].count (" << part[i].count << ")";
+    return os.str();
   }
   std::vector<NamedRange> ranges;
   addRanges(part, partName, ranges);
   addRanges(whole, wholeName, ranges);
   error = firstOverlap(std::move(ranges));
-  if (!error.empty()) return error;
+  if (!error.empty() || perRank) return error;  // perRank: wholeList is already rank-major
   wholeList.clear();
   const std::size_t es = dataTypeSize(dtype);
   for (std::size_t r = 0; r < ranks; ++r) {
@@ -203,6 +212,32 @@ std::string describeSplit(std::span<const P> part, const char* partName, std::sp
     }
   }
   return {};
+}
+
+Work allgatherSplit(Communicator& comm, std::span<const ConstView> send, std::span<const View> recv, bool perRank,
+                    const CallOptions& options) {
+  core::SegmentList sendList;
+  core::SegmentList recvList;
+  DataType dtype = DataType::kFloat32;
+  const char* name = perRank ? "allgatherManyPerRank" : "allgatherMany";
+  const std::string error = describeSplit(send, "send", recv, "recv", comm.size(), perRank, sendList, recvList, dtype);
+  agreeAcrossRanks(comm, listSignature(send, Collective::kAllgather, perRank ? 1 : 0), error, name);
+  return implOf(comm).submit(listArgs(Collective::kAllgather, sendList, recvList, dtype, ReduceOp::kSum, 0), options);
+}
+
+Work reduceScatterSplit(Communicator& comm, std::span<const ConstView> send, std::span<const View> recv, ReduceOp op,
+                        bool perRank, const CallOptions& options) {
+  core::SegmentList sendList;
+  core::SegmentList recvList;
+  DataType dtype = DataType::kFloat32;
+  const char* name = perRank ? "reduceScatterManyPerRank" : "reduceScatterMany";
+  std::string error = describeSplit(recv, "recv", send, "send", comm.size(), perRank, recvList, sendList, dtype);
+  if (error.empty()) error = opError(op, dtype);
+  // The op in the low bits, the form above them: a per-rank call on one rank
+  // against a plain one on another is a mismatch, not a different layout.
+  const std::uint64_t opAndForm = static_cast<std::uint64_t>(op) | (perRank ? 1u << 8 : 0u);
+  agreeAcrossRanks(comm, listSignature(recv, Collective::kReduceScatter, opAndForm), error, name);
+  return implOf(comm).submit(listArgs(Collective::kReduceScatter, sendList, recvList, dtype, op, 0), options);
 }
 
 }  // namespace
@@ -244,13 +279,17 @@ void Communicator::allgatherMany(std::span<const ConstView> send, std::span<cons
 
 Work Communicator::allgatherManyAsync(std::span<const ConstView> send, std::span<const View> recv,
                                       const CallOptions& options) {
-  core::SegmentList sendList;
-  core::SegmentList recvList;
-  DataType dtype = DataType::kFloat32;
-  const std::string error = detail::describeSplit(send, "send", recv, "recv", size(), sendList, recvList, dtype);
-  detail::agreeAcrossRanks(*this, detail::listSignature(send, Collective::kAllgather, 0), error, "allgatherMany");
-  return detail::implOf(*this).submit(
-      detail::listArgs(Collective::kAllgather, sendList, recvList, dtype, ReduceOp::kSum, 0), options);
+  return detail::allgatherSplit(*this, send, recv, false, options);
+}
+
+void Communicator::allgatherManyPerRank(std::span<const ConstView> send, std::span<const View> recvByRank,
+                                        const CallOptions& options) {
+  allgatherManyPerRankAsync(send, recvByRank, options).wait(options.timeout);
+}
+
+Work Communicator::allgatherManyPerRankAsync(std::span<const ConstView> send, std::span<const View> recvByRank,
+                                             const CallOptions& options) {
+  return detail::allgatherSplit(*this, send, recvByRank, true, options);
 }
 
 void Communicator::reduceScatterMany(std::span<const ConstView> send, std::span<const View> recv, ReduceOp op,
@@ -260,16 +299,17 @@ void Communicator::reduceScatterMany(std::span<const ConstView> send, std::span<
 
 Work Communicator::reduceScatterManyAsync(std::span<const ConstView> send, std::span<const View> recv, ReduceOp op,
                                           const CallOptions& options) {
-  core::SegmentList sendList;
-  core::SegmentList recvList;
-  DataType dtype = DataType::kFloat32;
-  std::string error = detail::describeSplit(recv, "recv", send, "send", size(), recvList, sendList, dtype);
-  if (error.empty()) error = detail::opError(op, dtype);
-  detail::agreeAcrossRanks(*this,
-                           detail::listSignature(recv, Collective::kReduceScatter, static_cast<std::uint64_t>(op)),
-                           error, "reduceScatterMany");
-  return detail::implOf(*this).submit(detail::listArgs(Collective::kReduceScatter, sendList, recvList, dtype, op, 0),
-                                      options);
+  return detail::reduceScatterSplit(*this, send, recv, op, false, options);
+}
+
+void Communicator::reduceScatterManyPerRank(std::span<const ConstView> sendByRank, std::span<const View> recv,
+                                            ReduceOp op, const CallOptions& options) {
+  reduceScatterManyPerRankAsync(sendByRank, recv, op, options).wait(options.timeout);
+}
+
+Work Communicator::reduceScatterManyPerRankAsync(std::span<const ConstView> sendByRank, std::span<const View> recv,
+                                                 ReduceOp op, const CallOptions& options) {
+  return detail::reduceScatterSplit(*this, sendByRank, recv, op, true, options);
 }
 
 }  // namespace boostcomm

@@ -290,6 +290,21 @@ transport::SharedMemoryEngine& Execution::engineOf(transport::Transport& transpo
   return *engine;
 }
 
+bool Execution::shmOnLists(const Step& step) const {
+  switch (step.native.collective) {
+    case Collective::kAllreduce:  // in place on one list
+      return listOf(step.src) == listOf(step.dst) && step.src.offsetBytes == step.dst.offsetBytes;
+    case Collective::kBroadcast:  // one buffer: the step's dst
+      return listed(step.dst);
+    case Collective::kAllgather:
+      // Separate send and recv lists (an in-place allgather, send inside
+      // recv, is staged: the engine's own-block copy would read what it writes).
+      return listed(step.src) && listed(step.dst) && listOf(step.src) != listOf(step.dst);
+    default:  // reduce_scatter, barrier
+      return false;
+  }
+}
+
 void Execution::startShm(const Step& step, transport::Transport& transport, transport::Request& req,
                          const void* send, void* recv) {
   transport::SharedMemoryCall call;
@@ -305,11 +320,17 @@ void Execution::startShm(const Step& step, transport::Transport& transport, tran
   call.op = schedule_->op();
   call.avgDivisor = step.divisor;
   call.root = step.native.root;
-  if (send == nullptr && recv == nullptr && listCall() && call.collective == Collective::kAllreduce) {
-    // In place on the list: the engine copies in from the segments and out
-    // to them itself.
-    call.list = binding_.recvList;
-    call.listOffsetBytes = collectiveRanges(step, transport).dstOffset;
+  if (send == nullptr && recv == nullptr && listCall() && shmOnLists(step)) {
+    // On the lists themselves: the engine copies in from the segments and
+    // out to them, the copies it makes anyway. (A staged step passes null
+    // buffers only when it moves no bytes; it stays off the lists.)
+    const StepRanges r = collectiveRanges(step, transport);
+    call.list = listOf(step.dst);
+    call.listOffsetBytes = r.dstOffset;
+    if (call.collective == Collective::kAllgather) {
+      call.sendList = listOf(step.src);
+      call.sendListOffsetBytes = r.srcOffset;
+    }
   }
   engineOf(transport).start(call, req);
 }
@@ -397,9 +418,7 @@ bool Execution::startStep(std::size_t index, transport::Transport& world) {
     }
     case StepKind::kShm:
       if (list && (listed(s.src) || listed(s.dst))) {
-        const bool inPlace = s.native.collective == Collective::kAllreduce && listOf(s.src) == listOf(s.dst) &&
-                             s.src.offsetBytes == s.dst.offsetBytes;
-        if (!inPlace) return startStaged(index, s, transport, req);
+        if (!shmOnLists(s)) return startStaged(index, s, transport, req);
         startShm(s, transport, req, nullptr, nullptr);
       } else {
         startShm(s, transport, req, resolve(s.src), resolve(s.dst));

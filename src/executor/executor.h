@@ -157,6 +157,8 @@ class Execution {
   // send/recv: the step's memory (at the chunk start for allreduce/broadcast).
   void runNative(const Step& step, transport::Transport& transport, transport::Request* req, const char* send,
                  char* recv);
+  // A kShm step the engine can run on the segment lists directly (no staging).
+  bool shmOnLists(const Step& step) const;
   transport::SharedMemoryEngine& engineOf(transport::Transport& transport) const;
   void startShm(const Step& step, transport::Transport& transport, transport::Request& req, const void* send,
                 void* recv);

@@ -179,17 +179,21 @@ void ShmEngine::plan(ShmOp& op) {
   std::int32_t index = 0;
   std::uint64_t offset = 0;
   const void* input = c.collective == Collective::kBroadcast ? c.recv : c.send;
-  op.zeroCopyIn = c.list == nullptr && lookup(input, inputBytes, index, offset);
+  op.zeroCopyIn = c.list == nullptr && c.sendList == nullptr && lookup(input, inputBytes, index, offset);
   op.zeroCopyOut = c.list == nullptr && lookup(c.recv, resultBytes, index, offset);
-  op.cmaList = c.list != nullptr && cma_;
+  // CMA reads peers' lists in place: allreduce only (allgather and broadcast
+  // lists go through the slot ring, copied in from and out to the segments).
+  op.cmaList = c.list != nullptr && cma_ && c.collective == Collective::kAllreduce;
   if (op.cmaList) op.inNext = op.chunks;  // the inputs are read in place
 }
 
 void ShmEngine::start(const transport::SharedMemoryCall& call, transport::Request& req) {
   BC_INTERNAL(!req.active(), "shm start: request is still active");
   BC_INVALID(call.collective != Collective::kBarrier, rank_, "shm: barrier is not a shared-memory collective");
-  BC_INTERNAL(call.list == nullptr || call.collective == Collective::kAllreduce,
-              "shm: only allreduce runs on a segment list");
+  BC_INTERNAL(call.list == nullptr || call.collective != Collective::kReduceScatter,
+              "shm: reduce_scatter does not run on a segment list");
+  BC_INTERNAL((call.sendList != nullptr) == (call.list != nullptr && call.collective == Collective::kAllgather),
+              "shm: an allgather on segment lists needs both lists (and only allgather has a send list)");
   if (head_ == queue_.size()) {
     queue_.clear();
     head_ = 0;

@@ -9,6 +9,11 @@
 //
 // broadcast: chunk c is elements [c*K, c*K + K) of the vector; the root copies
 // it in (or leaves it in place if registered) and the others copy it out.
+//
+// Segment lists (SharedMemoryCall::list / sendList): the same chunks, with
+// the copy-in reading the caller's segments and the copy-out writing them
+// (a piece that straddles segments is split there), so a list call makes
+// exactly the copies a contiguous one makes, and no staging copy.
 #include <algorithm>
 #include <cstring>
 
@@ -32,6 +37,43 @@ std::size_t blockStart(const ShmOp& op, int rank) {
 std::size_t pieceLength(const ShmOp& op, std::size_t total, std::uint64_t chunk) {
   const std::size_t begin = static_cast<std::size_t>(chunk) * op.chunkCount;
   return begin >= total ? 0 : std::min(op.chunkCount, total - begin);
+}
+
+// The call's input (allgather: send; broadcast: the buffer at the root) at
+// byte `at`, `bytes` long, copied to dst.
+void readInput(const ShmOp& op, std::size_t at, char* dst, std::size_t bytes) {
+  const transport::SharedMemoryCall& c = op.call;
+  const core::SegmentList* list = isBroadcast(op) ? c.list : c.sendList;
+  if (list != nullptr) {
+    list->gather(dst, (isBroadcast(op) ? c.listOffsetBytes : c.sendListOffsetBytes) + at, bytes);
+    return;
+  }
+  std::memcpy(dst, static_cast<const char*>(isBroadcast(op) ? c.recv : c.send) + at, bytes);
+}
+
+// The call's result at byte `at` <- src (bytes long).
+void writeResult(const ShmOp& op, std::size_t at, const char* src, std::size_t bytes) {
+  const transport::SharedMemoryCall& c = op.call;
+  if (c.list != nullptr) {
+    c.list->scatter(c.listOffsetBytes + at, src, bytes);
+    return;
+  }
+  char* dst = static_cast<char*>(c.recv) + at;
+  if (src != dst) std::memcpy(dst, src, bytes);
+}
+
+// allgather, this rank's own block: send bytes [from, + bytes) -> result byte `at`
+// (straight, never through the slot).
+void copyOwnPiece(const ShmOp& op, std::size_t from, std::size_t at, std::size_t bytes) {
+  const transport::SharedMemoryCall& c = op.call;
+  if (c.sendList == nullptr) {
+    writeResult(op, at, static_cast<const char*>(c.send) + from, bytes);
+    return;
+  }
+  c.sendList->forEachPiece(c.sendListOffsetBytes + from, bytes, [&](core::Piece p) {
+    writeResult(op, at, p.data, p.bytes);
+    at += p.bytes;
+  });
 }
 
 }  // namespace
@@ -61,9 +103,7 @@ bool copyInGatherInput(ShmEngine& e, ShmOp& op) {
   const std::size_t es = dataTypeSize(op.call.dtype);
   const std::size_t total = isBroadcast(op) ? op.call.count : blockCount(op, e.rank());
   const std::size_t len = pieceLength(op, total, op.inNext);
-  const char* src = static_cast<const char*>(isBroadcast(op) ? op.call.recv : op.call.send);
-  if (len > 0) std::memcpy(e.slot(e.rank(), chunk), src + static_cast<std::size_t>(op.inNext) * op.chunkCount * es,
-                           len * es);
+  if (len > 0) readInput(op, static_cast<std::size_t>(op.inNext) * op.chunkCount * es, e.slot(e.rank(), chunk), len * es);
   ++op.inNext;
   e.control(e.rank()).inputReady.value.store(chunk + 1, std::memory_order_release);
   return true;
@@ -75,7 +115,6 @@ bool copyOutGathered(ShmEngine& e, ShmOp& op) {
   const std::uint64_t chunk = op.firstChunk + c;
   const std::size_t es = dataTypeSize(op.call.dtype);
   const std::size_t offset = static_cast<std::size_t>(c) * op.chunkCount;
-  char* recv = static_cast<char*>(op.call.recv);
   const int me = e.rank();
   auto sourceOf = [&](int r) -> const char* {
     return e.peerInput(r) != nullptr ? e.peerInput(r) + offset * es : e.slot(r, chunk);
@@ -85,7 +124,7 @@ bool copyOutGathered(ShmEngine& e, ShmOp& op) {
     if (me != root) {
       if (e.control(root).inputReady.value.load(std::memory_order_acquire) < chunk + 1) return false;
       const std::size_t len = pieceLength(op, op.call.count, c);
-      if (len > 0) std::memcpy(recv + offset * es, sourceOf(root), len * es);
+      if (len > 0) writeResult(op, offset * es, sourceOf(root), len * es);
     }
   } else {
     if (!e.allReached(&RankControl::inputReady, chunk + 1)) return false;
@@ -93,9 +132,12 @@ bool copyOutGathered(ShmEngine& e, ShmOp& op) {
       const int r = (me + i) % e.size();
       const std::size_t len = pieceLength(op, blockCount(op, r), c);
       if (len == 0) continue;
-      const char* src = r == me ? static_cast<const char*>(op.call.send) + offset * es : sourceOf(r);
-      char* dst = recv + (blockStart(op, r) + offset) * es;
-      if (src != dst) std::memcpy(dst, src, len * es);
+      const std::size_t at = (blockStart(op, r) + offset) * es;
+      if (r == me) {
+        copyOwnPiece(op, offset * es, at, len * es);
+      } else {
+        writeResult(op, at, sourceOf(r), len * es);
+      }
     }
   }
   ++op.outNext;

@@ -41,11 +41,17 @@ struct SharedMemoryCall {
   ReduceOp op = ReduceOp::kSum;  // kAvg is finished by the engine (divided once)
   int avgDivisor = 0;            // kAvg divisor; 0 means the number of ranks
   int root = 0;
-  // allreduce only: send and recv are both list[listOffsetBytes, + count
-  // elements) (in place, send/recv unused). The engine copies in from the
-  // segments and out to them directly: the copies it makes anyway.
+  // Segment lists (core/segment_list.h), send/recv unused where set. The
+  // engine copies in from the segments and out to them directly: the copies
+  // it makes anyway, so a list costs no staging copy.
+  //   allreduce: send and recv are both list[listOffsetBytes, + count elements) (in place);
+  //   broadcast: the buffer is list[listOffsetBytes, + count elements);
+  //   allgather: recv is list[listOffsetBytes, ...) (blocks at their displacements)
+  //              and send is sendList[sendListOffsetBytes, + count elements).
   const core::SegmentList* list = nullptr;
   std::size_t listOffsetBytes = 0;
+  const core::SegmentList* sendList = nullptr;
+  std::size_t sendListOffsetBytes = 0;
 };
 
 class SharedMemoryEngine {

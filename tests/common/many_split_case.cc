@@ -24,6 +24,18 @@ struct Tensors {
       constViews.emplace_back(data, counts[i] * factor, dtype);
     }
   }
+  // Block r of every tensor, rank-major (the *PerRank forms' list).
+  template <typename V>
+  std::vector<V> blocks(const std::vector<std::size_t>& counts, std::size_t ranks, DataType dtype) {
+    std::vector<V> out;
+    const std::size_t es = dataTypeSize(dtype);
+    for (std::size_t r = 0; r < ranks; ++r) {
+      for (std::size_t i = 0; i < counts.size(); ++i) {
+        out.emplace_back(counts[i] == 0 ? nullptr : memory[i].data() + r * counts[i] * es, counts[i], dtype);
+      }
+    }
+    return out;
+  }
   std::string guardsIntact() const {
     for (std::size_t i = 0; i < memory.size(); ++i)
       if (memory[i].back() != kGuard) return "guard byte after output tensor " + std::to_string(i) + " overwritten";
@@ -34,7 +46,7 @@ struct Tensors {
 }  // namespace
 
 std::string describe(const SplitCase& c, const char* collective) {
-  return std::string(collective) + " " + std::string(toString(c.dtype)) + " " + std::string(toString(c.op)) +
+  return std::string(collective) + (c.perRank ? "PerRank " : " ") + std::string(toString(c.dtype)) + " " + std::string(toString(c.op)) +
          " algo '" + c.algorithm + "' " + std::to_string(c.counts.size()) + " tensors" + (c.async ? " async" : "");
 }
 
@@ -48,7 +60,14 @@ std::string runAllgatherMany(Communicator& comm, const SplitCase& c, std::vector
   CallOptions options;
   options.algorithm = c.algorithm;
   try {
-    if (c.async) {
+    if (c.perRank) {
+      const std::vector<View> byRank = recv.blocks<View>(c.counts, ranks, c.dtype);
+      if (c.async) {
+        comm.allgatherManyPerRankAsync(send.constViews, byRank, options).wait();
+      } else {
+        comm.allgatherManyPerRank(send.constViews, byRank, options);
+      }
+    } else if (c.async) {
       comm.allgatherManyAsync(send.constViews, recv.views, options).wait();
     } else {
       comm.allgatherMany(send.constViews, recv.views, options);
@@ -82,7 +101,14 @@ std::string runReduceScatterMany(Communicator& comm, const SplitCase& c) {
   CallOptions options;
   options.algorithm = c.algorithm;
   try {
-    if (c.async) {
+    if (c.perRank) {
+      const std::vector<ConstView> byRank = send.blocks<ConstView>(c.counts, ranks, c.dtype);
+      if (c.async) {
+        comm.reduceScatterManyPerRankAsync(byRank, recv.views, c.op, options).wait();
+      } else {
+        comm.reduceScatterManyPerRank(byRank, recv.views, c.op, options);
+      }
+    } else if (c.async) {
       comm.reduceScatterManyAsync(send.constViews, recv.views, c.op, options).wait();
     } else {
       comm.reduceScatterMany(send.constViews, recv.views, c.op, options);

@@ -23,6 +23,9 @@ struct SplitCase {
   std::string algorithm;            // "" = the selection
   std::uint64_t seed = 1;
   bool async = false;
+  // The *PerRank form: the same tensors, passed as their size x n blocks
+  // (rank-major views into the whole tensors), as torch's per-rank lists are.
+  bool perRank = false;
 };
 
 std::string describe(const SplitCase& c, const char* collective);

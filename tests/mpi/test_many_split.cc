@@ -39,6 +39,7 @@ void allgathers(Communicator& comm) {
         c.algorithm = algo;
         c.async = tensors == 2;
         ++c.seed;
+        c.perRank = c.seed % 2 == 1;  // every other case through the per-rank form
         std::vector<unsigned char> bytes;
         const std::string bad = runAllgatherMany(comm, c, &bytes);
         if (!bad.empty()) gReport->fail(describe(c, "allgatherMany") + ": " + bad);
@@ -67,6 +68,7 @@ void reduceScatters(Communicator& comm) {
           c.algorithm = algo;
           c.async = tensors == 1;
           ++c.seed;
+          c.perRank = c.seed % 2 == 1;
           const std::string bad = runReduceScatterMany(comm, c);
           if (!bad.empty()) gReport->fail(describe(c, "reduceScatterMany") + ": " + bad);
         }

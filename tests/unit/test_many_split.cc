@@ -9,6 +9,8 @@
 // block. Every rank's result is compared with rank 0's (allgather) or with
 // the reference (reduce_scatter: each rank owns a different block). Guard
 // bytes after each output tensor must survive. Bad shapes fail on every rank.
+// Every other case runs the per-rank form (allgatherManyPerRank /
+// reduceScatterManyPerRank) over the same tensors' blocks.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -48,6 +50,7 @@ std::vector<std::string> runAllgather(int worldSize, const std::vector<std::size
           c.algorithm = algo;
           c.async = async;
           c.seed += 50;
+          c.perRank = (c.seed / 50) % 2 == 1;  // every other case through the per-rank form
           const std::string bad = runAllgatherMany(comm, c, &outputs[static_cast<std::size_t>(comm.rank())]);
           if (!bad.empty()) {
             std::lock_guard lock(mutex);
@@ -81,6 +84,7 @@ std::vector<std::string> runReduceScatter(int worldSize, const std::vector<std::
             c.algorithm = algo;
             c.async = async;
             c.seed += 50;
+            c.perRank = (c.seed / 50) % 2 == 1;
             const std::string bad = runReduceScatterMany(comm, c);
             if (!bad.empty()) {
               std::lock_guard lock(mutex);
@@ -135,6 +139,27 @@ TEST(ManySplitErrors, WrongCountOnOneRankFailsEveryRank) {
     // Rank 1 names its argument; the others name rank 1.
     const std::string what = e.what();
     EXPECT_TRUE(what.find("recv[0].count is 11") != std::string::npos || what.find("rank(s) 1") != std::string::npos)
+        << what;
+  }
+}
+
+TEST(ManySplitErrors, PerRankWrongBlockCountOrListLengthFailsEveryRank) {
+  // Rank 1's block for rank 2 is one element short; on rank 2 the block list is one short.
+  const auto errors = errorsOnEveryRank(3, [](Communicator& comm) {
+    std::vector<float> a(4), b(12);
+    std::vector<ConstView> send{ConstView(a.data(), 4, DataType::kFloat32)};
+    std::vector<View> byRank;
+    const int blocks = comm.rank() == 2 ? 2 : 3;
+    for (int r = 0; r < blocks; ++r)
+      byRank.emplace_back(b.data() + 4 * r, comm.rank() == 1 && r == 2 ? 3 : 4, DataType::kFloat32);
+    comm.allgatherManyPerRank(send, byRank);
+  });
+  ASSERT_EQ(errors.size(), 3u);
+  for (const Error& e : errors) {
+    EXPECT_EQ(e.category(), ErrorCategory::kInvalidArgument) << e.what();
+    const std::string what = e.what();
+    EXPECT_TRUE(what.find("recv[2].count is 3") != std::string::npos ||
+                what.find("recv has 2") != std::string::npos || what.find("rank(s) 1, 2") != std::string::npos)
         << what;
   }
 }

@@ -164,6 +164,10 @@ class ProcessGroupBoostcomm : public BC_C10D_BASE {
   // (a monitoredBarrier that timed out): kept until the group goes away.
   void keepUntilFinalize(std::vector<at::Tensor> tensors);
   const at::Tensor& single(std::vector<at::Tensor>& tensors, const char* op);
+  // allgather and allgather_coalesced: perRank[r][i] receives inputs[i] of rank r.
+  c10::intrusive_ptr<c10d::Work> allgatherLists(c10d::OpType type, const char* name,
+                                                const std::vector<at::Tensor>& inputs,
+                                                const std::vector<std::vector<at::Tensor>>& perRank);
 
   std::shared_ptr<Communicator> comm_;
   std::chrono::milliseconds timeout_;

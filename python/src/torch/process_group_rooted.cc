@@ -4,7 +4,7 @@
 //   reduce              allreduce (non-root ranks reduce a copy: their tensor is left as it was)
 //   gather              allgather into one buffer; the root copies it out
 //   scatter             broadcast of the root's packed list; each rank keeps its block
-//   allgather_coalesced one allgather of the packed inputs, unpacked into the lists
+//   allgather_coalesced one allgather over the tensor lists in place (allgatherManyPerRank; process_group.cc)
 // gather and scatter move size x the data a rooted algorithm would (every
 // rank receives every block): correct, not yet economical -- a rooted
 // schedule (binomial gather/scatter) is future work (issue 14 note).
@@ -108,35 +108,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allgather_coalesced(
   TORCH_CHECK(!inputs.empty(), "boostcomm: allgather_coalesced needs at least one input tensor");
   TORCH_CHECK(static_cast<int>(outputLists.size()) == size_,
               "boostcomm: allgather_coalesced needs ", size_, " output lists (one per rank), got ", outputLists.size());
-  std::vector<at::Tensor> flat;
-  for (const at::Tensor& t : inputs) {
-    TORCH_CHECK(t.scalar_type() == inputs[0].scalar_type(), "boostcomm: allgather_coalesced inputs must share one dtype");
-    bytesOf(t, "allgather_coalesced input");
-    flat.push_back(t.reshape({-1}));
-  }
-  std::vector<at::Tensor> outs;
-  for (const auto& list : outputLists) {
-    TORCH_CHECK(list.size() == inputs.size(), "boostcomm: allgather_coalesced: every output list needs ",
-                inputs.size(), " tensors");
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      checkLike(list[i], inputs[i], "allgather_coalesced", "output");
-      outs.push_back(list[i]);
-    }
-  }
-  at::Tensor packed = at::cat(flat);
-  at::Tensor gathered = at::empty({static_cast<std::int64_t>(size_) * packed.numel()}, packed.options());
-  const View send = bytesOf(packed, "allgather_coalesced buffer");
-  const View recv = bytesOf(gathered, "allgather_coalesced buffer");
-  return enqueue(
-      c10d::OpType::ALLGATHER_COALESCED, outs,
-      [send, recv, packed, gathered](Communicator& c) { return c.allgatherAsync(send, recv); },
-      [gathered, outs] {
-        std::int64_t at = 0;
-        for (const at::Tensor& o : outs) {
-          o.view({-1}).copy_(gathered.narrow(0, at, o.numel()));
-          at += o.numel();
-        }
-      });
+  // outputLists[r][i] receives inputs[i] of rank r: the per-rank list form as it is.
+  return allgatherLists(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", inputs, outputLists);
 }
 
 }  // namespace boostcomm::python

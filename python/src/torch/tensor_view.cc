@@ -48,6 +48,18 @@ View bytesOf(const at::Tensor& tensor, const char* what) {
   return View(tensor.data_ptr(), static_cast<std::size_t>(tensor.nbytes()), DataType::kUInt8);
 }
 
+View rawBytesOf(const at::Tensor& tensor, const char* what) {
+  checkMemory(tensor, what);
+  return View(tensor.data_ptr(), static_cast<std::size_t>(tensor.nbytes()), DataType::kUInt8);
+}
+
+bool overlaps(const at::Tensor& a, const at::Tensor& b) {
+  if (a.nbytes() == 0 || b.nbytes() == 0) return false;
+  const auto* pa = static_cast<const char*>(a.data_ptr());
+  const auto* pb = static_cast<const char*>(b.data_ptr());
+  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
 View viewOf(const at::Tensor& tensor, const char* what) {
   checkMemory(tensor, what);
   return View(tensor.data_ptr(), static_cast<std::size_t>(tensor.numel()), dataTypeOf(tensor.scalar_type(), what));

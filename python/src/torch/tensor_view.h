@@ -17,6 +17,11 @@ View viewOf(const at::Tensor& tensor, const char* what);
 // send / recv): any dtype, as its bytes (a uint8 view) when it is not one
 // of the above (int8, int16, bool, complex ...). Same device and layout checks.
 View bytesOf(const at::Tensor& tensor, const char* what);
+// Any dtype as its raw bytes (a uint8 view of nbytes): for list collectives
+// that only move data, so tensors of different dtypes can share one list.
+View rawBytesOf(const at::Tensor& tensor, const char* what);
+// Whether the memory of a and b overlaps (an in-place use of an op).
+bool overlaps(const at::Tensor& a, const at::Tensor& b);
 DataType dataTypeOf(at::ScalarType type, const char* what);
 ReduceOp reduceOpOf(const c10d::ReduceOp& op);
 
