@@ -226,12 +226,28 @@ void ProgressEngine::checkWait(std::chrono::steady_clock::duration waited, bool 
 
 void ProgressEngine::checkDeadlines() {
   const auto now = std::chrono::steady_clock::now();
+  // The wait monitor's checks (a peer's mismatch or rejection, poison,
+  // abort, an exited peer), as a waiting caller would run them: work that
+  // nobody waits for (the c10d backend's ops, whose callers sleep on their
+  // Work) must fail on them too, not only at its deadline.
+  if (monitor_ && !inFlight_.empty() && inFlight_.front().seenAt != std::chrono::steady_clock::time_point{}) {
+    std::exception_ptr error;
+    try {
+      monitor_->check(now - inFlight_.front().seenAt);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    if (error) {
+      fail(error);
+      std::rethrow_exception(error);
+    }
+  }
   for (Operation& op : inFlight_) {
-    if (!op.state || op.state->deadlineMs <= 0) continue;
     if (op.seenAt == std::chrono::steady_clock::time_point{}) {
       op.seenAt = now;
       continue;
     }
+    if (!op.state || op.state->deadlineMs <= 0) continue;
     const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now - op.seenAt);
     if (age.count() <= op.state->deadlineMs) continue;
     std::string message = std::string("asynchronous ") + op.state->algorithm + " call (seq " +

@@ -276,6 +276,31 @@ def abort_case(rank, size):
             check("abort" in str(e) or "shutdown" in str(e), f"op after abort: {e}")
 
 
+def rejected_case(rank, size):
+    # The last rank's tensor fails the backend's own checks (not contiguous);
+    # the others entered the allreduce. They must fail within seconds naming
+    # it (its rejection is marked in its call status), not at the group's
+    # 60 s timeout.
+    g = dist.new_group(list(range(size)), timeout=datetime.timedelta(seconds=60))
+    dist.all_reduce(torch.ones(4), group=g)
+    t0 = time.monotonic()
+    try:
+        if rank == size - 1:
+            dist.all_reduce(torch.ones(8, 2).t(), group=g)
+        else:
+            dist.all_reduce(torch.ones(16), group=g)
+        check(False, "the allreduce with a rejected call on one rank must raise")
+    except RuntimeError as e:
+        waited = time.monotonic() - t0
+        text = str(e)
+        if rank == size - 1:
+            check("not contiguous" in text, f"culprit's error: {text}")
+        else:
+            check(f"rank {size - 1}: allreduce" in text and "REJECTED" in text, f"peer's error: {text}")
+            check(waited < 20, f"the peer waited {waited:.1f} s")
+    time.sleep(1)  # the culprit stays alive while its peers read its status
+
+
 def main():
     part = sys.argv[1] if len(sys.argv) > 1 else "ops"
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -295,6 +320,8 @@ def main():
         monitored_missing(rank, size)
     elif part == "abort":
         abort_case(rank, size)
+    elif part == "rejected":
+        rejected_case(rank, size)
     print(f"rank {rank}: ok", flush=True)
     os._exit(0)  # torch 1.13's process groups can hang at interpreter exit
 

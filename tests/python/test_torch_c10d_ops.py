@@ -2,7 +2,7 @@
 mpirun (store transport): c10d_ops_worker.py runs them on every rank and
 checks them against references; this file launches it at 2, 3 and 4 ranks
 and the failure cases (group timeout, a rank missing from monitored_barrier,
-abort) at 2 or 3; c10d_lists_worker.py checks the list collectives
+abort, a tensor one rank's checks reject) at 2 or 3; c10d_lists_worker.py checks the list collectives
 (allreduce_coalesced, all_gather, all_gather_coalesced, reduce_scatter) at 2
 and 3 ranks on the default selection (shm) and on ring. Runs outside mpirun
 (ctest python.torch_c10d_ops)."""
@@ -29,7 +29,7 @@ def test_ops(size):
     run(size, "ops")
 
 
-@pytest.mark.parametrize("part", ["timeout", "monitored", "abort"])
+@pytest.mark.parametrize("part", ["timeout", "monitored", "abort", "rejected"])
 def test_failure_cases(part):
     run(3 if part != "abort" else 2, part, timeout=120)
 

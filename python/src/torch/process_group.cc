@@ -176,6 +176,7 @@ const at::Tensor& ProcessGroupBoostcomm::single(std::vector<at::Tensor>& tensors
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::broadcast(std::vector<at::Tensor>& tensors,
                                                                 const c10d::BroadcastOptions& opts) {
+  const RejectGuard rejected(*comm_, Collective::kBroadcast);
   const at::Tensor& t = single(tensors, "broadcast");
   TORCH_CHECK(opts.rootTensor == 0, "boostcomm: broadcast rootTensor must be 0");
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "boostcomm: broadcast root ", opts.rootRank,
@@ -187,6 +188,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::broadcast(std::vector<at::
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allreduce(std::vector<at::Tensor>& tensors,
                                                                 const c10d::AllreduceOptions& opts) {
+  const RejectGuard rejected(*comm_, Collective::kAllreduce);
   const at::Tensor& t = single(tensors, "allreduce");
   const View v = viewOf(t, "allreduce tensor");
   const ReduceOp op = reduceOpOf(opts.reduceOp);
@@ -200,6 +202,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allreduce(std::vector<at::
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  const RejectGuard rejected(*comm_, Collective::kAllreduce);
   TORCH_CHECK(!tensors.empty(), "boostcomm: allreduce_coalesced needs at least one tensor");
   // One collective over the tensors where they are (a segment list): no
   // packed copy, no unpack. Mixed dtypes, overlapping tensors and lists
@@ -219,6 +222,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allreduce_coalesced(
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                                 std::vector<at::Tensor>& inputs,
                                                                 const c10d::AllgatherOptions& opts) {
+  const RejectGuard rejected(*comm_, Collective::kAllgather);
   TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
               "boostcomm: allgather needs one output list of ", size_, " tensors");
   const at::Tensor& in = single(inputs, "allgather");
@@ -291,6 +295,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allgatherLists(c10d::OpTyp
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                       const c10d::AllgatherOptions& opts) {
+  const RejectGuard rejected(*comm_, Collective::kAllgather);
   TORCH_CHECK(output.numel() == input.numel() * size_ && output.scalar_type() == input.scalar_type(),
               "boostcomm: _allgather_base output must hold world_size x input elements of the input's dtype");
   const View send = bytesOf(input, "allgather input");
@@ -302,6 +307,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::_allgather_base(at::Tensor
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce_scatter(std::vector<at::Tensor>& outputs,
                                                                      std::vector<std::vector<at::Tensor>>& inputs,
                                                                      const c10d::ReduceScatterOptions& opts) {
+  const RejectGuard rejected(*comm_, Collective::kReduceScatter);
   const at::Tensor& out = single(outputs, "reduce_scatter");
   TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
               "boostcomm: reduce_scatter needs one input list of ", size_, " tensors");
@@ -341,6 +347,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce_scatter(std::vector
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                            const c10d::ReduceScatterOptions& opts) {
+  const RejectGuard rejected(*comm_, Collective::kReduceScatter);
   TORCH_CHECK(input.numel() == output.numel() * size_ && output.scalar_type() == input.scalar_type(),
               "boostcomm: _reduce_scatter_base input must hold world_size x output elements of the output's dtype");
   const View send = viewOf(input, "reduce_scatter input");
@@ -351,6 +358,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::_reduce_scatter_base(at::T
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::barrier(const c10d::BarrierOptions& opts) {
+  const RejectGuard rejected(*comm_, Collective::kBarrier);
   return enqueue(c10d::OpType::BARRIER, {}, [](Communicator& c) { return c.barrierAsync(); });
 }
 

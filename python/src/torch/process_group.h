@@ -28,6 +28,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -59,6 +60,32 @@ class WorkBoostcomm : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::atomic<int> source_{-1};
+};
+
+// Put at the top of an op: when the op's own argument checks (TORCH_CHECK)
+// throw before the collective reaches the communicator, the rejection is
+// marked in this rank's call status, so node peers that entered the
+// collective report it instead of waiting out the deadline
+// (Communicator::reportRejectedCall). Only for ops whose checks precede any
+// communicator call (enqueue reports its own errors through the Work).
+class RejectGuard {
+ public:
+  RejectGuard(Communicator& comm, Collective collective)
+      : comm_(comm), collective_(collective), exceptions_(std::uncaught_exceptions()) {}
+  RejectGuard(const RejectGuard&) = delete;
+  RejectGuard& operator=(const RejectGuard&) = delete;
+  ~RejectGuard() {
+    if (std::uncaught_exceptions() <= exceptions_) return;
+    try {
+      comm_.reportRejectedCall(collective_);
+    } catch (...) {  // a finalized communicator: nothing to tell
+    }
+  }
+
+ private:
+  Communicator& comm_;
+  Collective collective_;
+  int exceptions_;
 };
 
 class ProcessGroupBoostcomm : public BC_C10D_BASE {

@@ -31,6 +31,7 @@ void checkLike(const at::Tensor& t, const at::Tensor& like, const char* op, cons
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce(std::vector<at::Tensor>& tensors,
                                                              const c10d::ReduceOptions& opts) {
+  const RejectGuard rejected(*comm_, Collective::kAllreduce);
   const at::Tensor& t = single(tensors, "reduce");
   TORCH_CHECK(opts.rootTensor == 0, "boostcomm: reduce rootTensor must be 0");
   checkRoot(opts.rootRank, size_, "reduce");
@@ -45,6 +46,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce(std::vector<at::Ten
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                              std::vector<at::Tensor>& inputs,
                                                              const c10d::GatherOptions& opts) {
+  const RejectGuard rejected(*comm_, Collective::kAllgather);
   const at::Tensor& in = single(inputs, "gather");
   checkRoot(opts.rootRank, size_, "gather");
   const bool root = opts.rootRank == rank_;
@@ -74,6 +76,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::gather(std::vector<std::ve
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::scatter(std::vector<at::Tensor>& outputs,
                                                               std::vector<std::vector<at::Tensor>>& inputs,
                                                               const c10d::ScatterOptions& opts) {
+  const RejectGuard rejected(*comm_, Collective::kBroadcast);
   const at::Tensor& out = single(outputs, "scatter");
   checkRoot(opts.rootRank, size_, "scatter");
   const bool root = opts.rootRank == rank_;
@@ -105,6 +108,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::scatter(std::vector<at::Te
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
+  const RejectGuard rejected(*comm_, Collective::kAllgather);
   TORCH_CHECK(!inputs.empty(), "boostcomm: allgather_coalesced needs at least one input tensor");
   TORCH_CHECK(static_cast<int>(outputLists.size()) == size_,
               "boostcomm: allgather_coalesced needs ", size_, " output lists (one per rank), got ", outputLists.size());
