@@ -368,10 +368,21 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
     engine_->fail(std::current_exception());
     throw;
   }
+  verifyNativeReturn(sequence_);
   status_->recordEnd(sequence_);
   if (meter != nullptr) meter->collectiveFinished(linkBytes, startNs, executor::LinkMeter::nowNs());
   ++sequence_;
   return true;
+}
+
+void CommunicatorImpl::verifyNativeReturn(std::uint64_t seq) {
+  if (!fingerprints_) return;
+  const std::string mismatch = inspector_->verifyReturned(seq);
+  if (mismatch.empty()) return;
+  const Error named(ErrorCategory::kMismatch, rank_,
+                    mismatch + " (seen when the backend call returned; its result is not valid)");
+  engine_->fail(std::make_exception_ptr(named));
+  throw named;
 }
 
 std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options,
@@ -480,8 +491,12 @@ void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
     }
   }
   BlockingScope blockingScope{status_};
+  const std::uint64_t sequence = sequence_;  // launch() takes it
   const std::uint64_t id = launch(algo, args, options, /*blocking=*/true, nullptr);
   engine_->driveUntilDone(id, deadline, toString(args.collective).data(), rank_);
+  // A native call (blocking or, with a deadline, nonblocking) carries no
+  // fingerprint in its data: check the node peers' before returning.
+  if (algo.build == algorithms::buildNative) verifyNativeReturn(sequence);
   if (trial.index >= 0) online_.recordTime(trial, elapsedUs(start));
 }
 

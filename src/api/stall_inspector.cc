@@ -55,6 +55,34 @@ std::string StallInspector::mismatch(std::uint64_t fromSeq, std::uint64_t toSeq)
   return {};
 }
 
+std::string StallInspector::verifyReturned(std::uint64_t seq) const {
+  Fingerprint mine;
+  if (peers_.empty() || !own_->read(seq, mine)) return {};
+  const bool broadcast = mine.collective == Collective::kBroadcast;
+  for (std::size_t r = 0; r < peers_.size(); ++r) {
+    const CallStatus* peer = peers_[r];
+    if (peer == nullptr || peer == own_) continue;
+    Fingerprint theirs;
+    if (!peer->read(seq, theirs)) {
+      // Implied: published before our return could happen (memory order:
+      // its release store, then its send, then our receive). Not implied:
+      // a broadcast root's peers, and a non-root's fellow non-roots.
+      const bool implied = !broadcast || static_cast<int>(r) == mine.root;
+      const bool amRoot = broadcast && mine.root == rank_;
+      if (!implied && !amRoot) continue;
+      // Even where implied, allow a short wait: a peer descheduled between
+      // its two stores of the entry (the seqlock) shows tag 0 for a moment.
+      const auto limit = std::chrono::steady_clock::now() +
+                         std::chrono::microseconds(implied ? 1000 : kRootWaitUs);
+      bool seen = false;
+      while (!(seen = peer->read(seq, theirs)) && std::chrono::steady_clock::now() < limit) std::this_thread::yield();
+      if (!seen) continue;  // left to the watchdog (it compares every call all ranks started)
+    }
+    if (!(theirs == mine)) return core::describeMismatch(rank_, mine, static_cast<int>(r), theirs, seq);
+  }
+  return {};
+}
+
 void StallInspector::check(std::chrono::steady_clock::duration waited) {
   if (aborted())
     core::raise(ErrorCategory::kAborted, rank_, "communicator aborted (Communicator::abort) while this call waited");

@@ -61,6 +61,17 @@ class StallInspector final : public executor::WaitMonitor {
   // The first disagreement among calls [fromSeq, toSeq) this rank started,
   // in words; empty if none is visible.
   std::string mismatch(std::uint64_t fromSeq, std::uint64_t toSeq) const;
+  // After a blocking backend call `seq` returned on this rank: its node
+  // peers' fingerprints of that call, compared with ours; the mismatch in
+  // words, or empty. A peer publishes its fingerprint before it enters the
+  // backend call, and our call could not return before every peer it
+  // depends on had entered (every rank, for a reduction or a barrier; the
+  // root, for a broadcast), so those fingerprints are already in shared
+  // memory: the check is a few loads per peer, and no message. A broadcast
+  // root depends on nobody: it waits for its peers' fingerprints at most
+  // kRootWaitUs (a peer that is later than that is left to the watchdog).
+  std::string verifyReturned(std::uint64_t seq) const;
+  static constexpr std::int64_t kRootWaitUs = 20000;
   // The watchdog thread (one caller at a time).
   void tick(std::chrono::steady_clock::time_point now);
   // Set by the watchdog; raised by the next call (cheap to test).
@@ -105,6 +116,8 @@ class StallInspector final : public executor::WaitMonitor {
   // blocking backend call. channelMutex_ not held.
   void onMismatch(const std::string& m, bool blocking, bool tellOthers);
   [[noreturn]] void terminate(const std::string& message);
+  // True if this rank is still inside the same blocking backend call after `grace`.
+  bool stillBlocking(std::chrono::milliseconds grace) const;
 
   const int rank_;
   core::CallStatus* const own_;
