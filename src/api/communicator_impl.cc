@@ -192,6 +192,7 @@ void CommunicatorImpl::checkUsable() const {
   }
   BC_CHECK(!inspector_->aborted(), ErrorCategory::kAborted, rank_, "communicator used after abort()");
   if (inspector_->poisoned()) core::raise(ErrorCategory::kMismatch, rank_, inspector_->poisonMessage());
+  if (inspector_->peerExited()) core::raise(ErrorCategory::kTransport, rank_, inspector_->peerExitedMessage());
 }
 
 std::optional<std::chrono::milliseconds> CommunicatorImpl::deadlineFor(const CallOptions& options) const {

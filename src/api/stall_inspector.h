@@ -80,8 +80,12 @@ class StallInspector final : public executor::WaitMonitor {
   // Error{kAborted} at its next check (within microseconds).
   void abort() { aborted_.store(true, std::memory_order_release); }
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
-  // Poisoned or aborted: the call path's one test.
-  bool unusable() const { return poisoned() || aborted(); }
+  // A node peer's process exited (the watchdog probes their pids while this
+  // rank waits): waits raise Error{kTransport} naming it, and so do later calls.
+  bool peerExited() const { return peerExited_.load(std::memory_order_acquire); }
+  std::string peerExitedMessage() const;
+  // Poisoned, aborted or a peer gone: the call path's one test.
+  bool unusable() const { return poisoned() || aborted() || peerExited(); }
   std::string poisonMessage() const;
   void setDeadlineMs(std::int64_t ms) { deadlineMs_.store(ms, std::memory_order_relaxed); }
   std::int64_t warnMs() const { return warnMs_; }
@@ -102,6 +106,9 @@ class StallInspector final : public executor::WaitMonitor {
  private:
   void writeFlight(core::FixedWriter& w, const char* reason) const;
   void poison(const std::string& message);
+  // The watchdog's liveness probe of node peers (while this rank waits):
+  // true, with the words, once a peer's process is gone or a zombie.
+  bool findExitedPeer(std::string& message) const;
   // The watchdog's side of the channel (channelMutex_ held): answers
   // queries, takes statuses into mirrors, takes notices; sends a pending
   // notice. True when a status arrived; a notice lands in noticeReceived_.
@@ -146,6 +153,8 @@ class StallInspector final : public executor::WaitMonitor {
 
   std::atomic<bool> poisoned_{false};
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> peerExited_{false};
+  std::string peerExitedMessage_;  // under poisonMutex_
   mutable std::mutex poisonMutex_;
   std::string poisonMessage_;
 };

@@ -60,6 +60,10 @@ reported() {  # reported RANKS...
 died() {  # died HOW: mpirun names rank 1 and ends the job with an error
   [ "$rc" -ne 0 ] || { echo "FAILED: mpirun exited 0 although rank 1 died"; fail=1; }
   expect "$err" "$1" "mpirun names rank 1 ($scenario)"
+  # Before mpirun's teardown (about 1 s), rank 0's watchdog finds rank 1's
+  # process gone (it probes its node peers' pids while a call waits).
+  expect "$all" "rank 0: (CAUGHT transport failure .*)?rank 1 \(pid [0-9]+\) on this node exited while rank 0 waits in seq" \
+    "rank 0 names the exited rank 1 itself"
 }
 [ "$rc" -ne 124 ] || { echo "FAILED: hung (killed after 120 s)"; fail=1; }
 grep -q WRONG "$out" && { echo "FAILED: a wrong result"; fail=1; }
