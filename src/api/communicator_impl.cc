@@ -652,6 +652,16 @@ void CommunicatorImpl::finalize() {
   // After a failure the backend may still write into leased memory: keep it.
   if (!engine_->failure()) engine_->releaseMemory();
   cache_.clear();
+  if (engine_->failure() || inspector_->unusable()) {
+    // Peers' messages of this failed communicator may still arrive: keep
+    // the backend communicators so they cannot land in a later one that
+    // reuses a freed context id (transport.h). One context id per failed
+    // communicator. (Found as the hang of test_mpi_crossnode on the
+    // emulated cluster, where TCP delivers late.)
+    for (transport::Transport* t : {transport_.get(), intra_.get(), inter_.get(), p2p_.get()}) {
+      if (t != nullptr) t->keepBackendOnClose();
+    }
+  }
   intra_.reset();
   inter_.reset();
   p2p_.reset();

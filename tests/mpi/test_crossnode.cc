@@ -7,6 +7,7 @@
 // two real nodes see. Own main; exits non-zero when any rank saw a failure.
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +26,39 @@ int gFailures = 0;
 int gRank = 0;
 int gSize = 1;
 
+// The test's own deadline: communicator creation and the test's MPI calls
+// have none, so a hang there (seen once as the context-id agreement of a
+// communicator created after a dozen failed ones, on the emulated cluster)
+// ends the job after kStuckSeconds naming the phase, instead of waiting for
+// ctest's timeout.
+constexpr int kStuckSeconds = 90;
+std::atomic<const char*> gPhase{"start"};
+std::atomic<long long> gPhaseSince{0};
+
+long long nowSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void phase(const char* what) {
+  gPhase.store(what);
+  gPhaseSince.store(nowSeconds());
+}
+
+void startGuard() {
+  phase("start");
+  std::thread([] {
+    while (true) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      if (nowSeconds() - gPhaseSince.load() > kStuckSeconds) {
+        std::fprintf(stderr, "rank %d: FAIL: stuck for more than %d s in: %s; ending the job\n", gRank, kStuckSeconds,
+                     gPhase.load());
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+      }
+    }
+  }).detach();
+}
+
 void fail(const std::string& what) {
   ++gFailures;
   std::fprintf(stderr, "rank %d: FAIL: %s\n", gRank, what.c_str());
@@ -41,7 +75,9 @@ struct Disagreement {
 
 // Every rank: a good call, then a call where `d.culprit` disagrees.
 void mismatchCase(const char* algorithm, const Disagreement& d) {
+  phase("communicator creation");
   auto comm = detail::createCommunicatorOverMpi(MPI_COMM_WORLD);
+  phase("mismatch case");
   comm->setTimeout(std::chrono::milliseconds(20000));  // a miss shows as kTimeout, not a hang
   CallOptions options;
   options.algorithm = algorithm;
@@ -80,7 +116,9 @@ void mismatchCase(const char* algorithm, const Disagreement& d) {
     fail(label + ": expected kMismatch naming both calls, got: " + what);
   }
   double slowest = 0;
+  phase("the test's MPI_Allreduce after a case");
   MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  phase("communicator destruction");
   if (gRank == 0) std::printf("%-22s every rank reported within %.2f s\n", label.c_str(), slowest);
   if (gRank == (d.culprit + 1) % gSize) std::printf("  e.g. rank %d: %s\n", gRank, what.c_str());
   std::fflush(stdout);
@@ -89,7 +127,9 @@ void mismatchCase(const char* algorithm, const Disagreement& d) {
 // The last rank never calls; the others time out with a report that names
 // it and what it last started and completed (from the control channel).
 void stallCase() {
+  phase("communicator creation (stall case)");
   auto comm = detail::createCommunicatorOverMpi(MPI_COMM_WORLD);
+  phase("stall case");
   const int missing = gSize - 1;
   CallOptions options;
   options.algorithm = "ring";
@@ -127,6 +167,7 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 0;
   }
+  startGuard();
   // No shared call status (shm off) and several declared nodes.
   setenv("BOOSTCOMM_SHM", "0", 1);
   setenv("BOOSTCOMM_RANKS_PER_NODE", gSize % 2 == 0 ? "2" : "1", 1);
