@@ -1,6 +1,9 @@
 """64 MiB allreduce under torchrun: boostcomm (default group) vs gloo, interleaved, checked on every rank.
 
-Started by torchrun (see docs/PERF_TORCH.md, emulated cluster); REPS samples each (default 5).
+Started by torchrun (see docs/PERF_TORCH.md, emulated cluster); REPS samples each (default 5)
+after WARMUP calls each (default 12): on several nodes boostcomm's first calls of a size time
+the cost model's leading candidates (3 calls each, docs/TUNING.md "Online selection"), as the
+first steps of a training job do; the samples are taken after that decision.
 """
 import os, statistics, time, torch, torch.distributed as dist
 import boostcomm.torch  # noqa: F401
@@ -11,7 +14,8 @@ rank, size = dist.get_rank(), dist.get_world_size()
 x = torch.ones((64 << 20) // 4)
 t = {"boostcomm": [], "gloo": []}
 for g in (None, gloo):
-    dist.all_reduce(x, group=g)
+    for _ in range(int(os.environ.get("WARMUP", "12"))):
+        dist.all_reduce(x, group=g)
 for _ in range(int(os.environ.get("REPS", "5"))):
     for name, g in (("boostcomm", None), ("gloo", gloo)):
         x.fill_(rank + 1)

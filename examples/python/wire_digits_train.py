@@ -15,7 +15,11 @@ batches:
   torch-bf16      torch's default_hooks.bf16_compress_hook (casts the
                   bucket to bfloat16 and allreduces bfloat16 tensors, here
                   on a boostcomm process group since gloo cannot sum
-                  bfloat16; called through a wrapper, see attach()).
+                  bfloat16; called through a wrapper, see attach());
+  group-bf16+ef   no hook: DDP on a boostcomm process group with
+                  boostcomm.torch.set_wire(group, "bf16", error_feedback=True)
+                  (run it with BOOSTCOMM_ALGO=allreduce:ring, or the group's
+                  selection moves float32 on one host: wire_counts says).
 The boostcomm hooks force the flat ring (algorithm="ring"): on one host the
 selection would move float32 through shared memory, and the point here is
 what the rounding does to training. First measures each exchange's
@@ -31,7 +35,7 @@ import statistics
 import sys
 import time
 
-MODES = ["float32", "bc-bf16+ef", "bc-bf16", "bc-fp16+ef", "torch-bf16"]
+MODES = ["float32", "bc-bf16+ef", "bc-bf16", "bc-fp16+ef", "torch-bf16", "group-bf16+ef"]
 
 
 def load_digits(seed):
@@ -63,6 +67,34 @@ def _bf16_group():
     return _group
 
 
+_wired = None
+
+
+def _wire_group():
+    """The boostcomm group of mode group-bf16+ef (bf16 wire, error feedback)."""
+    global _wired
+    if _wired is None:
+        import torch.distributed as dist
+        import boostcomm.torch as bct
+        _wired = dist.new_group(backend="boostcomm")
+        bct.set_wire(_wired, "bf16", error_feedback=True)
+    return _wired
+
+
+class _GroupCounts:
+    """wire_counts of the group mode, shaped like a hook state's."""
+
+    def __init__(self, group):
+        import boostcomm.torch as bct
+        bct.wire_counts(group, reset=True)
+        self.group = group
+
+    @property
+    def wire_counts(self):
+        import boostcomm.torch as bct
+        return {k: v for k, v in bct.wire_counts(self.group).items() if v}
+
+
 def attach(ddp, mode):
     """Registers the mode's comm hook; returns the hook state (or None)."""
     import boostcomm.wire_hooks as wh
@@ -91,8 +123,12 @@ def train(mode, data, args, rank, world):
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
     xtr, ytr, xte, yte = data
-    ddp = DDP(make_model(args.seed))
-    state = attach(ddp, mode)
+    if mode == "group-bf16+ef":
+        ddp = DDP(make_model(args.seed), process_group=_wire_group())
+        state = _GroupCounts(_wire_group())
+    else:
+        ddp = DDP(make_model(args.seed))
+        state = attach(ddp, mode)
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
     gen = torch.Generator().manual_seed(args.seed + 1)  # the same batches on every rank and in every mode
     per_rank = args.batch // world

@@ -203,6 +203,14 @@ class Communicator {
   // call blocked inside the backend's blocking collective is not interrupted
   // (it ends at its deadline). finalize() still releases the resources.
   void abort();
+  // For callers that check a collective's arguments themselves before calling
+  // it (framework bindings: the c10d backend's tensor checks): this rank
+  // rejected its next `collective` call and will raise its own error. Peers
+  // that entered that call then fail promptly naming this rank instead of
+  // waiting out the deadline, as for calls this communicator rejects itself
+  // (docs/RELIABILITY.md, "Rejected calls"). Not collective; no effect on the
+  // next call made here.
+  void reportRejectedCall(Collective collective);
   // This rank's flight recorder as JSON: its last 64 collectives (sequence,
   // call, started or completed). Also dumped to BOOSTCOMM_TRACE_DIR at a
   // stall, mismatch or deadline; `boostcomm trace analyze DIR` compares ranks.

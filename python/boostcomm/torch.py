@@ -41,7 +41,7 @@ from . import _boostcomm_torch as _T
 from ._boostcomm_torch import ProcessGroupBoostcomm
 
 __all__ = ["ProcessGroupBoostcomm", "init_process_group", "new_process_group", "new_store_process_group", "hook",
-           "HookState", "monitored_barrier", "abort_process_group"]
+           "HookState", "monitored_barrier", "abort_process_group", "set_wire", "get_wire", "wire_counts"]
 
 BACKEND = "boostcomm"
 
@@ -216,6 +216,76 @@ def abort_process_group(group=None):
     futures raise at once) and refuses new ones: the way out of a group whose
     peers died. Local (not collective); the group cannot be used again."""
     _boostcomm_group(group, "abort_process_group")._abort()
+
+
+_WIRES = ("off", "bf16", "fp16", "auto")
+
+
+def set_wire(group=None, wire="bf16", error_feedback=False):
+    """Wire format of `group`'s float32 allreduces (collective over the group).
+
+    wire: "bf16" or "fp16" (16-bit on the link, every sum in float32),
+    "auto" (the cost model decides per call: 16-bit only where the link
+    makes it pay, never on one host) or "off" (float32). It compresses
+    inside the algorithm -- ring, rhd, or hier's inter-node phase -- where
+    the selection runs one; a call the selection gives to native or shm
+    moves float32 (wire_counts() says how calls travelled). Non-float32
+    tensors (float64, integers, float16, bfloat16) pass through with no wire
+    rounding (the result they get without set_wire) and count as "off". Overrides BOOSTCOMM_WIRE_DTYPE for this group.
+
+    error_feedback: before each compressed SUM/AVG allreduce of a float32
+    tensor, add the rounding residual this rank kept for that tensor (its
+    storage) and keep the new one: v = g + e; send round(v); e = v - round(v).
+    Meant for gradients (DDP's bucket buffers, which persist across steps):
+    every float32 SUM/AVG allreduce of the group gets it, so run other
+    reductions (metrics, losses) on another group.
+
+    Every rank must pass the same values: a bad value on any rank raises on
+    every rank (ValueError naming the argument and the rank; the others a
+    RuntimeError saying another rank passed invalid arguments), and ranks that
+    pass different valid values all raise RuntimeError."""
+    pg = _boostcomm_group(group, "set_wire")
+    rank = pg.rank()
+    problem = None
+    if wire not in _WIRES:
+        problem = f"boostcomm.torch.set_wire: wire must be one of {', '.join(_WIRES)}, got {wire!r} (rank {rank})"
+    elif not isinstance(error_feedback, bool):
+        problem = (f"boostcomm.torch.set_wire: error_feedback must be a bool, got {error_feedback!r} "
+                   f"(rank {rank})")
+    # Agreement on the group itself (a subgroup has no MPI world to ask):
+    # min and max of each rank's code in one MIN allreduce of [code, -code];
+    # -1 marks bad arguments.
+    code = -1 if problem else _WIRES.index(wire) * 2 + int(error_feedback)
+    t = torch.tensor([code, -code], dtype=torch.int64)
+    opts = dist.AllreduceOptions()
+    opts.reduceOp = dist.ReduceOp.MIN
+    pg.allreduce([t], opts).wait()
+    lowest, highest = int(t[0]), -int(t[1])
+    if problem:
+        raise ValueError(problem)
+    if lowest < 0:
+        raise RuntimeError(f"boostcomm.torch.set_wire: another rank of the group passed invalid arguments "
+                           f"(see its error); rank {rank} passed wire={wire!r}, error_feedback={error_feedback!r}")
+    if lowest != highest:
+        raise RuntimeError(f"boostcomm.torch.set_wire: the ranks of the group disagree: rank {rank} has "
+                           f"wire={wire!r}, error_feedback={error_feedback!r}; others have "
+                           f"{sorted({_describe(lowest), _describe(highest)})}")
+    pg._set_wire(wire, error_feedback)
+
+
+def _describe(code):
+    return f"wire={_WIRES[code // 2]!r}, error_feedback={bool(code % 2)}"
+
+
+def get_wire(group=None):
+    """(wire, error_feedback) of `group` (set_wire, else BOOSTCOMM_WIRE_DTYPE and False)."""
+    return _boostcomm_group(group, "get_wire")._wire()
+
+
+def wire_counts(group=None, reset=False):
+    """How `group`'s allreduces travelled since its creation (or the last reset):
+    {"off": n, "bf16": n, "fp16": n}."""
+    return _boostcomm_group(group, "wire_counts")._wire_counts(reset)
 
 
 def is_boostcomm_group(group=None):

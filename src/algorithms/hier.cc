@@ -19,10 +19,12 @@ std::string hierarchicalUnsupported(const CollectiveSpec& spec) {
 HierContext makeHierContext(const CollectiveSpec& spec, int phasesPerPiece) {
   const NodeLayout& layout = *spec.layout;
   // Pipeline pieces: enough to overlap phases, few enough that each piece
-  // still moves whole chunks (at most 4; one piece per 4 chunks of payload).
+  // still moves whole chunks (one piece per 4 chunks of payload, at most
+  // spec.hierMaxPieces, BOOSTCOMM_HIER_MAX_PIECES).
   const std::size_t bytes = spec.payloadBytes();
   const std::size_t perPiece = std::max<std::size_t>(spec.chunkBytes, 1) * 4;
-  const int pieces = static_cast<int>(std::clamp<std::size_t>((bytes + perPiece - 1) / perPiece, 1, 4));
+  const std::size_t maxPieces = static_cast<std::size_t>(std::max(spec.hierMaxPieces, 1));
+  const int pieces = static_cast<int>(std::clamp<std::size_t>((bytes + perPiece - 1) / perPiece, 1, maxPieces));
   const int windows = pieces * phasesPerPiece;
   return HierContext{layout,
                      layout.nodeOfRank[static_cast<std::size_t>(spec.rank)],

@@ -46,6 +46,8 @@ struct CollectiveSpec {
   // Pipelining knobs, resolved from tunables by the caller.
   std::size_t chunkBytes = std::size_t{1} << 20;
   int maxChunks = 64;
+  // Hierarchical algorithms: most pipeline pieces (BOOSTCOMM_HIER_MAX_PIECES).
+  int hierMaxPieces = 4;
   // Tags the schedule may use: every step tag lies in [0, tagSpan). The
   // communicator cuts the transport's tag range into windows of this many
   // tags (at most executor::kMaxStepTag); a composed algorithm hands each

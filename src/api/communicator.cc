@@ -104,6 +104,8 @@ void Communicator::setTimeout(std::optional<std::chrono::milliseconds> timeout) 
 
 void Communicator::abort() { impl_->abort(); }
 
+void Communicator::reportRejectedCall(Collective collective) { impl_->reportRejectedCall(collective); }
+
 void Communicator::enablePointToPoint() { impl_->enablePointToPoint(); }
 Work Communicator::sendAsync(ConstView buffer, int peer, int tag) {
   return impl_->postMessage(true, const_cast<void*>(buffer.data), buffer.count, buffer.dtype, peer, tag);

@@ -77,6 +77,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   if (transport::SharedMemoryEngine* shm = transport_->sharedMemory(); shm && shm->callStatus(rank_)) {
     status_ = shm->callStatus(rank_);
     for (int r = 0; r < size_; ++r) peers.push_back(shm->callStatus(r));
+    nodeStatus_ = peers;
   }
   status_->pid.store(static_cast<std::uint32_t>(getpid()), std::memory_order_relaxed);
   inspector_ = std::make_unique<StallInspector>(rank_, status_, std::move(peers),
@@ -92,6 +93,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   engine_->setCallStatus(status_);
   chunkBytes_ = core::tunableBytes(core::kTunableRingChunkBytes);
   maxChunks_ = static_cast<int>(core::tunableInt(core::kTunableMaxChunksPerSegment));
+  hierMaxPieces_ = static_cast<int>(core::tunableInt(core::kTunableHierMaxPieces));
   cache_ = ScheduleCache(static_cast<std::size_t>(core::tunableInt(core::kTunableScheduleCacheSize)));
   checkConsistency_ = core::tunableBool(core::kTunableCheckConsistency);
   fingerprints_ = core::tunableBool(core::kTunableFingerprints);
@@ -265,10 +267,21 @@ void CommunicatorImpl::checkConsistency(const CollectiveSpec& spec) {
 const AlgorithmInfo& CommunicatorImpl::prepare(const CallArgs& args, const CallOptions& options) {
   checkUsable();
   CollectiveSpec& spec = spec_;
-  validateAndDescribe(args, rank_, size_, spec);
+  try {
+    validateAndDescribe(args, rank_, size_, spec);
+  } catch (const Error& e) {
+    // Peers that entered this call wait for us: say in our call status that
+    // it was rejected here, so they report it instead of waiting out the
+    // deadline (node peers, after a grace: core/call_status.h).
+    if (e.category() == ErrorCategory::kInvalidArgument)  // engine lock held (run / submit)
+      status_->recordRejected(sequence_, core::Fingerprint::of(args.collective, args.recv.dtype, args.op, args.root,
+                                                               args.recv.count));
+    throw;
+  }
   auto describe = [&] {
     spec.chunkBytes = chunkBytes_;
     spec.maxChunks = maxChunks_;
+    spec.hierMaxPieces = hierMaxPieces_;
     spec.sharedMemory = sharedMemory_;
     spec.layout = &layout_;
     spec.interAlgorithm = interAlgorithm_.c_str();
@@ -308,6 +321,11 @@ LinkStats CommunicatorImpl::linkStats(bool reset) {
 void CommunicatorImpl::setLinkAccounting(bool on) {
   executor::EngineLock lock(*engine_);
   links_.raw().setEnabled(on);
+}
+
+void CommunicatorImpl::reportRejectedCall(Collective collective) {
+  executor::EngineLock lock(*engine_);
+  status_->recordRejected(sequence_, core::Fingerprint::of(collective, DataType::kFloat32, ReduceOp::kSum, 0, 0));
 }
 
 bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count, const CallOptions& options) {
@@ -440,8 +458,9 @@ std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs
     binding.header.count = fingerprint.count;
     binding.header.wire = static_cast<std::uint32_t>(spec.wire);
     binding.headerTag = tagBase + tagSpan_ - 1;
+    if (!nodeStatus_.empty()) binding.peerStatus = &nodeStatus_;
   }
-  status_->recordStart(sequence, fingerprint, algo.name);
+  status_->recordStart(sequence, fingerprint, algo.name, static_cast<std::uint32_t>(spec.wire));
   if (blockingNative) status_->blocking.store(1, std::memory_order_relaxed);  // cleared by run()
   if (work) {
     work->algorithm = algo.name;

@@ -80,6 +80,8 @@ class CommunicatorImpl {
   void configureStrategy(const CommStrategy& strategy);
   // Communicator::abort(): not collective, any thread, returns within ~1 s.
   void abort();
+  // The next call (sequence_) was rejected by this rank's own checks.
+  void reportRejectedCall(Collective collective);
   // This communicator's deadline (Communicator::setTimeout); empty: none.
   void setTimeout(std::optional<std::chrono::milliseconds> timeout);
   // The flight recorder of this rank as JSON (Communicator::flightRecord).
@@ -218,9 +220,13 @@ class CommunicatorImpl {
   // so that the node's peers see it; else here, for the watchdog alone.
   core::CallStatus localStatus_;
   core::CallStatus* status_ = &localStatus_;
+  // Every rank's status in the node's shared-memory segment (all ranks on
+  // one node), else empty: the executor reads node peers' fingerprints there.
+  std::vector<core::CallStatus*> nodeStatus_;
   std::unique_ptr<StallInspector> inspector_;
   std::size_t chunkBytes_ = 0;
   int maxChunks_ = 0;
+  int hierMaxPieces_ = 4;
   bool checkConsistency_ = false;
   bool fingerprints_ = true;  // BOOSTCOMM_FINGERPRINTS: headers in point-to-point schedules
   bool sharedMemory_ = false;        // the transport has a shared-memory engine

@@ -99,7 +99,10 @@ std::string StallInspector::mismatch(std::uint64_t fromSeq, std::uint64_t toSeq)
     for (std::size_t r = 0; r < worldSize(); ++r) {
       const CallStatus* peer = statusOf(r);
       Fingerprint theirs;
-      if (peer == nullptr || peer == own_ || !peer->read(seq, theirs) || theirs == mine) continue;
+      std::uint64_t theirStartNs = 0;
+      if (peer == nullptr || peer == own_ || !peer->read(seq, theirs, &theirStartNs) || theirs == mine) continue;
+      // A rejection may be retried at once (every rank rejected the same bad call).
+      if (theirs.rejected && core::coarseWallNs() < theirStartNs + core::kRejectedGraceNs) continue;
       return core::describeMismatch(rank_, mine, static_cast<int>(r), theirs, seq);
     }
   }
@@ -129,6 +132,9 @@ std::string StallInspector::verifyReturned(std::uint64_t seq) const {
       while (!(seen = peer->read(seq, theirs)) && std::chrono::steady_clock::now() < limit) std::this_thread::yield();
       if (!seen) continue;  // left to the watchdog (it compares every call all ranks started)
     }
+    // A call the peer's own checks rejected is reported by the rejection
+    // path after its grace (CallStatus::recordRejected), not here.
+    if (theirs.rejected) continue;
     if (!(theirs == mine)) return core::describeMismatch(rank_, mine, static_cast<int>(r), theirs, seq);
   }
   return {};

@@ -31,6 +31,7 @@ Fingerprint Fingerprint::fromWord(std::uint64_t word, std::uint64_t count) {
   f.dtype = static_cast<DataType>((word >> 8) & 0xff);
   f.op = static_cast<ReduceOp>((word >> 16) & 0xff);
   f.root = static_cast<int>(static_cast<std::uint32_t>(word >> 24));
+  f.rejected = (word >> 63) != 0;
   f.count = count;
   return f;
 }
@@ -65,11 +66,13 @@ FixedWriter& FixedWriter::put(std::uint64_t value) {
 
 void describeTo(FixedWriter& out, const Fingerprint& f) {
   out.put(nameOr(f.collective, kNumCollectives));
-  if (f.collective == Collective::kBarrier) return;
-  out.put(" ").put(nameOr(f.dtype, kNumDataTypes)).put(" x").put(f.count);
-  if (f.collective == Collective::kAllreduce || f.collective == Collective::kReduceScatter)
-    out.put(" ").put(nameOr(f.op, kNumReduceOps));
-  if (f.collective == Collective::kBroadcast) out.put(" root ").put(static_cast<std::uint64_t>(f.root));
+  if (f.collective != Collective::kBarrier) {
+    out.put(" ").put(nameOr(f.dtype, kNumDataTypes)).put(" x").put(f.count);
+    if (f.collective == Collective::kAllreduce || f.collective == Collective::kReduceScatter)
+      out.put(" ").put(nameOr(f.op, kNumReduceOps));
+    if (f.collective == Collective::kBroadcast) out.put(" root ").put(static_cast<std::uint64_t>(f.root));
+  }
+  if (f.rejected) out.put(" REJECTED by that rank's argument checks (invalid arguments there: see its own error)");
 }
 
 std::string describe(const Fingerprint& f) {
@@ -112,15 +115,40 @@ std::string compareHeaders(const CallHeader& mine, const CallHeader& theirs) {
   return os.str();
 }
 
-bool CallStatus::read(std::uint64_t seq, Fingerprint& out) const {
+CallStatus::Read CallStatus::readHeader(std::uint64_t seq, int rank, CallHeader& out) const {
+  const FlightEntry& e = ring[seq % kFlightRingEntries];
+  const std::uint64_t before = e.tag.load(std::memory_order_acquire);
+  if (before != seq + 1) {
+    return before > seq + 1 || started.load(std::memory_order_acquire) > seq + kFlightRingEntries ? Read::kGone
+                                                                                                 : Read::kNotYet;
+  }
+  CallHeader h;
+  h.rank = rank;
+  h.sequence = seq;
+  h.word = e.word.load(std::memory_order_relaxed);
+  h.count = e.count.load(std::memory_order_relaxed);
+  h.wire = static_cast<std::uint32_t>(e.wire.load(std::memory_order_relaxed));
+  // A call the owner rejected (recordRejected) is not the header it would
+  // send: its retry will overwrite the entry; the stall inspector reports a
+  // rejection that stands (kRejectedGraceNs).
+  if ((h.word >> 63) != 0) return Read::kNotYet;
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (e.tag.load(std::memory_order_relaxed) != before) return Read::kNotYet;  // being rewritten: look again
+  out = h;
+  return Read::kRead;
+}
+
+bool CallStatus::read(std::uint64_t seq, Fingerprint& out, std::uint64_t* startNs) const {
   const FlightEntry& e = ring[seq % kFlightRingEntries];
   const std::uint64_t before = e.tag.load(std::memory_order_acquire);
   if (before != seq + 1) return false;
   const std::uint64_t word = e.word.load(std::memory_order_relaxed);
   const std::uint64_t count = e.count.load(std::memory_order_relaxed);
+  const std::uint64_t at = e.startNs.load(std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_acquire);
   if (e.tag.load(std::memory_order_relaxed) != before) return false;
   out = Fingerprint::fromWord(word, count);
+  if (startNs != nullptr) *startNs = at;
   return true;
 }
 

@@ -34,11 +34,15 @@ struct Fingerprint {
   ReduceOp op = ReduceOp::kSum;
   int root = 0;
   std::uint64_t count = 0;
+  // The call was rejected by this rank's own argument checks before it
+  // started (CallStatus::recordRejected): it never runs there.
+  bool rejected = false;
 
-  // collective | dtype << 8 | op << 16 | root << 24 (root < 2^39).
+  // collective | dtype << 8 | op << 16 | root << 24 | rejected << 63.
   std::uint64_t word() const {
     return static_cast<std::uint64_t>(collective) | static_cast<std::uint64_t>(dtype) << 8 |
-           static_cast<std::uint64_t>(op) << 16 | static_cast<std::uint64_t>(static_cast<std::uint32_t>(root)) << 24;
+           static_cast<std::uint64_t>(op) << 16 | static_cast<std::uint64_t>(static_cast<std::uint32_t>(root)) << 24 |
+           static_cast<std::uint64_t>(rejected) << 63;
   }
   // Keeps only the fields `collective` reads (others stay at their defaults).
   static Fingerprint of(Collective collective, DataType dtype, ReduceOp op, int root, std::uint64_t count);
@@ -93,6 +97,11 @@ std::string describeMismatch(int rankA, const Fingerprint& a, int rankB, const F
 // 256 calls: a few training steps of a bucketed DDP job (12 KiB per rank).
 inline constexpr std::size_t kFlightRingEntries = 256;
 
+// How long a peer's rejected entry (CallStatus::recordRejected) must stand
+// before a rank waiting in that call reports it: ranks that all rejected the
+// same bad call retry within microseconds to milliseconds of each other.
+inline constexpr std::uint64_t kRejectedGraceNs = 2'000'000'000;
+
 // Wall-clock time in ns from the coarse clock (CLOCK_REALTIME_COARSE: ~5 ns
 // to read against ~20 ns for the precise one, resolution one kernel tick,
 // 1-4 ms): when a call started and ended, comparable across the ranks of a
@@ -109,6 +118,7 @@ struct FlightEntry {
   std::atomic<std::uint64_t> algorithm{0};
   std::atomic<std::uint64_t> startNs{0};  // coarseWallNs() at the start
   std::atomic<std::uint64_t> endNs{0};    // at completion; 0 while in flight
+  std::atomic<std::uint64_t> wire{0};     // WireFormat of the call (CallHeader::wire)
 };
 
 struct alignas(64) CallStatus {
@@ -122,7 +132,8 @@ struct alignas(64) CallStatus {
   alignas(64) FlightEntry ring[kFlightRingEntries];
 
   // The owner's side (a handful of relaxed stores and one release).
-  void recordStart(std::uint64_t seq, const Fingerprint& f, const char* algorithm = nullptr) {
+  void recordStart(std::uint64_t seq, const Fingerprint& f, const char* algorithm = nullptr,
+                   std::uint32_t wireFormat = 0) {
     FlightEntry& e = ring[seq % kFlightRingEntries];
     e.tag.store(0, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);
@@ -131,16 +142,43 @@ struct alignas(64) CallStatus {
     e.algorithm.store(reinterpret_cast<std::uintptr_t>(algorithm), std::memory_order_relaxed);
     e.startNs.store(coarseWallNs(), std::memory_order_relaxed);
     e.endNs.store(0, std::memory_order_relaxed);
+    e.wire.store(wireFormat, std::memory_order_relaxed);
     e.tag.store(seq + 1, std::memory_order_release);
     started.store(seq + 1, std::memory_order_release);
+  }
+  // A call this rank's argument checks rejected (it raised kInvalidArgument
+  // here and never started): its entry says so, for peers that wait in that
+  // call, and `started` stays (the rank's next call reuses the sequence and
+  // overwrites the entry). Peers act on it only after kRejectedGraceNs: every
+  // rank may have rejected the same bad call and be about to retry.
+  void recordRejected(std::uint64_t seq, Fingerprint f) {
+    f.rejected = true;
+    FlightEntry& e = ring[seq % kFlightRingEntries];
+    e.tag.store(0, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    e.word.store(f.word(), std::memory_order_relaxed);
+    e.count.store(f.count, std::memory_order_relaxed);
+    e.algorithm.store(0, std::memory_order_relaxed);
+    e.startNs.store(coarseWallNs(), std::memory_order_relaxed);
+    e.endNs.store(0, std::memory_order_relaxed);
+    e.wire.store(0, std::memory_order_relaxed);
+    e.tag.store(seq + 1, std::memory_order_release);
   }
   void recordEnd(std::uint64_t seq) {
     FlightEntry& e = ring[seq % kFlightRingEntries];
     if (e.tag.load(std::memory_order_relaxed) == seq + 1) e.endNs.store(coarseWallNs(), std::memory_order_relaxed);
     if (completed.load(std::memory_order_relaxed) < seq + 1) completed.store(seq + 1, std::memory_order_release);
   }
-  // The reader's side: the fingerprint of call `seq`, if still in the ring.
-  bool read(std::uint64_t seq, Fingerprint& out) const;
+  // The reader's side: the fingerprint of call `seq`, if still in the ring
+  // (startNs: when it started, or was rejected).
+  bool read(std::uint64_t seq, Fingerprint& out, std::uint64_t* startNs = nullptr) const;
+  // The same entry as the header `rank` would have sent for call `seq`
+  // (executor/executor.h: node peers exchange no header message). kGone: the
+  // owner is more than kFlightRingEntries calls ahead and the entry was
+  // reused (a broadcast root's eager sends complete without its receivers),
+  // so the call cannot be checked any more; kNotYet: not started there yet.
+  enum class Read : std::uint8_t { kNotYet, kRead, kGone };
+  Read readHeader(std::uint64_t seq, int rank, CallHeader& out) const;
 };
 
 }  // namespace boostcomm::core

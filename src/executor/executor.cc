@@ -46,13 +46,17 @@ void Execution::collectHeaderPeers() {
   if (binding_.headerTag < 0) return;
   const auto& steps = schedule_->steps();
   // Peers per schedule are few (ring: 2, rhd: log2 n): a linear search.
-  auto slot = [](std::vector<PeerHeader>& list, int comm, int peer) {
+  auto slot = [this](std::vector<PeerHeader>& list, int comm, int peer) {
     for (std::size_t i = 0; i < list.size(); ++i) {
       if (list[i].comm == comm && list[i].peer == peer) return static_cast<std::uint32_t>(i);
     }
     list.emplace_back();
     list.back().comm = comm;
     list.back().peer = peer;
+    if (comm == kWorldComm && binding_.peerStatus != nullptr && peer >= 0 &&
+        static_cast<std::size_t>(peer) < binding_.peerStatus->size()) {
+      list.back().status = (*binding_.peerStatus)[static_cast<std::size_t>(peer)];
+    }
     return static_cast<std::uint32_t>(list.size() - 1);
   };
   for (std::size_t i = 0; i < steps.size(); ++i) {
@@ -69,10 +73,16 @@ void Execution::collectHeaderPeers() {
 
 void Execution::postHeaders(transport::Transport& world) {
   for (PeerHeader& h : sendHeaders_) {
+    if (h.status != nullptr) {  // the peer reads our status instead
+      h.done = true;
+      --headersPending_;
+      continue;
+    }
     transportFor(h.comm, world).isend(&binding_.header, sizeof(core::CallHeader), h.peer, binding_.headerTag, h.req);
   }
   for (PeerHeader& h : recvHeaders_) {
     h.theirs.magic = 0;
+    if (h.status != nullptr) continue;
     transportFor(h.comm, world).irecv(&h.theirs, sizeof(core::CallHeader), h.peer, binding_.headerTag, h.req);
   }
 }
@@ -84,7 +94,14 @@ void Execution::progressHeaders(transport::Transport& world, bool& any) {
     --headersPending_;
   }
   for (PeerHeader& h : recvHeaders_) {
-    if (h.done || !transportFor(h.comm, world).test(h.req)) continue;
+    if (h.done) continue;
+    if (h.status != nullptr) {
+      const core::CallStatus::Read r = h.status->readHeader(binding_.header.sequence, h.peer, h.theirs);
+      if (r == core::CallStatus::Read::kNotYet) continue;  // look again at the next progress
+      if (r == core::CallStatus::Read::kGone) h.theirs = binding_.header;  // too far ahead to check: accepted
+    } else if (!transportFor(h.comm, world).test(h.req)) {
+      continue;
+    }
     const std::string m = core::compareHeaders(binding_.header, h.theirs);
     if (!m.empty()) core::raise(ErrorCategory::kMismatch, world.rank(), m);
     h.done = true;

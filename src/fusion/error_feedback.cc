@@ -1,8 +1,6 @@
 #include "fusion/error_feedback.h"
 
-#include <algorithm>
-
-#include "core/wire.h"
+#include "core/wire_feedback.h"
 
 namespace boostcomm::fusion {
 
@@ -26,23 +24,7 @@ void ErrorFeedback::apply(const BucketSet& set, std::size_t bucket, WireFormat w
   if (residual_.size() <= bucket) residual_.resize(bucket + 1);
   std::vector<float>& e = residual_[bucket];
   if (e.size() != count) e.assign(count, 0.0f);
-  // v = g + e, and the largest |v| (fp16's one scale for the bucket).
-  std::uint32_t maxBits = 0;
-  std::size_t at = 0;
-  for (auto [p, n] : runs) {
-    for (std::size_t i = 0; i < n; ++i) p[i] += e[at + i];
-    maxBits = std::max(maxBits, core::maxMagnitudeBits(p, n));
-    at += n;
-  }
-  const int k = wire == WireFormat::kFp16 ? core::fp16ScaleExponent(maxBits) : 0;
-  // r = round(v) in place; e = v - r.
-  at = 0;
-  for (auto [p, n] : runs) {
-    std::copy(p, p + n, e.begin() + static_cast<std::ptrdiff_t>(at));
-    core::roundRun(wire, k, p, n);
-    for (std::size_t i = 0; i < n; ++i) e[at + i] -= p[i];
-    at += n;
-  }
+  core::applyWireFeedback(wire, runs, e.data());
 }
 
 const std::vector<float>& ErrorFeedback::residual(std::size_t bucket) const {

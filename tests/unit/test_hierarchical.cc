@@ -4,6 +4,7 @@
 // algorithms, and asking for "hier" there is a clear error.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -73,6 +74,47 @@ TEST_P(Hierarchical, AllreduceMatchesReference) {
           ASSERT_EQ(std::memcmp(results[0].data(), results[static_cast<std::size_t>(r)].data(), count * sizeof(float)), 0)
               << c.layout << ": rank " << r << " differs from rank 0";
         }
+      }
+    }
+  }
+}
+
+// BOOSTCOMM_HIER_MAX_PIECES: 1 (no pipeline), the default, and caps above
+// the payload's own piece count (300007 floats at 16 KiB chunks make 19
+// pieces): same exact sums, bitwise identical, and a bf16 wire in bound.
+TEST_P(Hierarchical, PieceCapKeepsResults) {
+  const LayoutCase& c = GetParam();
+  if (!c.hierarchical) GTEST_SKIP() << "no hier on " << c.layout;
+  const std::size_t count = 300007;
+  struct ClearCap {  // also when an assertion returns early
+    ~ClearCap() { core::clearTunableOverride(core::kTunableHierMaxPieces); }
+  } clearCap;
+  for (const char* cap : {"1", "4", "16", "64"}) {
+    core::setTunableOverride(core::kTunableHierMaxPieces, cap);
+    for (WireFormat wire : {WireFormat::kOff, WireFormat::kBf16}) {
+      std::vector<std::vector<float>> results(static_cast<std::size_t>(c.size));
+      detail::runInProcess(c.size, [&](Communicator& comm) {
+        std::vector<float> in(count);
+        for (std::size_t i = 0; i < count; ++i) in[i] = static_cast<float>(input(comm.rank(), i));
+        CallOptions options;
+        options.algorithm = "hier";
+        options.wire = wire;
+        comm.allreduce(std::span<const float>(in), std::span<float>(in), ReduceOp::kSum, options);
+        results[static_cast<std::size_t>(comm.rank())] = in;
+      });
+      for (std::size_t i = 0; i < count; ++i) {
+        double sum = 0, magnitude = 0;
+        for (int r = 0; r < c.size; ++r) {
+          sum += input(r, i);
+          magnitude += std::abs(input(r, i));
+        }
+        // bf16: the documented bound with R = nodes + 1 is loose enough for any layout here.
+        const double tolerance = wire == WireFormat::kOff ? 0.0 : (c.size + 1) * std::ldexp(1.0, -8) * magnitude;
+        ASSERT_LE(std::abs(results[0][i] - sum), tolerance) << c.layout << " cap " << cap << " element " << i;
+      }
+      for (int r = 1; r < c.size; ++r) {
+        ASSERT_EQ(std::memcmp(results[0].data(), results[static_cast<std::size_t>(r)].data(), count * sizeof(float)), 0)
+            << c.layout << " cap " << cap << ": rank " << r << " differs from rank 0";
       }
     }
   }

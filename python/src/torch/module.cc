@@ -49,6 +49,30 @@ PYBIND11_MODULE(_boostcomm_torch, m) {
           // operations by its tag windows).
           [](ProcessGroupBoostcomm& pg, bool enable, int /*stages*/) { pg.setAsync(enable); },
           py::arg("enable"), py::arg("stages"))
+      .def(
+          "_set_wire",
+          [](ProcessGroupBoostcomm& pg, const std::string& wire, bool errorFeedback) {
+            const auto format = boostcomm::parseWireFormat(wire);
+            TORCH_CHECK(format.has_value(), "boostcomm: set_wire: wire must be off, bf16, fp16 or auto, got '", wire,
+                        "'");
+            py::gil_scoped_release release;  // collective
+            pg.setWire(*format, errorFeedback);
+          },
+          py::arg("wire"), py::arg("error_feedback"))
+      .def("_wire", [](ProcessGroupBoostcomm& pg) {
+        return py::make_tuple(std::string(boostcomm::toString(pg.wire())), pg.errorFeedback());
+      })
+      .def(
+          "_wire_counts",
+          [](ProcessGroupBoostcomm& pg, bool reset) {
+            const auto c = pg.wireCounts(reset);
+            py::dict d;
+            d["off"] = c[0];
+            d["bf16"] = c[1];
+            d["fp16"] = c[2];
+            return d;
+          },
+          py::arg("reset") = false)
       .def("_overlap_enabled", [](ProcessGroupBoostcomm& pg) { return pg.async(); })
       .def(
           "_overlap_counters",

@@ -171,9 +171,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::broadcast(std::vector<at::
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allreduce(std::vector<at::Tensor>& tensors,
                                                                 const c10d::AllreduceOptions& opts) {
-  const View v = viewOf(single(tensors, "allreduce"), "allreduce tensor");
+  const at::Tensor& t = single(tensors, "allreduce");
+  const View v = viewOf(t, "allreduce tensor");
   const ReduceOp op = reduceOpOf(opts.reduceOp);
-  return enqueue(c10d::OpType::ALLREDUCE, tensors, [v, op](Communicator& c) { return c.allreduceAsync(v, v, op); });
+  return enqueue(c10d::OpType::ALLREDUCE, tensors, [this, t, v, op](Communicator& c) {
+    feedBack(t, op);
+    Work w = c.allreduceAsync(v, v, op);
+    countWire(w.wireFormat());
+    return w;
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allreduce_coalesced(
@@ -187,7 +193,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allreduce_coalesced(
   for (const at::Tensor& t : tensors) views.push_back(viewOf(t, "allreduce_coalesced tensor"));
   const ReduceOp op = reduceOpOf(opts.reduceOp);
   return enqueue(c10d::OpType::ALLREDUCE_COALESCED, tensors,
-                 [views = std::move(views), op](Communicator& c) { return c.allreduceManyAsync(views, op); });
+                 [this, views = std::move(views), op](Communicator& c) {
+                   Work w = c.allreduceManyAsync(views, op);
+                   countWire(w.wireFormat());
+                   return w;
+                 });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allgather(std::vector<std::vector<at::Tensor>>& outputs,

@@ -24,10 +24,13 @@
 #define BC_C10D_BASE ::c10d::ProcessGroup
 #endif
 
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "boostcomm/communicator.h"
@@ -130,7 +133,29 @@ class ProcessGroupBoostcomm : public BC_C10D_BASE {
   // with an error at once) and refuses new ones. Local, any thread.
   void abort();
 
+  // Wire format of this group's float32 allreduces (boostcomm.torch.set_wire;
+  // process_group_wire.cc). Collective: every rank passes the same wire
+  // (ranks that differ all throw kMismatch); errorFeedback adds each tensor's
+  // rounding residual to its next allreduce (SUM/AVG of float32 only).
+  void setWire(WireFormat wire, bool errorFeedback);
+  WireFormat wire() const;
+  bool errorFeedback() const;
+  // Allreduces launched per wire format they travelled (index: WireFormat
+  // kOff, kBf16, kFp16), since creation or the last reset.
+  std::array<std::int64_t, 3> wireCounts(bool reset);
+
  private:
+  // Error feedback state of one tensor (process_group_wire.cc).
+  struct Residual {
+    c10::weak_intrusive_ptr<c10::StorageImpl> storage{c10::intrusive_ptr<c10::StorageImpl>()};
+    std::int64_t offset = 0;
+    std::vector<float> values;
+  };
+  // Before an allreduce of `tensor`: applies its residual when feedback is on
+  // and the call compresses.
+  void feedBack(const at::Tensor& tensor, ReduceOp op);
+  void countWire(WireFormat travelled);
+
   // Launches `start` now (and `after`, run on success before the future completes).
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
                                          std::function<Work(Communicator&)> start,
@@ -148,6 +173,10 @@ class ProcessGroupBoostcomm : public BC_C10D_BASE {
   std::atomic<std::uint64_t> sequence_{0};
   std::mutex keptMutex_;
   std::vector<at::Tensor> kept_;
+  mutable std::mutex feedbackMutex_;
+  bool errorFeedback_ = false;
+  std::unordered_map<const c10::StorageImpl*, Residual> residuals_;
+  std::array<std::atomic<std::int64_t>, 3> wireCounts_{};
 };
 
 }  // namespace boostcomm::python
