@@ -194,6 +194,7 @@ void CommunicatorImpl::checkUsable() const {
   }
   BC_CHECK(!inspector_->aborted(), ErrorCategory::kAborted, rank_, "communicator used after abort()");
   if (inspector_->poisoned()) core::raise(ErrorCategory::kMismatch, rank_, inspector_->poisonMessage());
+  if (inspector_->peerExited()) core::raise(ErrorCategory::kTransport, rank_, inspector_->peerExitedMessage());
 }
 
 std::optional<std::chrono::milliseconds> CommunicatorImpl::deadlineFor(const CallOptions& options) const {
@@ -386,10 +387,21 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
     engine_->fail(std::current_exception());
     throw;
   }
+  verifyNativeReturn(sequence_);
   status_->recordEnd(sequence_);
   if (meter != nullptr) meter->collectiveFinished(linkBytes, startNs, executor::LinkMeter::nowNs());
   ++sequence_;
   return true;
+}
+
+void CommunicatorImpl::verifyNativeReturn(std::uint64_t seq) {
+  if (!fingerprints_) return;
+  const std::string mismatch = inspector_->verifyReturned(seq);
+  if (mismatch.empty()) return;
+  const Error named(ErrorCategory::kMismatch, rank_,
+                    mismatch + " (seen when the backend call returned; its result is not valid)");
+  engine_->fail(std::make_exception_ptr(named));
+  throw named;
 }
 
 std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options,
@@ -499,8 +511,12 @@ void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
     }
   }
   BlockingScope blockingScope{status_};
+  const std::uint64_t sequence = sequence_;  // launch() takes it
   const std::uint64_t id = launch(algo, args, options, /*blocking=*/true, nullptr);
   engine_->driveUntilDone(id, deadline, toString(args.collective).data(), rank_);
+  // A native call (blocking or, with a deadline, nonblocking) carries no
+  // fingerprint in its data: check the node peers' before returning.
+  if (algo.build == algorithms::buildNative) verifyNativeReturn(sequence);
   if (trial.index >= 0) online_.recordTime(trial, elapsedUs(start));
 }
 
@@ -655,6 +671,16 @@ void CommunicatorImpl::finalize() {
   // After a failure the backend may still write into leased memory: keep it.
   if (!engine_->failure()) engine_->releaseMemory();
   cache_.clear();
+  if (engine_->failure() || inspector_->unusable()) {
+    // Peers' messages of this failed communicator may still arrive: keep
+    // the backend communicators so they cannot land in a later one that
+    // reuses a freed context id (transport.h). One context id per failed
+    // communicator. (Found as the hang of test_mpi_crossnode on the
+    // emulated cluster, where TCP delivers late.)
+    for (transport::Transport* t : {transport_.get(), intra_.get(), inter_.get(), p2p_.get()}) {
+      if (t != nullptr) t->keepBackendOnClose();
+    }
+  }
   intra_.reset();
   inter_.reset();
   p2p_.reset();

@@ -149,6 +149,10 @@ class CommunicatorImpl {
   // The one door from a blocking native call to the backend's blocking
   // collective, without a schedule; false when the call needs the executor.
   bool runNativeDirectly(const CallArgs& args, std::size_t count, const CallOptions& options);
+  // After a native backend call `seq` returned on this rank: raises
+  // Error{kMismatch} (and fails the engine) if a node peer made another
+  // call, so a wrong result is never returned (StallInspector::verifyReturned).
+  void verifyNativeReturn(std::uint64_t seq);
   // Binds spec_'s schedule to the call's buffers and queues it on the engine.
   std::uint64_t launch(const algorithms::AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options,
                        bool blocking, std::shared_ptr<WorkState> work);

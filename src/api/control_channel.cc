@@ -33,11 +33,39 @@ ControlChannel::ControlChannel(MPI_Comm comm) : comm_(comm) {
 
 ControlChannel::~ControlChannel() {
   if (mpiGone()) return;  // the application finalized MPI first: nothing left to free
+  flush(500);
+  // Quiesce before the free: a peer's message (a notice sent at its close, a
+  // late status answer) that arrives after we freed the communicator is kept
+  // by Open MPI's ob1 for the unknown context id and replayed into the next
+  // communicator that reuses it, where it breaks that communicator's
+  // per-peer message order: the emulated-cluster hang of
+  // test_mpi_crossnode (a rank left in ompi_comm_nextcid). Every rank closes
+  // its channel when it finalizes the communicator (collectively), and ob1
+  // matches each peer's messages on one communicator in order, so once a
+  // barrier on the channel has completed, everything the peers sent before
+  // it has arrived. Bounded: a peer that never closes (stopped, dead, slow
+  // by more than kCloseWaitMs) leaves the communicator leaked, not freed.
+  MPI_Request barrier = MPI_REQUEST_NULL;
+  bool quiet = MPI_Ibarrier(comm_, &barrier) == MPI_SUCCESS;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kCloseWaitMs);
+  while (quiet) {
+    int done = 0;
+    if (MPI_Test(&barrier, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+      quiet = false;
+    } else if (done) {
+      break;
+    } else if (std::chrono::steady_clock::now() >= until) {
+      quiet = false;
+    } else {
+      ControlMessage ignored;
+      poll(ignored);  // keep taking messages: a sender's rendezvous needs our receive
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
   if (recvRequest_ != MPI_REQUEST_NULL) {
     MPI_Cancel(&recvRequest_);
     MPI_Wait(&recvRequest_, MPI_STATUS_IGNORE);
   }
-  flush(500);
   // A send to a stopped or dead peer may never complete: cancel it rather
   // than hang at exit (eager sends have completed locally long before).
   for (Outgoing& o : outgoing_) {
@@ -45,7 +73,7 @@ ControlChannel::~ControlChannel() {
     MPI_Cancel(&o.request);
     MPI_Request_free(&o.request);
   }
-  MPI_Comm_free(&comm_);
+  if (quiet) MPI_Comm_free(&comm_);  // else leaked (with the barrier request): one context id
 }
 
 void ControlChannel::postReceive() {

@@ -70,6 +70,8 @@ class ControlChannel {
   void flush(int waitMs);
 
  private:
+  // How long closing waits for every rank to close too (see ~ControlChannel).
+  static constexpr int kCloseWaitMs = 2000;
   explicit ControlChannel(MPI_Comm comm);
   void postReceive();
 

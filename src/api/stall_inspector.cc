@@ -3,10 +3,13 @@
 #include "api/control_channel.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -34,11 +37,59 @@ std::string describeSeq(const CallStatus& s, std::uint64_t seqPlusOne) {
   if (s.read(seqPlusOne - 1, f)) os << " (" << core::describe(f) << ")";
   return os.str();
 }
+
+// The inode of /proc/self/ns/pid (0 if unknown: no probe then).
+std::uint64_t pidNamespaceId() {
+  struct stat st {};
+  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
+}
+
+// True when process `pid` has exited: no /proc entry, or a zombie (dead,
+// not yet reaped by its launcher: mpirun's orted reaps it only when it
+// notices, and then tears the job down).
+bool processGone(std::uint32_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%u/stat", pid);
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT || errno == ESRCH;
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return n == 0 || errno == ESRCH;
+  buf[n] = '\0';
+  const char* paren = std::strrchr(buf, ')');  // the command name may hold spaces and parentheses
+  return paren != nullptr && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+}
 }  // namespace
 
 StallInspector::StallInspector(int rank, CallStatus* own, std::vector<CallStatus*> peers, std::int64_t warnMs,
                                std::int64_t deadlineMs)
-    : rank_(rank), own_(own), peers_(std::move(peers)), warnMs_(warnMs), deadlineMs_(deadlineMs) {}
+    : rank_(rank), own_(own), peers_(std::move(peers)), warnMs_(warnMs), deadlineMs_(deadlineMs) {
+  own_->pidNamespace.store(pidNamespaceId(), std::memory_order_relaxed);
+}
+
+bool StallInspector::findExitedPeer(std::string& message) const {
+  const std::uint64_t ns = own_->pidNamespace.load(std::memory_order_relaxed);
+  for (std::size_t r = 0; r < peers_.size(); ++r) {
+    const CallStatus* peer = peers_[r];
+    if (peer == nullptr || peer == own_ || ns == 0) continue;
+    const std::uint32_t pid = peer->pid.load(std::memory_order_acquire);
+    if (pid == 0 || peer->pidNamespace.load(std::memory_order_relaxed) != ns || !processGone(pid)) continue;
+    std::ostringstream os;
+    os << "rank " << r << " (pid " << pid << ") on this node exited while rank " << rank_ << " waits in "
+       << describeSeq(*own_, own_->completed.load(std::memory_order_acquire) + 1) << "; rank " << r
+       << " last started " << describeSeq(*peer, peer->started.load(std::memory_order_acquire))
+       << ", last completed " << describeSeq(*peer, peer->completed.load(std::memory_order_acquire));
+    message = os.str();
+    return true;
+  }
+  return false;
+}
+
+std::string StallInspector::peerExitedMessage() const {
+  std::lock_guard lock(poisonMutex_);
+  return peerExitedMessage_ + " (seen by the watchdog; the communicator is unusable)";
+}
 
 std::string StallInspector::mismatch(std::uint64_t fromSeq, std::uint64_t toSeq) const {
   if (toSeq > kFlightRingEntries) fromSeq = std::max<std::uint64_t>(fromSeq, toSeq - kFlightRingEntries);
@@ -58,10 +109,42 @@ std::string StallInspector::mismatch(std::uint64_t fromSeq, std::uint64_t toSeq)
   return {};
 }
 
+std::string StallInspector::verifyReturned(std::uint64_t seq) const {
+  Fingerprint mine;
+  if (peers_.empty() || !own_->read(seq, mine)) return {};
+  const bool broadcast = mine.collective == Collective::kBroadcast;
+  for (std::size_t r = 0; r < peers_.size(); ++r) {
+    const CallStatus* peer = peers_[r];
+    if (peer == nullptr || peer == own_) continue;
+    Fingerprint theirs;
+    if (!peer->read(seq, theirs)) {
+      // Implied: published before our return could happen (memory order:
+      // its release store, then its send, then our receive). Not implied:
+      // a broadcast root's peers, and a non-root's fellow non-roots.
+      const bool implied = !broadcast || static_cast<int>(r) == mine.root;
+      const bool amRoot = broadcast && mine.root == rank_;
+      if (!implied && !amRoot) continue;
+      // Even where implied, allow a short wait: a peer descheduled between
+      // its two stores of the entry (the seqlock) shows tag 0 for a moment.
+      const auto limit = std::chrono::steady_clock::now() +
+                         std::chrono::microseconds(implied ? 1000 : kRootWaitUs);
+      bool seen = false;
+      while (!(seen = peer->read(seq, theirs)) && std::chrono::steady_clock::now() < limit) std::this_thread::yield();
+      if (!seen) continue;  // left to the watchdog (it compares every call all ranks started)
+    }
+    // A call the peer's own checks rejected is reported by the rejection
+    // path after its grace (CallStatus::recordRejected), not here.
+    if (theirs.rejected) continue;
+    if (!(theirs == mine)) return core::describeMismatch(rank_, mine, static_cast<int>(r), theirs, seq);
+  }
+  return {};
+}
+
 void StallInspector::check(std::chrono::steady_clock::duration waited) {
   if (aborted())
     core::raise(ErrorCategory::kAborted, rank_, "communicator aborted (Communicator::abort) while this call waited");
   if (poisoned()) core::raise(ErrorCategory::kMismatch, rank_, poisonMessage());
+  if (peerExited()) core::raise(ErrorCategory::kTransport, rank_, peerExitedMessage());
   if (waited < kCheckAfter || peers_.empty()) return;
   const std::uint64_t started = own_->started.load(std::memory_order_acquire);
   const std::uint64_t completed = own_->completed.load(std::memory_order_acquire);
@@ -146,6 +229,22 @@ void StallInspector::tick(std::chrono::steady_clock::time_point now) {
         if (peer != nullptr) everyone = std::min(everyone, peer->started.load(std::memory_order_acquire));
       }
       checkedUpTo_ = std::max(checkedUpTo_, everyone);
+    }
+  }
+  // Liveness of node peers, only while a call waits (a peer that exits after
+  // the job's last call is normal): a few /proc reads per tick.
+  if (started > completed && !peerExited()) {
+    std::string gone;
+    if (findExitedPeer(gone)) {
+      {
+        std::lock_guard lock(poisonMutex_);
+        peerExitedMessage_ = gone;
+      }
+      peerExited_.store(true, std::memory_order_release);
+      std::fprintf(stderr, "boostcomm: error: rank %d: %s\n", rank_, gone.c_str());
+      std::fflush(stderr);
+      dumpFlight("peer exited");
+      if (blocking && stillBlocking(std::chrono::milliseconds(200))) terminate(gone);
     }
   }
   if (started <= completed) {

@@ -61,6 +61,17 @@ class StallInspector final : public executor::WaitMonitor {
   // The first disagreement among calls [fromSeq, toSeq) this rank started,
   // in words; empty if none is visible.
   std::string mismatch(std::uint64_t fromSeq, std::uint64_t toSeq) const;
+  // After a blocking backend call `seq` returned on this rank: its node
+  // peers' fingerprints of that call, compared with ours; the mismatch in
+  // words, or empty. A peer publishes its fingerprint before it enters the
+  // backend call, and our call could not return before every peer it
+  // depends on had entered (every rank, for a reduction or a barrier; the
+  // root, for a broadcast), so those fingerprints are already in shared
+  // memory: the check is a few loads per peer, and no message. A broadcast
+  // root depends on nobody: it waits for its peers' fingerprints at most
+  // kRootWaitUs (a peer that is later than that is left to the watchdog).
+  std::string verifyReturned(std::uint64_t seq) const;
+  static constexpr std::int64_t kRootWaitUs = 20000;
   // The watchdog thread (one caller at a time).
   void tick(std::chrono::steady_clock::time_point now);
   // Set by the watchdog; raised by the next call (cheap to test).
@@ -69,8 +80,12 @@ class StallInspector final : public executor::WaitMonitor {
   // Error{kAborted} at its next check (within microseconds).
   void abort() { aborted_.store(true, std::memory_order_release); }
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
-  // Poisoned or aborted: the call path's one test.
-  bool unusable() const { return poisoned() || aborted(); }
+  // A node peer's process exited (the watchdog probes their pids while this
+  // rank waits): waits raise Error{kTransport} naming it, and so do later calls.
+  bool peerExited() const { return peerExited_.load(std::memory_order_acquire); }
+  std::string peerExitedMessage() const;
+  // Poisoned, aborted or a peer gone: the call path's one test.
+  bool unusable() const { return poisoned() || aborted() || peerExited(); }
   std::string poisonMessage() const;
   void setDeadlineMs(std::int64_t ms) { deadlineMs_.store(ms, std::memory_order_relaxed); }
   std::int64_t warnMs() const { return warnMs_; }
@@ -91,6 +106,9 @@ class StallInspector final : public executor::WaitMonitor {
  private:
   void writeFlight(core::FixedWriter& w, const char* reason) const;
   void poison(const std::string& message);
+  // The watchdog's liveness probe of node peers (while this rank waits):
+  // true, with the words, once a peer's process is gone or a zombie.
+  bool findExitedPeer(std::string& message) const;
   // The watchdog's side of the channel (channelMutex_ held): answers
   // queries, takes statuses into mirrors, takes notices; sends a pending
   // notice. True when a status arrived; a notice lands in noticeReceived_.
@@ -105,6 +123,8 @@ class StallInspector final : public executor::WaitMonitor {
   // blocking backend call. channelMutex_ not held.
   void onMismatch(const std::string& m, bool blocking, bool tellOthers);
   [[noreturn]] void terminate(const std::string& message);
+  // True if this rank is still inside the same blocking backend call after `grace`.
+  bool stillBlocking(std::chrono::milliseconds grace) const;
 
   const int rank_;
   core::CallStatus* const own_;
@@ -133,6 +153,8 @@ class StallInspector final : public executor::WaitMonitor {
 
   std::atomic<bool> poisoned_{false};
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> peerExited_{false};
+  std::string peerExitedMessage_;  // under poisonMutex_
   mutable std::mutex poisonMutex_;
   std::string poisonMessage_;
 };

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 #include "core/check.h"
 
@@ -99,7 +100,23 @@ void StallInspector::onMismatch(const std::string& m, bool blocking, bool tellOt
     std::lock_guard lock(channelMutex_);
     if (channel_) sendNotice(m);
   }
-  if (blocking) terminate(m);
+  // A blocking backend call that returns raises the mismatch itself
+  // (verifyReturned): end the job only for one that stays stuck. A tick
+  // that compares the rings while both ranks are briefly inside calls that
+  // do return (sum vs max) must not end a job that would have failed cleanly.
+  if (blocking && stillBlocking(std::chrono::milliseconds(200))) terminate(m);
+}
+
+bool StallInspector::stillBlocking(std::chrono::milliseconds grace) const {
+  const std::uint64_t started = own_->started.load(std::memory_order_acquire);
+  const auto until = std::chrono::steady_clock::now() + grace;
+  while (std::chrono::steady_clock::now() < until) {
+    if (own_->blocking.load(std::memory_order_acquire) == 0 ||
+        own_->started.load(std::memory_order_acquire) != started)
+      return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
 }
 
 void StallInspector::sendNotice(const std::string& text) {

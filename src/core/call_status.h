@@ -126,6 +126,9 @@ struct alignas(64) CallStatus {
   std::atomic<std::uint64_t> completed{0};  // sequence + 1 of the latest call completed
   std::atomic<std::uint32_t> blocking{0};   // 1 while inside a blocking backend call (cannot time out)
   std::atomic<std::uint32_t> pid{0};
+  // The inode of the owner's /proc/self/ns/pid: a peer's pid means something
+  // to this process (its liveness can be probed) only in the same namespace.
+  std::atomic<std::uint64_t> pidNamespace{0};
   alignas(64) FlightEntry ring[kFlightRingEntries];
 
   // The owner's side (a handful of relaxed stores and one release).

@@ -86,6 +86,13 @@ class Transport {
   // nullptr when its ranks do not all share one node or the transport has
   // none. Stable for the transport's life.
   virtual SharedMemoryEngine* sharedMemory() { return nullptr; }
+  // After a failure, before destruction: messages of this communicator may
+  // still be in flight (peers' sends that nobody will receive). A backend
+  // that reuses a freed communicator's context id would deliver them to a
+  // later communicator (Open MPI's ob1 keeps fragments for an unknown
+  // context id and replays them when one with that id is created), so keep
+  // the backend's communicator instead of freeing it.
+  virtual void keepBackendOnClose() {}
 };
 
 }  // namespace boostcomm::transport

@@ -24,9 +24,18 @@
 //   gather_bcast rank 0 allgather, rank 1 broadcast (native path)
 //   count_shm    allreduce through shared memory, 16M vs 16M+1 floats
 //   count_small  allreduce through shared memory, 1000 vs 1001 floats
-//   count_minus  allreduce, default path, 1000 vs 999 floats
+//   count_minus  allreduce, default path (native, blocking), 1000 vs 999 floats
+//   count_plus   the same, 1000 vs 1001 floats (rank 1 has the larger count)
+//   count_16m_minus / count_16m_plus  the backend's allreduce (algorithm
+//                native, blocking), 16M vs 16M-1 / 16M+1 floats
 //   dtype_shm    allreduce through shared memory, float32 vs float64
-//   redop        allreduce sum vs max, default path (then further calls)
+//   dtype_native the same through the backend's allreduce (native, blocking)
+//   redop        allreduce sum vs max, default path (native, blocking)
+//   root_native  broadcast root 0 vs root 1 (native, blocking)
+// For the native ones the faulty call itself must raise on every rank (or,
+// where the backend call hangs, the job end with the mismatch printed): no
+// further call follows it, so a rank that returned a wrong result from it
+// prints "OK returned normally", which the driver rejects.
 //   redop_shm    allreduce sum vs max through shared memory
 //   root         broadcast root 0 vs root 1 (shared memory)
 //   extra        rank 1 calls one more allreduce than rank 0, which finalizes
@@ -160,29 +169,25 @@ void runScenario(Communicator& comm, const std::string& scenario, int good, cons
       comm.allgather(ConstView(v.data(), v.size(), DataType::kFloat32), View(all.data(), all.size(), DataType::kFloat32));
     }
   } else if (startsWith(scenario, "count_")) {
-    const std::size_t base = scenario == "count_shm" ? (std::size_t{16} << 20) : 1000;
-    const std::size_t n = rank == 1 ? (scenario == "count_minus" ? base - 1 : base + 1) : base;
-    allreduceOnce(comm, n, DataType::kFloat32, ReduceOp::kSum, scenario == "count_minus" ? "" : "shm");
-    // Default path: the backend's blocking call may return on the rank with
-    // the larger count before anyone can tell; its next call must raise.
-    for (int i = 0; i < 40 && scenario == "count_minus"; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      goodCalls(comm, 1, "");
-    }
-  } else if (scenario == "dtype_shm") {
-    allreduceOnce(comm, 1000, rank == 1 ? DataType::kFloat64 : DataType::kFloat32, ReduceOp::kSum, "shm");
+    const bool big = scenario == "count_shm" || startsWith(scenario, "count_16m");
+    const std::size_t base = big ? (std::size_t{16} << 20) : 1000;
+    const bool minus = scenario == "count_minus" || scenario == "count_16m_minus";
+    const std::size_t n = rank == 1 ? (minus ? base - 1 : base + 1) : base;
+    const bool viaShmPath = scenario == "count_shm" || scenario == "count_small";
+    allreduceOnce(comm, n, DataType::kFloat32, ReduceOp::kSum,
+                  viaShmPath ? "shm" : (big ? "native" : ""));
+  } else if (scenario == "dtype_shm" || scenario == "dtype_native") {
+    allreduceOnce(comm, 1000, rank == 1 ? DataType::kFloat64 : DataType::kFloat32, ReduceOp::kSum,
+                  scenario == "dtype_shm" ? "shm" : "native");
   } else if (scenario == "redop" || scenario == "redop_shm") {
     allreduceOnce(comm, 1000, DataType::kFloat32, rank == 1 ? ReduceOp::kMax : ReduceOp::kSum,
                   scenario == "redop" ? "" : "shm");
-    // A blocking backend call may return (with wrong data) before the
-    // mismatch is seen: the next calls must raise it.
-    for (int i = 0; i < 40; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      goodCalls(comm, 1, "");
-    }
-  } else if (scenario == "root") {
+  } else if (scenario == "root" || scenario == "root_native") {
     std::vector<float> v(1000, 1.0f);
-    comm.broadcast(View(v.data(), v.size(), DataType::kFloat32), rank == 1 ? 1 : 0, viaShm);
+    CallOptions viaNative;
+    viaNative.algorithm = "native";
+    comm.broadcast(View(v.data(), v.size(), DataType::kFloat32), rank == 1 ? 1 : 0,
+                   scenario == "root" ? viaShm : viaNative);
   } else if (scenario == "extra") {
     if (rank == 1) goodCalls(comm, 1, "");
     comm.finalize();
@@ -206,9 +211,8 @@ int main(int argc, char** argv) {
   std::vector<int> pids(static_cast<std::size_t>(comm->size()));
   const int mine = getpid();
   MPI_Allgather(&mine, 1, MPI_INT, pids.data(), 1, MPI_INT, MPI_COMM_WORLD);
-  const bool shm = startsWith(scenario, "count_") ? scenario != "count_minus"
-                                                   : scenario == "dtype_shm" || scenario == "redop_shm" ||
-                                                         scenario == "root" || scenario == "kill_shm";
+  const bool shm = scenario == "count_shm" || scenario == "count_small" || scenario == "dtype_shm" ||
+                   scenario == "redop_shm" || scenario == "root" || scenario == "kill_shm";
   if (!startsWith(scenario, "config_")) goodCalls(*comm, good, shm ? "shm" : "");
   std::fflush(stdout);
   // Process faults announce themselves at the moment they strike; for the

@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +27,39 @@ int gFailures = 0;
 int gRank = 0;
 int gSize = 1;
 
+// The test's own deadline: communicator creation and the test's MPI calls
+// have none, so a hang there (seen once as the context-id agreement of a
+// communicator created after a dozen failed ones, on the emulated cluster)
+// ends the job after kStuckSeconds naming the phase, instead of waiting for
+// ctest's timeout.
+constexpr int kStuckSeconds = 90;
+std::atomic<const char*> gPhase{"start"};
+std::atomic<long long> gPhaseSince{0};
+
+long long nowSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void phase(const char* what) {
+  gPhase.store(what);
+  gPhaseSince.store(nowSeconds());
+}
+
+void startGuard() {
+  phase("start");
+  std::thread([] {
+    while (true) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      if (nowSeconds() - gPhaseSince.load() > kStuckSeconds) {
+        std::fprintf(stderr, "rank %d: FAIL: stuck for more than %d s in: %s; ending the job\n", gRank, kStuckSeconds,
+                     gPhase.load());
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+      }
+    }
+  }).detach();
+}
+
 void fail(const std::string& what) {
   ++gFailures;
   std::fprintf(stderr, "rank %d: FAIL: %s\n", gRank, what.c_str());
@@ -42,7 +76,9 @@ struct Disagreement {
 
 // Every rank: a good call, then a call where `d.culprit` disagrees.
 void mismatchCase(const char* algorithm, const Disagreement& d) {
+  phase("communicator creation");
   auto comm = detail::createCommunicatorOverMpi(MPI_COMM_WORLD);
+  phase("mismatch case");
   comm->setTimeout(std::chrono::milliseconds(20000));  // a miss shows as kTimeout, not a hang
   CallOptions options;
   options.algorithm = algorithm;
@@ -81,7 +117,9 @@ void mismatchCase(const char* algorithm, const Disagreement& d) {
     fail(label + ": expected kMismatch naming both calls, got: " + what);
   }
   double slowest = 0;
+  phase("the test's MPI_Allreduce after a case");
   MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  phase("communicator destruction");
   if (gRank == 0) std::printf("%-22s every rank reported within %.2f s\n", label.c_str(), slowest);
   if (gRank == (d.culprit + 1) % gSize) std::printf("  e.g. rank %d: %s\n", gRank, what.c_str());
   std::fflush(stdout);
@@ -90,7 +128,9 @@ void mismatchCase(const char* algorithm, const Disagreement& d) {
 // The last rank never calls; the others time out with a report that names
 // it and what it last started and completed (from the control channel).
 void stallCase() {
+  phase("communicator creation (stall case)");
   auto comm = detail::createCommunicatorOverMpi(MPI_COMM_WORLD);
+  phase("stall case");
   const int missing = gSize - 1;
   CallOptions options;
   options.algorithm = "ring";
@@ -122,7 +162,9 @@ void stallCase() {
 // (2 s), not at the deadline (20 s here). Then every rank passes the same
 // bad call and retries at once: no false report.
 void rejectedCase() {
+  phase("communicator creation (rejected case)");
   auto comm = detail::createCommunicatorOverMpi(MPI_COMM_WORLD);
+  phase("rejected case");
   comm->setTimeout(std::chrono::milliseconds(20000));
   std::vector<float> ok(1000, 1.0f), shortOut(999);
   comm->allreduce(std::span<const float>(ok), std::span<float>(ok), ReduceOp::kSum);
@@ -182,6 +224,7 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 0;
   }
+  startGuard();
   // No shared call status (shm off) and several declared nodes, unless
   // --one-node: every rank on this node with shared memory, where node peers
   // check each other's fingerprints in their published call status instead
@@ -215,6 +258,7 @@ int main(int argc, char** argv) {
   if (gSize >= 2 && (only.empty() || only == "stall")) stallCase();
   if (oneNode && gSize >= 2 && (only.empty() || only == "rejected")) rejectedCase();
   int failures = 0;
+  phase("the final MPI_Allreduce");
   MPI_Allreduce(&gFailures, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (gRank == 0) std::printf("%s: %d failure(s)\n", failures == 0 ? "PASS" : "FAIL", failures);
   MPI_Finalize();

@@ -43,6 +43,7 @@ class MpiTransport final : public Transport {
   void isendPieces(const core::Piece* pieces, std::size_t count, int peer, int tag, Request& req) override;
   void irecvPieces(const core::Piece* pieces, std::size_t count, int peer, int tag, Request& req) override;
   bool test(Request& req) override;
+  void keepBackendOnClose() override { keepComm_ = true; }
   void irecvAnySource(void* buf, std::size_t bytes, int tag, Request& req) override;
   bool testAnySource(Request& req, int* source) override;
 
@@ -78,6 +79,7 @@ class MpiTransport final : public Transport {
   std::unique_ptr<SharedMemoryEngine> sharedMemory_;
   MPI_Comm comm_;
   bool ownsComm_;
+  bool keepComm_ = false;  // keepBackendOnClose(): leak comm_ (one context id) rather than free it
   int rank_ = -1;
   int size_ = 0;
   int maxTag_ = 0;
