@@ -17,6 +17,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import boostcomm
 import boostcomm.torch as bct
+from wire_model import local_grads, make_model, rank_batch
 
 UNIT_ROUNDOFF = {"bf16": 2.0 ** -8, "fp16": 2.0 ** -11}
 SIZES = (1, 7, 1001, 65537)
@@ -114,25 +115,6 @@ def test_error_feedback_carries_the_residual(groups):
     dist.all_reduce(t, group=wired)
     assert torch.equal(t, r1)
     bct.set_wire(wired, "off")
-
-
-def make_model(dtype=torch.float32):
-    torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(37, 13), torch.nn.Tanh(), torch.nn.Linear(13, 5)).to(dtype)
-
-
-def rank_batch(rank, dtype=torch.float32):
-    g = torch.Generator().manual_seed(100 + rank)
-    x = torch.randn(16, 37, generator=g, dtype=torch.float64) * (10.0 ** (rank % 3))
-    y = torch.randn(16, 5, generator=g, dtype=torch.float64)
-    return x.to(dtype), y.to(dtype)
-
-
-def local_grads(model, rank):
-    m = copy.deepcopy(model)
-    x, y = rank_batch(rank, next(m.parameters()).dtype)
-    torch.nn.functional.mse_loss(m(x), y).backward()
-    return [p.grad.detach().clone() for p in m.parameters()]
 
 
 @pytest.mark.parametrize("wire", ["bf16", "fp16"])

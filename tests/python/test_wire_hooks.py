@@ -15,6 +15,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import boostcomm
 import boostcomm.torch as bct
 import boostcomm.wire_hooks as wh
+from wire_model import local_grads, make_model, rank_batch
 
 UNIT_ROUNDOFF = {"bf16": 2.0 ** -8, "fp16": 2.0 ** -11}
 
@@ -27,28 +28,6 @@ def world():
         bct.init_process_group("gloo")
     yield comm
     dist.destroy_process_group()
-
-
-def make_model(dtype=torch.float32):
-    torch.manual_seed(0)
-    # Odd sizes: 37*13+13 + 13*5+5 = 564 gradients, buckets not a multiple of anything.
-    return torch.nn.Sequential(torch.nn.Linear(37, 13), torch.nn.Tanh(), torch.nn.Linear(13, 5)).to(dtype)
-
-
-def rank_batch(rank, dtype=torch.float32):
-    g = torch.Generator().manual_seed(100 + rank)
-    # Scales spread over a few orders of magnitude so fp16's scale matters.
-    x = torch.randn(16, 37, generator=g, dtype=torch.float64) * (10.0 ** (rank % 3))
-    y = torch.randn(16, 5, generator=g, dtype=torch.float64)
-    return x.to(dtype), y.to(dtype)
-
-
-def local_grads(model, rank):
-    """This rank's float32 gradients as DDP computes them before the hook."""
-    m = copy.deepcopy(model)
-    x, y = rank_batch(rank, next(m.parameters()).dtype)
-    torch.nn.functional.mse_loss(m(x), y).backward()
-    return [p.grad.detach().clone() for p in m.parameters()]
 
 
 def roundings(algorithm, n):
