@@ -338,7 +338,7 @@ void StallInspector::writeFlight(core::FixedWriter& w, const char* reason) const
     const core::FlightEntry& e = own_->ring[seq % kFlightRingEntries];
     const auto* algorithm = reinterpret_cast<const char*>(e.algorithm.load(std::memory_order_relaxed));
     const std::uint64_t startNs = e.startNs.load(std::memory_order_relaxed);
-    const std::uint64_t endNs = e.endNs.load(std::memory_order_relaxed);
+    const std::uint64_t endNs = own_->endNs[seq % core::kFlightRingEntries].load(std::memory_order_relaxed);
     w.put(first ? "" : ",\n").put("  {\"seq\": ").put(seq).put(", \"call\": \"");
     core::describeTo(w, f);
     w.put("\", \"algorithm\": \"").put(algorithm != nullptr ? algorithm : "?").put("\", \"state\": \"");

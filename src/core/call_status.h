@@ -109,7 +109,7 @@ inline constexpr std::uint64_t kRejectedGraceNs = 2'000'000'000;
 // every call.
 std::uint64_t coarseWallNs();
 
-struct FlightEntry {
+struct alignas(64) FlightEntry {  // one cache line: a peer's read of an entry is one line transfer
   std::atomic<std::uint64_t> tag{0};  // sequence + 1; 0 while being written
   std::atomic<std::uint64_t> word{0};
   std::atomic<std::uint64_t> count{0};
@@ -117,7 +117,6 @@ struct FlightEntry {
   // process (peers reading the shared segment must not follow it).
   std::atomic<std::uint64_t> algorithm{0};
   std::atomic<std::uint64_t> startNs{0};  // coarseWallNs() at the start
-  std::atomic<std::uint64_t> endNs{0};    // at completion; 0 while in flight
   std::atomic<std::uint64_t> wire{0};     // WireFormat of the call (CallHeader::wire)
 };
 
@@ -130,6 +129,11 @@ struct alignas(64) CallStatus {
   // to this process (its liveness can be probed) only in the same namespace.
   std::atomic<std::uint64_t> pidNamespace{0};
   alignas(64) FlightEntry ring[kFlightRingEntries];
+  // ring[i]'s completion time (coarseWallNs; 0 while in flight), apart from
+  // the entry: peers read an entry right when its owner's call returns (the
+  // post-return and header checks), and the owner's store here must not
+  // take that cache line away from them.
+  alignas(64) std::atomic<std::uint64_t> endNs[kFlightRingEntries] = {};
 
   // The owner's side (a handful of relaxed stores and one release).
   void recordStart(std::uint64_t seq, const Fingerprint& f, const char* algorithm = nullptr,
@@ -141,7 +145,7 @@ struct alignas(64) CallStatus {
     e.count.store(f.count, std::memory_order_relaxed);
     e.algorithm.store(reinterpret_cast<std::uintptr_t>(algorithm), std::memory_order_relaxed);
     e.startNs.store(coarseWallNs(), std::memory_order_relaxed);
-    e.endNs.store(0, std::memory_order_relaxed);
+    endNs[seq % kFlightRingEntries].store(0, std::memory_order_relaxed);
     e.wire.store(wireFormat, std::memory_order_relaxed);
     e.tag.store(seq + 1, std::memory_order_release);
     started.store(seq + 1, std::memory_order_release);
@@ -160,13 +164,14 @@ struct alignas(64) CallStatus {
     e.count.store(f.count, std::memory_order_relaxed);
     e.algorithm.store(0, std::memory_order_relaxed);
     e.startNs.store(coarseWallNs(), std::memory_order_relaxed);
-    e.endNs.store(0, std::memory_order_relaxed);
+    endNs[seq % kFlightRingEntries].store(0, std::memory_order_relaxed);
     e.wire.store(0, std::memory_order_relaxed);
     e.tag.store(seq + 1, std::memory_order_release);
   }
   void recordEnd(std::uint64_t seq) {
     FlightEntry& e = ring[seq % kFlightRingEntries];
-    if (e.tag.load(std::memory_order_relaxed) == seq + 1) e.endNs.store(coarseWallNs(), std::memory_order_relaxed);
+    if (e.tag.load(std::memory_order_relaxed) == seq + 1)
+      endNs[seq % kFlightRingEntries].store(coarseWallNs(), std::memory_order_relaxed);
     if (completed.load(std::memory_order_relaxed) < seq + 1) completed.store(seq + 1, std::memory_order_release);
   }
   // The reader's side: the fingerprint of call `seq`, if still in the ring

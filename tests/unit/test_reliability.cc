@@ -63,8 +63,8 @@ TEST(CallStatus, RingKeepsTheLastEntriesOnly) {
   s.recordEnd(50);  // out of order: completed only grows
   EXPECT_EQ(s.completed.load(), n - 1);
   // Per entry: the end time of a completed call, none for one in flight.
-  EXPECT_NE(s.ring[(n - 2) % core::kFlightRingEntries].endNs.load(), 0u);
-  EXPECT_EQ(s.ring[(n - 1) % core::kFlightRingEntries].endNs.load(), 0u);
+  EXPECT_NE(s.endNs[(n - 2) % core::kFlightRingEntries].load(), 0u);
+  EXPECT_EQ(s.endNs[(n - 1) % core::kFlightRingEntries].load(), 0u);
   EXPECT_NE(s.ring[(n - 1) % core::kFlightRingEntries].startNs.load(), 0u);
 }
 
