@@ -357,6 +357,7 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
     linkBytes = meter->modelled({args.collective, count, 0, args.root}, executor::kWorldComm, args.recv.dtype);
     startNs = executor::LinkMeter::nowNs();
   }
+  if (fingerprints_) inspector_->prefetchPeers(sequence_);
   try {
     switch (args.collective) {
       case Collective::kAllreduce:
