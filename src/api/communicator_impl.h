@@ -226,7 +226,7 @@ class CommunicatorImpl {
   std::unique_ptr<StallInspector> inspector_;
   std::size_t chunkBytes_ = 0;
   int maxChunks_ = 0;
-  int hierMaxPieces_ = 4;
+  int hierMaxPieces_ = 16;  // BOOSTCOMM_HIER_MAX_PIECES
   bool checkConsistency_ = false;
   bool fingerprints_ = true;  // BOOSTCOMM_FINGERPRINTS: headers in point-to-point schedules
   bool sharedMemory_ = false;        // the transport has a shared-memory engine
