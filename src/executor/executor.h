@@ -101,9 +101,10 @@ class IssueLedger {
 // its node, Binding::peerStatus) exchange no header: each published its
 // fingerprint of the call (CommunicatorImpl::launch, before the first send),
 // and the receiver reads the sender's entry for this sequence before it
-// posts a receive from it — the same check and words, for two shared-memory
-// loads instead of a message (on one host the message cost ring/rhd 25-37%
-// at 8 B-1 KiB, 0.35 us a call; docs/RELIABILITY.md).
+// posts a receive from it — the same check and words, one message fewer.
+// Not cheaper on these VMs: the read is a cache-line transfer between cores
+// on the critical path (ring/rhd +20-32% at 8 B-1 KiB against +25-37% for
+// the message; docs/PERFORMANCE.md section 17).
 // Rejected: a trailer on the first data message (no extra message, but a
 // count mismatch changes the message size, and a receive posted for the
 // wrong size truncates before the trailer can be read).
