@@ -138,16 +138,7 @@ struct alignas(64) CallStatus {
   // The owner's side (a handful of relaxed stores and one release).
   void recordStart(std::uint64_t seq, const Fingerprint& f, const char* algorithm = nullptr,
                    std::uint32_t wireFormat = 0) {
-    FlightEntry& e = ring[seq % kFlightRingEntries];
-    e.tag.store(0, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
-    e.word.store(f.word(), std::memory_order_relaxed);
-    e.count.store(f.count, std::memory_order_relaxed);
-    e.algorithm.store(reinterpret_cast<std::uintptr_t>(algorithm), std::memory_order_relaxed);
-    e.startNs.store(coarseWallNs(), std::memory_order_relaxed);
-    endNs[seq % kFlightRingEntries].store(0, std::memory_order_relaxed);
-    e.wire.store(wireFormat, std::memory_order_relaxed);
-    e.tag.store(seq + 1, std::memory_order_release);
+    writeEntry(seq, f, algorithm, wireFormat);
     started.store(seq + 1, std::memory_order_release);
   }
   // A call this rank's argument checks rejected (it raised kInvalidArgument
@@ -157,16 +148,7 @@ struct alignas(64) CallStatus {
   // rank may have rejected the same bad call and be about to retry.
   void recordRejected(std::uint64_t seq, Fingerprint f) {
     f.rejected = true;
-    FlightEntry& e = ring[seq % kFlightRingEntries];
-    e.tag.store(0, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
-    e.word.store(f.word(), std::memory_order_relaxed);
-    e.count.store(f.count, std::memory_order_relaxed);
-    e.algorithm.store(0, std::memory_order_relaxed);
-    e.startNs.store(coarseWallNs(), std::memory_order_relaxed);
-    endNs[seq % kFlightRingEntries].store(0, std::memory_order_relaxed);
-    e.wire.store(0, std::memory_order_relaxed);
-    e.tag.store(seq + 1, std::memory_order_release);
+    writeEntry(seq, f, nullptr, 0);
   }
   void recordEnd(std::uint64_t seq) {
     FlightEntry& e = ring[seq % kFlightRingEntries];
@@ -184,6 +166,21 @@ struct alignas(64) CallStatus {
   // so the call cannot be checked any more; kNotYet: not started there yet.
   enum class Read : std::uint8_t { kNotYet, kRead, kGone };
   Read readHeader(std::uint64_t seq, int rank, CallHeader& out) const;
+
+ private:
+  // Entry `seq`, seqlocked: tag cleared, fields written, tag stored last.
+  void writeEntry(std::uint64_t seq, const Fingerprint& f, const char* algorithm, std::uint32_t wireFormat) {
+    FlightEntry& e = ring[seq % kFlightRingEntries];
+    e.tag.store(0, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    e.word.store(f.word(), std::memory_order_relaxed);
+    e.count.store(f.count, std::memory_order_relaxed);
+    e.algorithm.store(reinterpret_cast<std::uintptr_t>(algorithm), std::memory_order_relaxed);
+    e.startNs.store(coarseWallNs(), std::memory_order_relaxed);
+    endNs[seq % kFlightRingEntries].store(0, std::memory_order_relaxed);
+    e.wire.store(wireFormat, std::memory_order_relaxed);
+    e.tag.store(seq + 1, std::memory_order_release);
+  }
 };
 
 }  // namespace boostcomm::core
