@@ -9,6 +9,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "core/tunables.h"
+#include "torch/caller.h"
 #include "torch/process_group.h"
 #include "torch/store_adapter.h"
 
@@ -19,6 +20,7 @@ PYBIND11_MODULE(_boostcomm_torch, m) {
   m.doc() = "boostcomm c10d backend (use `import boostcomm.torch`)";
   // torch registers ProcessGroup's Python type when torch.distributed loads.
   py::module_::import("torch.distributed");
+  boostcomm::python::importCallerCapture();  // the flight recorder's Python stacks (torch/caller.h)
 
   m.def(
       "store_communicator",
