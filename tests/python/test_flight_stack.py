@@ -89,7 +89,7 @@ def test_on_demand_dump_and_analyze_show_the_stack(comm):
                              capture_output=True, text=True).stdout
     # Complete the call on both ranks before any assertion can fail.
     if comm.rank == 0:
-        boostcomm.all_reduce(x)
+        boostcomm.all_reduce(x, async_op=True).wait()  # a blocking call would not match rank 1's async one
     else:
         work.wait()
     np.testing.assert_array_equal(x, np.full(3, comm.size, np.float32))

@@ -229,7 +229,7 @@ TEST(Communicator, FlightRecordCarriesCallerStacksOnlyWhereGiven) {
   const std::size_t at = record.find(stack);
   ASSERT_NE(at, std::string::npos) << record;
   EXPECT_EQ(record.find("python_stack", at + stack.size()), std::string::npos) << record;
-  EXPECT_EQ(record.find("python_stack"), at) << record;
+  EXPECT_EQ(record.find("\"python_stack\""), at) << record;
   EXPECT_LT(record.find("\"seq\": 1,"), at) << record;
   EXPECT_GT(record.find("\"seq\": 2,"), at) << record;
 }
