@@ -5,7 +5,8 @@ walks its full depth. Run it twice side by side, with and without:
     for f in 8 0 8 0 8 0; do BOOSTCOMM_PYTHON_STACK_FRAMES=$f mpirun -np 2 --oversubscribe \\
         --bind-to none python3 scripts/python_stack_cost.py; done
 
-Prints (rank 0) the median over blocks of the time per call in microseconds."""
+Prints (rank 0) the median over blocks of the time per call in microseconds,
+and the capture alone (the same frames, no collective) in ns."""
 
 import os
 import statistics
@@ -36,10 +37,11 @@ def main():
         start = time.perf_counter()
         nested(12, loop)
         per_call.append((time.perf_counter() - start) / CALLS * 1e6)
+    capture_ns = [nested(12, lambda: boostcomm._C._caller_capture_ns(100000)) for _ in range(5)]
     if comm.rank == 0:
         frames = os.environ.get("BOOSTCOMM_PYTHON_STACK_FRAMES", "8")
         print(f"frames={frames} median_us_per_call={statistics.median(per_call):.3f} "
-              f"min={min(per_call):.3f}")
+              f"min={min(per_call):.3f} capture_alone_ns={statistics.median(capture_ns):.0f}")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 #include <frameobject.h>
 
 #include <array>
+#include <chrono>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -117,6 +118,14 @@ void bindCallerStack(py::module_& m) {
   using Capture = void (*)(core::CallerStack&);
   static Capture capture = &captureCallerStack;
   m.attr("_caller_capture") = py::capsule(reinterpret_cast<void*>(&capture), "boostcomm._caller_capture");
+  // scripts/python_stack_cost.py: ns per capture of the caller's stack, alone.
+  m.def("_caller_capture_ns", [](int calls) {
+    core::CallerStack stack;
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i) captureCallerStack(stack);
+    const std::chrono::duration<double, std::nano> took = std::chrono::steady_clock::now() - start;
+    return calls > 0 ? took.count() / calls : 0.0;
+  });
 }
 
 }  // namespace boostcomm::python
