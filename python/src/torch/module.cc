@@ -75,6 +75,8 @@ PYBIND11_MODULE(_boostcomm_torch, m) {
             return d;
           },
           py::arg("reset") = false)
+      .def("_flight_record", [](const ProcessGroupBoostcomm& pg) { return pg.flightRecord(); },
+           "The group's flight recorder as JSON text, with each op's Python stack (docs/RELIABILITY.md).")
       .def("_overlap_enabled", [](ProcessGroupBoostcomm& pg) { return pg.async(); })
       .def(
           "_overlap_counters",
