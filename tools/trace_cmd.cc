@@ -2,7 +2,8 @@
 // (rank-N.json, written to BOOSTCOMM_TRACE_DIR at a stall, mismatch or
 // deadline; schema in docs/RELIABILITY.md) and names the first collective
 // where the ranks diverge — different calls at one sequence number, or a
-// call some ranks never started (the missing ranks).
+// call some ranks never started (the missing ranks) — with each rank's
+// Python stack of that call where it was made from Python.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "cli_util.h"
 #include "extra_commands.h"
@@ -26,6 +28,7 @@ struct Call {
   std::string state;      // "completed" / "in flight"
   std::uint64_t startNs = 0;
   std::uint64_t endNs = 0;
+  std::vector<std::string> pythonStack;  // innermost first ("file.py:12 in step"); empty: not from Python
 };
 
 struct RankDump {
@@ -84,6 +87,8 @@ int analyze(const std::string& dir) {
       c.state = e.value("state", std::string());
       c.startNs = e.value("start_ns", 0ULL);
       c.endNs = e.value("end_ns", 0ULL);
+      for (const auto& frame : e.value("python_stack", nlohmann::json::array()))
+        c.pythonStack.push_back(frame.get<std::string>());
     }
   }
   if (ranks.empty()) throw UsageError("no flight records (rank-N.json) in " + dir);
@@ -120,6 +125,8 @@ int analyze(const std::string& dir) {
       const bool timed = it->second.startNs != 0;  // timing() then says completed or in flight
       std::printf("  rank %d: %s%s%s%s\n", rank, it->second.call.c_str(), timed || it->second.state.empty() ? "" : ", ",
                   timed ? "" : it->second.state.c_str(), timing(d, it->second).c_str());
+      if (!it->second.pythonStack.empty()) std::printf("    python stack (innermost first):\n");
+      for (const std::string& frame : it->second.pythonStack) std::printf("      %s\n", frame.c_str());
     }
   };
   for (std::uint64_t seq = from; seq < to; ++seq) {

@@ -147,6 +147,12 @@ class Communicator:
         """How a float32 allreduce of nbytes travels: 'off', 'bf16' or 'fp16'."""
         return self._native.wire_format_of(nbytes)
 
+    def flight_record(self):
+        """This rank's flight recorder as JSON text (docs/RELIABILITY.md): its
+        last 256 collectives, each with the Python stack that called it
+        ("python_stack", innermost frame first; none for calls made from C++)."""
+        return self._native.flight_record()
+
     def __repr__(self):
         return f"<boostcomm.Communicator rank {self.rank} of {self.size}, layout {self.node_layout}>"
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "caller_stack.h"
 #include "boostcomm/communicator.h"
 #include "boostcomm/topology.h"
 #include "boostcomm/version.h"
@@ -106,6 +107,7 @@ ListRef listOf(Communicator& c, py::sequence tensors, const char* name = "tensor
 // Runs `blocking` without the GIL, or starts `async` and wraps its Work.
 template <typename Blocking, typename Async>
 py::object dispatch(bool asyncOp, std::vector<py::object> keepAlive, Blocking blocking, Async async) {
+  const CallerScope caller;  // the flight recorder's Python stack of the call
   if (!asyncOp) {
     py::gil_scoped_release release;
     blocking();
@@ -374,6 +376,9 @@ void bindCommunicator(py::module_& m) {
           py::arg("wire"),
           "Wire format of float32 allreduces (collective; docs/ALGORITHMS.md 'Wire formats'): off, bf16, fp16, auto.")
       .def_property_readonly("wire_format", [](const Communicator& c) { return std::string(toString(c.wireFormat())); })
+      .def("flight_record", [](const Communicator& c) { return c.flightRecord(); },
+           "This rank's flight recorder as JSON text (docs/RELIABILITY.md): its recent collectives, each with "
+           "the Python stack that called it (\"python_stack\", innermost frame first).")
       .def(
           "wire_format_of",
           [](const Communicator& c, std::size_t bytes, std::optional<std::string> wire,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "caller_stack.h"
 #include "boostcomm/collective_fusion.h"
 #include "boostcomm/communicator.h"
 #include "boostcomm/gradient_group.h"
@@ -79,6 +80,7 @@ void bindGradientGroup(py::module_& m) {
           py::arg("index"), "Where tensor `index` lives (its bucket slot in bucket-view mode), as a numpy array.")
       .def("all_reduce",
            [](PyGradientGroup& g) {
+             const CallerScope caller;  // flight recorder
              py::gil_scoped_release release;
              g.group->allreduce();
            })
@@ -161,6 +163,7 @@ void bindFusion(py::module_& m) {
            py::arg("later"), py::arg("earlier"))
       .def("execute",
            [](PyFusion& f) {
+             const CallerScope caller;  // flight recorder
              py::gil_scoped_release release;
              f.fusion->execute();
            })
@@ -257,6 +260,7 @@ void bindOverlap(py::module_& m) {
       .def("mark_ready", [](PyOverlapEngine& e, std::size_t i) { e.engine->markReady(i); }, py::arg("index"))
       .def("finish_backward",
            [](PyOverlapEngine& e) {
+             const CallerScope caller;  // flight recorder
              py::gil_scoped_release release;
              e.engine->finishBackward();
            })

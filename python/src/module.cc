@@ -4,6 +4,7 @@
 
 #include "bindings.h"
 #include "boostcomm/version.h"
+#include "caller_stack.h"
 #include "runtime.h"
 
 PYBIND11_MODULE(_boostcomm, m) {
@@ -11,4 +12,5 @@ PYBIND11_MODULE(_boostcomm, m) {
   boostcomm::python::registerErrors(m);
   boostcomm::python::bindCore(m);
   boostcomm::python::bindExtras(m);
+  boostcomm::python::bindCallerStack(m);
 }

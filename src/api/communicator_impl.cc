@@ -273,9 +273,11 @@ const AlgorithmInfo& CommunicatorImpl::prepare(const CallArgs& args, const CallO
     // Peers that entered this call wait for us: say in our call status that
     // it was rejected here, so they report it instead of waiting out the
     // deadline (node peers, after a grace: core/call_status.h).
-    if (e.category() == ErrorCategory::kInvalidArgument)  // engine lock held (run / submit)
+    if (e.category() == ErrorCategory::kInvalidArgument) {  // engine lock held (run / submit)
+      inspector_->callers().bind(sequence_);
       status_->recordRejected(sequence_, core::Fingerprint::of(args.collective, args.recv.dtype, args.op, args.root,
                                                                args.recv.count));
+    }
     throw;
   }
   auto describe = [&] {
@@ -325,6 +327,7 @@ void CommunicatorImpl::setLinkAccounting(bool on) {
 
 void CommunicatorImpl::reportRejectedCall(Collective collective) {
   executor::EngineLock lock(*engine_);
+  inspector_->callers().bind(sequence_);
   status_->recordRejected(sequence_, core::Fingerprint::of(collective, DataType::kFloat32, ReduceOp::kSum, 0, 0));
 }
 
@@ -346,6 +349,7 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
       !engine_->idle()) {
     return false;
   }
+  inspector_->callers().bind(sequence_);  // the caller's stack (core/caller_stack.h)
   status_->recordStart(sequence_, core::Fingerprint::of(args.collective, args.recv.dtype, args.op, args.root, count),
                        "native");
   status_->blocking.store(1, std::memory_order_relaxed);
@@ -461,6 +465,7 @@ std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs
     binding.headerTag = tagBase + tagSpan_ - 1;
     if (!nodeStatus_.empty()) binding.peerStatus = &nodeStatus_;
   }
+  inspector_->callers().bind(sequence);  // the caller's stack (core/caller_stack.h)
   status_->recordStart(sequence, fingerprint, algo.name, static_cast<std::uint32_t>(spec.wire));
   if (blockingNative) status_->blocking.store(1, std::memory_order_relaxed);  // cleared by run()
   if (work) {

@@ -308,8 +308,31 @@ void StallInspector::terminate(const std::string& message) {
   std::abort();
 }
 
-void StallInspector::writeFlight(core::FixedWriter& w, const char* reason) const {
-  // Async-signal-safe (dumpFlightFromSignal): loads, getpid and FixedWriter only.
+namespace {
+
+// `text` as the inside of a JSON string (quotes, backslashes and control
+// characters escaped).
+void putJsonText(core::FixedWriter& w, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::size_t plain = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c != '"' && c != '\\' && c >= 0x20) continue;
+    w.put(text.substr(plain, i - plain));
+    const char escaped[] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15], '\0'};
+    w.put(c == '"' ? "\\\"" : c == '\\' ? "\\\\" : escaped);
+    plain = i + 1;
+  }
+  w.put(text.substr(plain));
+}
+
+}  // namespace
+
+void StallInspector::writeFlight(core::FixedWriter& w, const char* reason, bool withCallers) const {
+  // Async-signal-safe (dumpFlightFromSignal) without callers' stacks: loads,
+  // getpid and FixedWriter only.
+  const core::CallerFormatter formatter = withCallers ? core::callerFormatter() : nullptr;
+  std::vector<std::string> frames;
   const std::uint64_t started = own_->started.load(std::memory_order_acquire);
   const std::uint64_t completed = own_->completed.load(std::memory_order_acquire);
   w.put("{");
@@ -343,20 +366,37 @@ void StallInspector::writeFlight(core::FixedWriter& w, const char* reason) const
     core::describeTo(w, f);
     w.put("\", \"algorithm\": \"").put(algorithm != nullptr ? algorithm : "?").put("\", \"state\": \"");
     w.put(endNs != 0 || seq + 1 == completed ? "completed" : "in flight").put("\", \"start_ns\": ").put(startNs);
-    w.put(", \"end_ns\": ").put(endNs).put("}");
+    w.put(", \"end_ns\": ").put(endNs);
+    // The caller's stack, when the call had one (issued from Python):
+    // innermost frame first. No field for C++ callers.
+    core::CallerStack stack;
+    if (formatter != nullptr && callers_.read(seq, stack) && stack.depth > 0) {
+      frames.clear();
+      formatter(stack, frames);
+      w.put(", \"python_stack\": [");
+      for (std::size_t i = 0; i < frames.size(); ++i) {
+        w.put(i == 0 ? "\"" : ", \"");
+        putJsonText(w, frames[i]);
+        w.put("\"");
+      }
+      w.put("]");
+    }
+    w.put("}");
     first = false;
   }
   w.put("\n], \"dumped_ns\": ").put(core::coarseWallNs()).put("}\n");
 }
 
-std::size_t StallInspector::flightCapacity() const {
-  return 4096 + 256 * kFlightRingEntries + 80 * worldSize();
+std::size_t StallInspector::flightCapacity(bool withCallers) const {
+  // A stack's frame: a path, a line and a function name, ~100-200 bytes.
+  const std::size_t stackBytes = withCallers && core::callerFormatter() != nullptr ? 256 * core::kCallerFrames : 0;
+  return 4096 + (256 + stackBytes) * kFlightRingEntries + 80 * worldSize();
 }
 
 std::string StallInspector::flightJson() const {
-  std::string out(flightCapacity(), '\0');
+  std::string out(flightCapacity(true), '\0');
   core::FixedWriter w(out.data(), out.size());
-  writeFlight(w, nullptr);
+  writeFlight(w, nullptr, true);
   out.resize(w.size());
   return out;
 }
@@ -367,9 +407,9 @@ std::string StallInspector::dumpFlight(const char* reason) const {
   const std::string path = dir + "/rank-" + std::to_string(rank_) + ".json";
   const std::string tmp = path + ".tmp" + std::to_string(getpid());
   {
-    std::string json(flightCapacity(), '\0');
+    std::string json(flightCapacity(true), '\0');
     core::FixedWriter w(json.data(), json.size());
-    writeFlight(w, reason);
+    writeFlight(w, reason, true);
     json.resize(w.size());
     std::ofstream out(tmp);
     if (!out) return {};
@@ -383,7 +423,7 @@ std::string StallInspector::dumpFlight(const char* reason) const {
 void StallInspector::dumpFlightFromSignal(const char* reason, char* buffer, std::size_t capacity) const {
   if (signalPath_[0] == '\0') return;
   core::FixedWriter w(buffer, capacity);
-  writeFlight(w, reason);
+  writeFlight(w, reason, false);  // no callers' stacks: their formatter is not async-signal-safe
   const int fd = ::open(signalPath_, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return;
   std::size_t done = 0;

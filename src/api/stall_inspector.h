@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "core/call_status.h"
+#include "core/caller_stack.h"
 #include "executor/progress_engine.h"
 
 namespace boostcomm::detail {
@@ -108,11 +109,15 @@ class StallInspector final : public executor::WaitMonitor {
   // into `buffer`, to the path prepareSignalDump() formatted beforehand.
   void dumpFlightFromSignal(const char* reason, char* buffer, std::size_t capacity) const;
   void prepareSignalDump();
-  // Bytes the JSON can take (entries, peers).
-  std::size_t flightCapacity() const;
+  // Bytes the JSON can take (entries, peers, callers' stacks when withCallers).
+  std::size_t flightCapacity(bool withCallers) const;
+  // Callers' stacks of this rank's calls, parallel to own_'s ring (process-local).
+  core::CallerRing& callers() { return callers_; }
 
  private:
-  void writeFlight(core::FixedWriter& w, const char* reason) const;
+  // withCallers: each entry's "python_stack" (not from a signal handler:
+  // formatting callers' stacks is not async-signal-safe).
+  void writeFlight(core::FixedWriter& w, const char* reason, bool withCallers) const;
   void poison(const std::string& message);
   // The watchdog's liveness probe of node peers (while this rank waits):
   // true, with the words, once a peer's process is gone or a zombie.
@@ -136,6 +141,7 @@ class StallInspector final : public executor::WaitMonitor {
 
   const int rank_;
   core::CallStatus* const own_;
+  core::CallerRing callers_;
   const std::vector<core::CallStatus*> peers_;
   const std::int64_t warnMs_;
   std::atomic<std::int64_t> deadlineMs_;

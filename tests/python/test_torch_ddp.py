@@ -4,6 +4,8 @@ parameters as DDP on gloo (and identical on every rank), the DDP comm hook,
 and overlap statistics under DDP."""
 
 import copy
+import inspect
+import json
 import time
 
 import numpy as np
@@ -75,6 +77,25 @@ def test_backend_errors(groups):
     t = torch.ones(3)
     dist.all_reduce(t, group=bc)
     assert torch.all(t == dist.get_world_size())
+
+
+def c10d_marker_step(t, group):
+    dist.all_reduce(t, group=group)  # the marked op
+
+
+def test_flight_record_has_the_python_stack_of_each_op(groups):
+    # The c10d backend's ops carry the Python stack that issued them (torch
+    # calls the group with the GIL released; the backend takes it to capture).
+    _, bc = groups
+    t = torch.ones(4)
+    c10d_marker_step(t, bc)
+    record = json.loads(bc._flight_record())
+    last = [e for e in record["entries"] if e["seq"] == record["started"] - 1][0]
+    stack = last["python_stack"]
+    lines, first = inspect.getsourcelines(c10d_marker_step)
+    line = first + next(i for i, text in enumerate(lines) if "the marked op" in text)
+    assert stack[0].endswith(" in all_reduce") and "distributed_c10d.py" in stack[0], stack
+    assert stack[1].endswith(f"test_torch_ddp.py:{line} in c10d_marker_step"), stack
 
 
 def wait_completed(works, seconds=30.0):

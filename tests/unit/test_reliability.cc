@@ -18,6 +18,7 @@
 #include "api/stall_inspector.h"
 #include "boostcomm/boostcomm.h"
 #include "core/call_status.h"
+#include "core/caller_stack.h"
 #include "core/tunables.h"
 #include "testing/inproc_group.h"
 
@@ -192,6 +193,45 @@ TEST(Communicator, FlightRecordAndPerCommunicatorTimeout) {
   EXPECT_NE(record.find("\"state\": \"completed\", \"start_ns\": "), std::string::npos) << record;
   EXPECT_NE(record.find("\"dumped_ns\": "), std::string::npos) << record;
   EXPECT_TRUE(timedOut);
+}
+
+// Callers' stacks (core/caller_stack.h, as the Python module gives them):
+// the call made while this thread had a pending stack carries it in its
+// entry ("python_stack", escaped JSON text); calls without one (C++
+// callers, or after the pending stack was cleared) have no field.
+TEST(Communicator, FlightRecordCarriesCallerStacksOnlyWhereGiven) {
+  core::setCallerFormatter([](const core::CallerStack& s, std::vector<std::string>& out) {
+    for (std::uint32_t i = 0; i < s.depth; ++i) out.push_back("f\"" + std::to_string(s.frames[i]));
+  });
+  auto group = detail::createInProcessGroup(2);
+  std::vector<std::thread> threads;
+  std::string record;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      Communicator& c = *group[static_cast<std::size_t>(r)];
+      std::vector<float> v(10, 1.0f);
+      c.allreduce(std::span<const float>(v), std::span<float>(v), ReduceOp::kSum);  // seq 0: no stack
+      core::CallerStack& pending = core::pendingCallerStack();
+      if (r == 0) {
+        pending.depth = 2;
+        pending.frames[0] = 7;
+        pending.frames[1] = 9;
+      }
+      c.allreduce(std::span<const float>(v), std::span<float>(v), ReduceOp::kSum);  // seq 1: rank 0's stack
+      pending.depth = 0;
+      c.allreduce(std::span<const float>(v), std::span<float>(v), ReduceOp::kSum);  // seq 2: none again
+      if (r == 0) record = c.flightRecord();
+    });
+  }
+  for (auto& t : threads) t.join();
+  core::setCallerFormatter(nullptr);
+  const std::string stack = "\"python_stack\": [\"f\\\"7\", \"f\\\"9\"]";
+  const std::size_t at = record.find(stack);
+  ASSERT_NE(at, std::string::npos) << record;
+  EXPECT_EQ(record.find("python_stack", at + stack.size()), std::string::npos) << record;
+  EXPECT_EQ(record.find("\"python_stack\""), at) << record;
+  EXPECT_LT(record.find("\"seq\": 1,"), at) << record;
+  EXPECT_GT(record.find("\"seq\": 2,"), at) << record;
 }
 
 }  // namespace

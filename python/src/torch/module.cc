@@ -9,6 +9,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "core/tunables.h"
+#include "torch/caller.h"
 #include "torch/process_group.h"
 #include "torch/store_adapter.h"
 
@@ -19,6 +20,7 @@ PYBIND11_MODULE(_boostcomm_torch, m) {
   m.doc() = "boostcomm c10d backend (use `import boostcomm.torch`)";
   // torch registers ProcessGroup's Python type when torch.distributed loads.
   py::module_::import("torch.distributed");
+  boostcomm::python::importCallerCapture();  // the flight recorder's Python stacks (torch/caller.h)
 
   m.def(
       "store_communicator",
@@ -73,6 +75,8 @@ PYBIND11_MODULE(_boostcomm_torch, m) {
             return d;
           },
           py::arg("reset") = false)
+      .def("_flight_record", [](const ProcessGroupBoostcomm& pg) { return pg.flightRecord(); },
+           "The group's flight recorder as JSON text, with each op's Python stack (docs/RELIABILITY.md).")
       .def("_overlap_enabled", [](ProcessGroupBoostcomm& pg) { return pg.async(); })
       .def(
           "_overlap_counters",

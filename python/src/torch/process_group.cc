@@ -6,6 +6,7 @@
 
 #include "boostcomm/error.h"
 
+#include "torch/caller.h"
 #include "torch/tensor_view.h"
 
 namespace boostcomm::python {
@@ -136,6 +137,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::enqueue(c10d::OpType type,
   // (finalising the communicator completes it with an error).
   if (collective) meter_.opStarted();
   try {
+    const C10dCallerScope caller;  // the flight recorder's Python stack of the op
     op = start(*comm_);
   } catch (...) {
     if (collective) meter_.opFinished();

@@ -153,6 +153,8 @@ class ProcessGroupBoostcomm : public BC_C10D_BASE {
   bool async() const;
   // Overlap statistics (telemetry/busy_meter.h for the definition).
   telemetry::BusyTotals overlapTotals(bool reset) { return meter_.totals(reset); }
+  // The flight recorder of this group's communicator as JSON (docs/RELIABILITY.md).
+  std::string flightRecord() const { return comm_->flightRecord(); }
   // Waits for the ops in flight, then refuses new ones (local, no
   // communication). The communicator stays alive for its owner to finalise.
   void shutdown();
