@@ -23,7 +23,7 @@ CMAKE_ARGS ?=
 # Parallel: each MPI test declares PROCESSORS = its rank count, so ctest
 # never runs a busy-polling MPI job beside another test on too few cores.
 CTEST_JOBS ?= $(JOBS)
-# The 3-rank part of torch's suite is outside the default set (CI time): CTEST_ARGS= runs it too.
+# The 3-rank parts of torch's suite are outside the default set (CI time): CTEST_ARGS= runs them too.
 CTEST_ARGS ?= -LE torchsuite_ws3
 # Default per-test limit (tests that set TIMEOUT keep theirs): a deadlocked
 # MPI test fails in minutes instead of eating the CI budget.

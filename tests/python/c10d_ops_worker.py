@@ -7,7 +7,8 @@ group timeout and abort -- checked against references on every rank. Prints
 
 argv[1] picks the part: "ops" (everything but the failure cases), "timeout"
 (a rank skips an allreduce: the others fail within the group timeout,
-naming it), "monitored" (a rank skips monitored_barrier: rank 0 names it),
+naming it), "monitored" (a rank skips monitored_barrier: rank 0 names it; rank 0 alone with
+timeout 0 reports its own timeout),
 "abort" (abort_process_group ends a pending recv at once)."""
 
 import datetime
@@ -242,6 +243,19 @@ def timeout_case(rank, size):
         check(waited < 30, f"timeout took {waited:.1f} s")
 
 
+def monitored_zero_timeout(rank, size):
+    """Rank 0 alone, timeout 0: as gloo, rank 0 reports its own timeout (torch's suite,
+    test_monitored_barrier_gloo_rank_0_timeout, checks "Rank 0 timed out in monitoredBarrier")."""
+    g = dist.new_group(list(range(size)))
+    if rank != 0:
+        return
+    try:
+        bct.monitored_barrier(group=g, timeout=datetime.timedelta(seconds=0))
+        check(False, "monitored_barrier with timeout 0 must raise")
+    except RuntimeError as e:
+        check("Rank 0 timed out in monitoredBarrier" in str(e), f"monitored_barrier timeout 0: {e}")
+
+
 def monitored_missing(rank, size):
     if rank == size - 1:
         time.sleep(6)  # never arrives in time
@@ -252,7 +266,7 @@ def monitored_missing(rank, size):
     except RuntimeError as e:
         text = str(e)
         if rank == 0:
-            check(f"{size - 1} failed to pass monitoredBarrier" in text, f"monitored_barrier error: {text}")
+            check(f"Rank {size - 1} failed to pass monitoredBarrier" in text, f"monitored_barrier error: {text}")
         else:
             check("did not release" in text, f"monitored_barrier error on rank {rank}: {text}")
 
@@ -318,6 +332,7 @@ def main():
     elif part == "timeout":
         timeout_case(rank, size)
     elif part == "monitored":
+        monitored_zero_timeout(rank, size)
         monitored_missing(rank, size)
     elif part == "abort":
         abort_case(rank, size)

@@ -144,8 +144,20 @@ void ProcessGroupBoostcomm::monitoredBarrier(const c10d::BarrierOptions& opts, b
     arrivals.push_back(comm_->recvAsync(viewOf(slots.back(), "monitoredBarrier token"), r, kMonitoredBarrierTag));
   }
   std::vector<int> missing;
+  std::ostringstream passed;  // ranks that arrived, for the timed-out message
   for (int r = 1; r < size_; ++r) {
-    if (!waitUntil(arrivals[static_cast<std::size_t>(r - 1)])) {
+    // As gloo: without waitAllRanks each rank gets what is left of the timeout, in whole ms, and
+    // once none is left rank 0 reports its own timeout (torch's suite checks "Rank 0 timed out").
+    const auto leftMs = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (!waitAllRanks && leftMs <= 0) {
+      keepUntilFinalize(slots);
+      const std::string done = passed.str();
+      TORCH_CHECK(false, "boostcomm: monitoredBarrier: Rank 0 timed out in monitoredBarrier after ", timeout.count(),
+                  " ms (", done.empty() ? "no rank arrived" : "arrived: ranks " + done, ")");
+    }
+    if (waitUntil(arrivals[static_cast<std::size_t>(r - 1)])) {
+      passed << (passed.tellp() > 0 ? ", " : "") << r;
+    } else {
       missing.push_back(r);
       if (!waitAllRanks) break;  // torch names the first missing rank only, unless asked for all
     }
@@ -154,7 +166,7 @@ void ProcessGroupBoostcomm::monitoredBarrier(const c10d::BarrierOptions& opts, b
     keepUntilFinalize(slots);  // late arrivals still land in them
     std::ostringstream names;
     for (std::size_t i = 0; i < missing.size(); ++i) names << (i ? ", " : "") << missing[i];
-    TORCH_CHECK(false, "boostcomm: monitoredBarrier: ", missing.size() == 1 ? "rank " : "ranks ", names.str(),
+    TORCH_CHECK(false, "boostcomm: monitoredBarrier: ", missing.size() == 1 ? "Rank " : "Ranks ", names.str(),
                 " failed to pass monitoredBarrier in ", timeout.count(), " ms (waited on rank 0)");
   }
   std::vector<Work> releases;
