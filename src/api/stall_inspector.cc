@@ -387,16 +387,16 @@ void StallInspector::writeFlight(core::FixedWriter& w, const char* reason, bool 
   w.put("\n], \"dumped_ns\": ").put(core::coarseWallNs()).put("}\n");
 }
 
-std::size_t StallInspector::flightCapacity(bool withCallers) const {
+std::size_t StallInspector::flightCapacity() const {
   // A stack's frame: a path, a line and a function name, ~100-200 bytes.
-  const std::size_t stackBytes = withCallers && core::callerFormatter() != nullptr ? 256 * core::kCallerFrames : 0;
+  const std::size_t stackBytes = core::callerFormatter() != nullptr ? 256 * core::kCallerFrames : 0;
   return 4096 + (256 + stackBytes) * kFlightRingEntries + 80 * worldSize();
 }
 
-std::string StallInspector::flightJson() const {
-  std::string out(flightCapacity(true), '\0');
+std::string StallInspector::flightJson(const char* reason) const {
+  std::string out(flightCapacity(), '\0');
   core::FixedWriter w(out.data(), out.size());
-  writeFlight(w, nullptr, true);
+  writeFlight(w, reason, true);
   out.resize(w.size());
   return out;
 }
@@ -407,10 +407,7 @@ std::string StallInspector::dumpFlight(const char* reason) const {
   const std::string path = dir + "/rank-" + std::to_string(rank_) + ".json";
   const std::string tmp = path + ".tmp" + std::to_string(getpid());
   {
-    std::string json(flightCapacity(true), '\0');
-    core::FixedWriter w(json.data(), json.size());
-    writeFlight(w, reason, true);
-    json.resize(w.size());
+    const std::string json = flightJson(reason);
     std::ofstream out(tmp);
     if (!out) return {};
     out << json;

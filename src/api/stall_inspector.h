@@ -100,8 +100,9 @@ class StallInspector final : public executor::WaitMonitor {
   std::int64_t warnMs() const { return warnMs_; }
   std::int64_t deadlineMs() const { return deadlineMs_.load(std::memory_order_relaxed); }
   int rank() const { return rank_; }
-  // The flight recorder as JSON (this rank's ring and counters).
-  std::string flightJson() const;
+  // The flight recorder as JSON (this rank's ring and counters; `reason`:
+  // why it is written, null on demand).
+  std::string flightJson(const char* reason = nullptr) const;
   // Writes flightJson() to $BOOSTCOMM_TRACE_DIR/rank-<rank>.json if set;
   // returns the path written, or empty.
   std::string dumpFlight(const char* reason) const;
@@ -109,8 +110,8 @@ class StallInspector final : public executor::WaitMonitor {
   // into `buffer`, to the path prepareSignalDump() formatted beforehand.
   void dumpFlightFromSignal(const char* reason, char* buffer, std::size_t capacity) const;
   void prepareSignalDump();
-  // Bytes the JSON can take (entries, peers, callers' stacks when withCallers).
-  std::size_t flightCapacity(bool withCallers) const;
+  // Bytes the JSON can take (entries, peers, callers' stacks).
+  std::size_t flightCapacity() const;
   // Callers' stacks of this rank's calls, parallel to own_'s ring (process-local).
   core::CallerRing& callers() { return callers_; }
 
