@@ -3,7 +3,8 @@
 // Phases of every collective, per chunk (a chunk is the pipelining unit:
 // chunkBytes of the vector; the k-th chunk of the engine's life has the
 // engine-wide number k, see segment.h):
-//   copy-in  — a rank copies its input chunk into its slot ring and bumps
+//   copy-in  — a rank copies its input chunk into its slot ring (allreduce:
+//              every slice but its own, which only it reads) and bumps
 //              inputReady (skipped when its send buffer is registered: the
 //              peers then read it in place);
 //   reduce   — rank r reduces slice r of the chunk, reading every rank's
@@ -39,7 +40,7 @@ namespace boostcomm::shm {
 struct EngineConfig {
   std::size_t chunkBytes = 256 << 10;
   std::size_t slotBytes = 4 << 20;
-  bool cma = true;  // segment lists through cross-memory attach when every rank can (cma.h)
+  bool cma = false;  // segment lists through cross-memory attach when every rank can (cma.h)
 };
 
 // One collective in the engine's queue.

@@ -3,9 +3,12 @@
 // allreduce: chunk c is elements [c*K, c*K + K) of the vector (K = chunk
 // elements). Rank r owns slice r of every chunk — the chunk cut into size()
 // line-aligned parts — reduces it from every rank's input (its slot copy, or
-// its registered send buffer in place) and writes it over its own input slice
-// in its slot (only rank r ever reads slice r of an input, so that is safe) or
-// into its registered recv buffer. Everyone then copies the slices out.
+// its registered send buffer in place) and writes it into slice r of its slot
+// or into its registered recv buffer. Everyone then copies the slices out.
+// Only rank r ever reads slice r of an input, so a rank with an unregistered
+// send copies in every slice but its own, reads its own slice straight from
+// its send buffer, and writes that slice's result to its recv buffer as it
+// reduces it: copy-out then moves only the peers' slices.
 //
 // reduce_scatter: chunk c is elements [c*K', c*K' + K') of every rank's
 // block (K' = chunk elements / size()), so one slot chunk holds one piece per
@@ -37,6 +40,9 @@ struct Slice {
   std::size_t offset = 0;  // elements from the chunk start
   std::size_t count = 0;
 };
+
+// Block of the own-slice reduction written on to the recv buffer at once.
+constexpr std::size_t kOwnBlockBytes = 16 << 10;
 
 std::size_t lineElements(std::size_t es) { return std::max<std::size_t>(1, kLineBytes / es); }
 
@@ -105,6 +111,30 @@ const char* inputOf(const ShmEngine& e, const ShmOp& op, int r, std::uint64_t c,
   return e.slot(r, op.firstChunk + c) + (isReduceScatter(op) ? b * op.chunkCount * es : 0);
 }
 
+// Where this rank's own slice of the input is read from when its send buffer
+// is not registered (copy-in skips that slice): the send buffer in place, or,
+// for a list whose slice straddles tensors, `staging` (its own slot slice,
+// also the reduction's output, which reduceInto allows) gathered from it.
+const char* ownSliceInput(const ShmOp& op, std::size_t first, std::size_t count, char* staging) {
+  const std::size_t es = dataTypeSize(op.call.dtype);
+  if (op.call.list == nullptr) return static_cast<const char*>(op.call.send) + first * es;
+  const std::size_t at = op.call.listOffsetBytes + first * es;
+  if (const char* direct = op.call.list->contiguous(at, count * es)) return direct;
+  op.call.list->gather(staging, at, count * es);
+  return staging;
+}
+
+void writeOwnSlice(const ShmOp& op, std::size_t first, std::size_t count, const char* result) {
+  const std::size_t es = dataTypeSize(op.call.dtype);
+  if (count == 0) return;
+  if (op.call.list != nullptr) {
+    op.call.list->scatter(op.call.listOffsetBytes + first * es, result, count * es);
+    return;
+  }
+  char* dst = static_cast<char*>(op.call.recv) + first * es;
+  if (dst != result) std::memcpy(dst, result, count * es);
+}
+
 }  // namespace
 
 std::uint64_t reduceChunks(const ShmEngine& e, ShmOp& op) {
@@ -137,10 +167,20 @@ bool copyInReduceInput(ShmEngine& e, ShmOp& op) {
       const std::size_t bs = static_cast<std::size_t>(b);
       std::memcpy(slot + bs * op.chunkCount * es, send + (bs * op.call.count + start) * es, len * es);
     }
-  } else if (op.call.list != nullptr) {
-    op.call.list->gather(slot, op.call.listOffsetBytes + start * es, len * es);
   } else {
-    std::memcpy(slot, send + start * es, len * es);
+    // Every slice but this rank's own: peers read those from the slot, and
+    // this rank reads its own slice straight from its send buffer.
+    const Slice own = slice(len, e.size(), e.rank(), es);
+    const std::size_t ranges[2][2] = {{0, own.offset}, {own.offset + own.count, len}};
+    for (const auto& r : ranges) {
+      if (r[1] <= r[0]) continue;
+      const std::size_t bytes = (r[1] - r[0]) * es;
+      if (op.call.list != nullptr) {
+        op.call.list->gather(slot + r[0] * es, op.call.listOffsetBytes + (start + r[0]) * es, bytes);
+      } else {
+        std::memcpy(slot + r[0] * es, send + (start + r[0]) * es, bytes);
+      }
+    }
   }
   ++op.inNext;
   e.control(e.rank()).inputReady.value.store(chunk + 1, std::memory_order_release);
@@ -172,10 +212,25 @@ bool reduceChunk(ShmEngine& e, ShmOp& op) {
     }
     out = op.zeroCopyOut ? static_cast<char*>(op.call.recv) + (start + s.offset) * es
                          : e.slot(me, chunk) + s.offset * es;
+    if (!op.zeroCopyIn) e.inputs()[static_cast<std::size_t>(me)] = ownSliceInput(op, start + s.offset, s.count, out);
     count = s.count;
   }
-  reduceInto(e, out, count, op.call.dtype, op.call.op);
-  finishAverage(e, op, out, count);
+  if (!isReduceScatter(op) && !op.zeroCopyIn && !op.zeroCopyOut) {
+    // This rank's slice of the result goes to its recv too, block by block
+    // while the block is in L1; copy-out then moves only the peers' slices.
+    const std::size_t first = start + slice(len, e.size(), me, es).offset;
+    const std::size_t block = std::max<std::size_t>(1, kOwnBlockBytes / es);
+    for (std::size_t done = 0; done < count; done += block) {
+      const std::size_t n = std::min(block, count - done);
+      reduceInto(e, out + done * es, n, op.call.dtype, op.call.op);
+      finishAverage(e, op, out + done * es, n);
+      writeOwnSlice(op, first + done, n, out + done * es);
+      for (const char*& in : e.inputs()) in += n * es;
+    }
+  } else {
+    reduceInto(e, out, count, op.call.dtype, op.call.op);
+    finishAverage(e, op, out, count);
+  }
   ++op.reduceNext;
   if (isReduceScatter(op)) {
     // Nothing to copy out: this rank is done with every input of the chunk.
@@ -215,7 +270,10 @@ bool copyOutReduced(ShmEngine& e, ShmOp& op) {
   const std::uint64_t chunk = o.chunk;
   const std::size_t es = o.es, len = o.len, start = o.start;
   char* recv = static_cast<char*>(op.call.recv);
-  for (int i = 0; i < e.size(); ++i) {
+  // With an unregistered send the reduction already wrote this rank's own
+  // slice to its recv (writeOwnSlice).
+  const int slices = op.zeroCopyIn || op.zeroCopyOut ? e.size() : e.size() - 1;
+  for (int i = 0; i < slices; ++i) {
     // Start after this rank, so ranks do not all read the same peer at once.
     const int r = (e.rank() + 1 + i) % e.size();
     const Slice s = slice(len, e.size(), r, es);

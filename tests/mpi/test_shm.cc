@@ -154,9 +154,16 @@ void registered(Communicator& comm) {
       const float* send;
       float* recv;
     };
+    // The last two mix the cases across ranks: a peer that reads one rank's
+    // input in place and another's from its slot, in the same chunk.
+    const bool even = comm.rank() % 2 == 0;
     const Variant variants[] = {{"registered in and out", in, out},
                                 {"registered in", in, plainOut.data()},
-                                {"registered out", plainIn.data(), out}};
+                                {"registered out", plainIn.data(), out},
+                                {"registered in and out on even ranks only", even ? in : plainIn.data(),
+                                 even ? out : plainOut.data()},
+                                {"registered in on odd ranks, out on even ranks", even ? plainIn.data() : in,
+                                 even ? out : plainOut.data()}};
     for (const Variant& v : variants) {
       std::fill(v.recv, v.recv + count, -1.0f);
       comm.allreduce(std::span<const float>(v.send, count), std::span<float>(v.recv, count), ReduceOp::kSum, shm);
