@@ -15,9 +15,16 @@
 //   notice — "this communicator failed with a mismatch: <words>", sent to
 //            every rank by the rank that saw it, so every rank reports
 //            Error{kMismatch} naming both sides, not only the neighbours of
-//            the culprit.
-// Messages are fixed-size (sizeof(ControlMessage), < 512 B: one eager MPI
-// message), so one posted receive from any source takes any of them.
+//            the culprit;
+//   audit  — "here are the fingerprints of calls I completed": sent each
+//            watchdog tick to one rank on another node, which compares them
+//            with its own and answers with an audit ack (how far it could
+//            compare). The check for calls that returned on every rank with
+//            no fingerprint in their data (native collectives across nodes):
+//            a disagreement is a notice, so the next call raises it.
+// Messages are fixed-size (sizeof(ControlMessage), < 4 KiB: one eager MPI
+// message over shared memory and TCP), so one posted receive from any source
+// takes any of them.
 // Needs MPI_THREAD_MULTIPLE (the watchdog calls MPI next to the caller's
 // thread); without it there is no channel and the report says so.
 #pragma once
@@ -37,19 +44,23 @@ struct ControlEntry {
 };
 
 struct ControlMessage {
-  enum Type : std::uint32_t { kQuery = 1, kStatus = 2, kNotice = 3 };
+  enum Type : std::uint32_t { kQuery = 1, kStatus = 2, kNotice = 3, kAudit = 4, kAuditAck = 5 };
   static constexpr std::uint32_t kMagic = 0x42434343;  // "BCCC"
   static constexpr int kEntries = 3;                   // last started, last completed, asked-about
+  static constexpr int kAuditEntries = 96;             // calls one audit carries
   std::uint32_t magic = kMagic;
   std::uint32_t type = 0;
   std::int32_t from = -1;
   std::uint32_t pid = 0;
   std::uint64_t started = 0;
   std::uint64_t completed = 0;
-  std::uint64_t asked = 0;  // query: the asker's waiting sequence + 1
+  std::uint64_t asked = 0;  // query: the asker's waiting sequence + 1; audit ack: compared below this
   ControlEntry entries[kEntries];
   char text[384] = {};  // notice: the mismatch in words (NUL-terminated, truncated)
+  std::uint32_t auditCount = 0;  // audit: entries used, consecutive sequences
+  ControlEntry audit[kAuditEntries];
 };
+static_assert(sizeof(ControlMessage) < 4096, "one eager message");
 
 class ControlChannel {
  public:

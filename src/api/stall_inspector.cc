@@ -205,12 +205,24 @@ void StallInspector::tick(std::chrono::steady_clock::time_point now) {
   const bool blocking = own_->blocking.load(std::memory_order_acquire) != 0;
   bool statusArrived = false;
   std::string notice;
+  std::string audited;
   if (hasChannel()) {
     std::lock_guard lock(channelMutex_);
-    if (channel_) statusArrived = pollChannel();
+    if (channel_) {
+      statusArrived = pollChannel();
+      // The audit of completed calls, one message in flight at a time (a
+      // peer that never answers, stopped or dead, is asked again after 5 s).
+      if (auditPeer_ >= 0 && !poisoned() && completed > auditedUpTo_ &&
+          (!auditOutstanding_ || now - auditSentAt_ > kAuditRetry))
+        sendAudit(completed);
+    }
     notice.swap(noticeReceived_);
+    audited.swap(auditMismatch_);
   }
   if (!notice.empty() && !poisoned()) onMismatch(notice, blocking, false);
+  // Both calls returned (that is what the audit compares): this rank's
+  // current call, if any, is a later one, so the job is not ended for it.
+  if (!audited.empty() && !poisoned()) onMismatch(audited, false, true);
   if (statusArrived && !poisoned() && started > completed) {
     // A remote rank's fingerprint of a call we both started differs: the
     // check for calls whose data carries none (native collectives).

@@ -36,6 +36,7 @@
 namespace boostcomm::detail {
 
 class ControlChannel;  // api/control_channel.h (MPI types stay out of this header)
+struct ControlMessage;
 
 class StallInspector final : public executor::WaitMonitor {
  public:
@@ -81,6 +82,7 @@ class StallInspector final : public executor::WaitMonitor {
     }
   }
   static constexpr std::int64_t kRootWaitUs = 20000;
+  static constexpr std::chrono::seconds kAuditRetry{5};
   // The watchdog thread (one caller at a time).
   void tick(std::chrono::steady_clock::time_point now);
   // Set by the watchdog; raised by the next call (cheap to test).
@@ -128,6 +130,11 @@ class StallInspector final : public executor::WaitMonitor {
   // notice. True when a status arrived; a notice lands in noticeReceived_.
   bool pollChannel();
   void queryRemotes(std::uint64_t waitingSeq);
+  // The cross-node audit (api/control_channel.h): sends auditPeer_ the
+  // fingerprints of this rank's completed calls from auditedUpTo_ on
+  // (channelMutex_ held); answerAudit compares a peer's with ours.
+  void sendAudit(std::uint64_t completed);
+  void answerAudit(const ControlMessage& m);
   void sendNotice(const std::string& text);
   // What this rank can see of rank r: its shm status, an answered mirror, or null.
   const core::CallStatus* statusOf(std::size_t r) const;
@@ -163,6 +170,14 @@ class StallInspector final : public executor::WaitMonitor {
   // Per rank: the last answer of a rank shm does not show (pid 0: none yet).
   std::vector<std::unique_ptr<core::CallStatus>> mirrors_;
   std::atomic<bool> queried_{false};  // this stall's query went out
+  // The audit: every tick, the calls this rank completed since the last
+  // answer go to one rank on another node (the next such rank in rank
+  // order, so the node checks chain every node), which compares them.
+  int auditPeer_ = -1;
+  std::uint64_t auditedUpTo_ = 0;  // calls below this were compared by auditPeer_ (or fell out of the ring)
+  bool auditOutstanding_ = false;
+  std::chrono::steady_clock::time_point auditSentAt_{};
+  std::string auditMismatch_;  // what answerAudit found, raised by tick
 
   char signalPath_[512] = {};  // the dump's path for the signal handler ("" none)
 

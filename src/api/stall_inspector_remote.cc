@@ -17,6 +17,7 @@ namespace boostcomm::detail {
 
 namespace {
 using core::CallStatus;
+using core::Fingerprint;
 
 ControlEntry entryOf(const CallStatus& s, std::uint64_t seqPlusOne) {
   ControlEntry e;
@@ -50,8 +51,64 @@ void StallInspector::attachChannel(std::unique_ptr<ControlChannel> channel, int 
     const bool visible = r < peers_.size() && peers_[r] != nullptr;
     if (!visible && static_cast<int>(r) != rank_) mirrors_[r] = std::make_unique<CallStatus>();
   }
+  // The audit peer: the next rank in rank order whose status shm does not
+  // show. Each node's ranks check each other through shm, so this chain
+  // (node A -> B -> ... -> A) covers every pair by transitivity.
+  for (int i = 1; i < worldSize && auditPeer_ < 0; ++i) {
+    const auto r = static_cast<std::size_t>((rank_ + i) % worldSize);
+    if (mirrors_[r]) auditPeer_ = static_cast<int>(r);
+  }
   channel_ = std::move(channel);
   channelSize_ = worldSize;
+}
+
+void StallInspector::sendAudit(std::uint64_t completed) {
+  // The oldest unaudited calls still in the ring (a rank more than a ring
+  // ahead of its last answer skips the calls in between: they stay unchecked).
+  std::uint64_t seq = std::max<std::uint64_t>(
+      auditedUpTo_, completed > core::kFlightRingEntries ? completed - core::kFlightRingEntries : 0);
+  ControlMessage a;
+  a.type = ControlMessage::kAudit;
+  a.from = rank_;
+  for (; seq < completed && a.auditCount < static_cast<std::uint32_t>(ControlMessage::kAuditEntries); ++seq) {
+    const ControlEntry e = entryOf(*own_, seq + 1);
+    if (e.tag == 0) break;  // being rewritten: this rank ran a ring ahead meanwhile
+    a.audit[a.auditCount++] = e;
+  }
+  if (a.auditCount == 0) {
+    auditedUpTo_ = seq;
+    return;
+  }
+  channel_->send(auditPeer_, a);
+  auditOutstanding_ = true;
+  auditSentAt_ = std::chrono::steady_clock::now();
+}
+
+void StallInspector::answerAudit(const ControlMessage& m) {
+  ControlMessage ack;
+  ack.type = ControlMessage::kAuditAck;
+  ack.from = rank_;
+  const std::uint64_t started = own_->started.load(std::memory_order_acquire);
+  const std::uint32_t n = std::min<std::uint32_t>(m.auditCount, ControlMessage::kAuditEntries);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const ControlEntry& e = m.audit[i];
+    if (e.tag == 0 || e.tag > started) break;  // not started here yet: the next audit
+    const std::uint64_t seq = e.tag - 1;
+    Fingerprint mine;
+    const Fingerprint theirs = Fingerprint::fromWord(e.word, e.count);
+    if (own_->read(seq, mine)) {
+      if (mine.rejected) break;  // about to be retried here under the same sequence
+      if (!(mine == theirs)) {
+        if (auditMismatch_.empty())
+          auditMismatch_ = core::describeMismatch(m.from, theirs, rank_, mine, seq) +
+                           " (found by the cross-node audit after rank " + std::to_string(m.from) +
+                           "'s call had returned)";
+        break;
+      }
+    }  // else gone from this rank's ring (it ran a ring ahead): unchecked
+    ack.asked = e.tag;
+  }
+  channel_->send(m.from, ack);
 }
 
 void StallInspector::closeChannel() {
@@ -172,6 +229,15 @@ bool StallInspector::pollChannel() {
         statusArrived = true;
         break;
       }
+      case ControlMessage::kAudit:
+        answerAudit(m);
+        break;
+      case ControlMessage::kAuditAck:
+        if (m.from == auditPeer_) {
+          auditedUpTo_ = std::max(auditedUpTo_, m.asked);
+          auditOutstanding_ = false;
+        }
+        break;
       case ControlMessage::kNotice: {
         if (poisoned()) break;
         m.text[sizeof(m.text) - 1] = '\0';

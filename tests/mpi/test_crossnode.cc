@@ -125,6 +125,49 @@ void mismatchCase(const char* algorithm, const Disagreement& d) {
   std::fflush(stdout);
 }
 
+// A native (backend) allreduce where one rank reduces with max and the
+// others with sum: MPI returns on every rank, with no fingerprint in its
+// data, so that call's result is wrong everywhere. The cross-node audit
+// (every watchdog tick, the completed calls' fingerprints go to a rank on the
+// next node) must find it: every rank's later calls raise kMismatch naming
+// both calls, within seconds.
+void auditCase() {
+  phase("communicator creation (audit case)");
+  auto comm = detail::createCommunicatorOverMpi(MPI_COMM_WORLD);
+  phase("audit case");
+  comm->setTimeout(std::chrono::milliseconds(20000));
+  CallOptions options;
+  options.algorithm = "native";
+  const int culprit = gSize > 2 ? 1 : 0;
+  std::vector<float> data(1000, 1.0f);
+  const auto start = std::chrono::steady_clock::now();
+  std::string what = "no error within 15 s";
+  ErrorCategory category = ErrorCategory::kInternal;
+  try {
+    comm->allreduce(std::span<const float>(data), std::span<float>(data), ReduceOp::kSum, options);
+    comm->allreduce(std::span<const float>(data), std::span<float>(data),
+                    gRank == culprit ? ReduceOp::kMax : ReduceOp::kSum, options);
+    while (std::chrono::steady_clock::now() - start < std::chrono::seconds(15)) {
+      comm->allreduce(std::span<const float>(data), std::span<float>(data), ReduceOp::kSum, options);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } catch (const Error& e) {
+    category = e.category();
+    what = e.what();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (category != ErrorCategory::kMismatch || what.find("allreduce float32 x1000 sum, seq 1") == std::string::npos ||
+      what.find("allreduce float32 x1000 max, seq 1") == std::string::npos) {
+    fail("audit: expected kMismatch naming both calls of seq 1, got (" + std::to_string(seconds) + " s): " + what);
+  }
+  double slowest = 0;
+  phase("the test's MPI_Allreduce after the audit case");
+  MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  phase("communicator destruction (audit case)");
+  if (gRank == 0) std::printf("native op mismatch    every rank reported within %.2f s: %s\n", slowest, what.c_str());
+  std::fflush(stdout);
+}
+
 // The last rank never calls; the others time out with a report that names
 // it and what it last started and completed (from the control channel).
 void stallCase() {
@@ -256,6 +299,7 @@ int main(int argc, char** argv) {
     }
   }
   if (gSize >= 2 && (only.empty() || only == "stall")) stallCase();
+  if (!oneNode && gSize >= 2 && (only.empty() || only == "audit")) auditCase();
   if (oneNode && gSize >= 2 && (only.empty() || only == "rejected")) rejectedCase();
   int failures = 0;
   phase("the final MPI_Allreduce");
