@@ -48,7 +48,7 @@ MPI_ENV := source scripts/mpirun_local.sh
 export OMPI_ALLOW_RUN_AS_ROOT ?= 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM ?= 1
 
-.PHONY: help deps configure build test demo bench plots install install-check clean asan ubsan tsan
+.PHONY: help deps configure build test demo bench plots install install-check clean asan ubsan asan-ubsan tsan
 
 help:
 	@echo "make demo           deps + build + 2-rank 'boostcomm replay' of ResNet-50 (JSON in $(DEMO_JSON), chart $(DEMO_PNG))"
@@ -59,7 +59,7 @@ help:
 	@echo "make install        install to PREFIX=$(PREFIX)"
 	@echo "make install-check  install to a temporary prefix and build examples/consumer against it"
 	@echo "make deps           only install missing Debian packages (scripts/install_deps.sh)"
-	@echo "make asan|ubsan|tsan  sanitizer build in build-asan/ (build-ubsan/, build-tsan/), then its unit + MPI suites"
+	@echo "make asan|ubsan|asan-ubsan|tsan  sanitizer build in build-asan/ (build-ubsan/, ...), then its unit + MPI suites"
 	@echo "make clean          remove $(BUILD_DIR)/"
 	@echo "variables: BUILD_DIR BUILD_TYPE JOBS CTEST_JOBS NP PREFIX CMAKE_ARGS CTEST_ARGS CTEST_TIMEOUT DEMO_ARGS BENCH_ARGS SKIP_DEPS PYTHON SAN_CTEST_ARGS SAN_TARGETS"
 
@@ -120,15 +120,20 @@ SAN_TARGETS ?=
 SAN_FLAGS_asan  := -fsanitize=address -fno-omit-frame-pointer
 SAN_FLAGS_ubsan := -fsanitize=undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 SAN_FLAGS_tsan  := -fsanitize=thread -fno-omit-frame-pointer
+# Both in one tree (one build instead of two; either finding fails the test).
+SAN_FLAGS_asan-ubsan := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 # Open MPI allocates at init and frees nothing it keeps until exit: leak
 # reports there are not ours, so leak checking is off (ASan still catches
 # use-after-free, overflows and double frees). TSan: Open MPI's own threads
 # are not instrumented; tests/sanitizers/tsan.supp silences its races.
-SAN_ENV_asan  := ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1
+# verify_asan_link_order=0: the interposer tests preload the (instrumented)
+# libboostcomm_mpi.so into programs that are not (python3, gfortran's, mpirun's).
+SAN_ENV_asan  := ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1:verify_asan_link_order=0
 SAN_ENV_ubsan := UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+SAN_ENV_asan-ubsan := $(SAN_ENV_asan) $(SAN_ENV_ubsan)
 SAN_ENV_tsan  := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/sanitizers/tsan.supp
 
-asan ubsan tsan: deps
+asan ubsan asan-ubsan tsan: deps
 	cmake -S . -B build-$@ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBOOSTCOMM_BUILD_PYTHON=OFF -DBOOSTCOMM_BUILD_BENCH=OFF \
 	  -DCMAKE_C_FLAGS="$(SAN_FLAGS_$@)" -DCMAKE_CXX_FLAGS="$(SAN_FLAGS_$@)" \
 	  -DCMAKE_EXE_LINKER_FLAGS="$(SAN_FLAGS_$@)" -DCMAKE_SHARED_LINKER_FLAGS="$(SAN_FLAGS_$@)" $(CMAKE_ARGS)
