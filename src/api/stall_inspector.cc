@@ -212,7 +212,7 @@ void StallInspector::tick(std::chrono::steady_clock::time_point now) {
       statusArrived = pollChannel();
       // The audit of completed calls, one message in flight at a time (a
       // peer that never answers, stopped or dead, is asked again after 5 s).
-      if (auditPeer_ >= 0 && !poisoned() && completed > auditedUpTo_ &&
+      if (auditPeer_ >= 0 && !poisoned() && completed > auditedUpTo_ && now >= auditNotBefore_ &&
           (!auditOutstanding_ || now - auditSentAt_ > kAuditRetry))
         sendAudit(completed);
     }
@@ -220,9 +220,10 @@ void StallInspector::tick(std::chrono::steady_clock::time_point now) {
     audited.swap(auditMismatch_);
   }
   if (!notice.empty() && !poisoned()) onMismatch(notice, blocking, false);
-  // Both calls returned (that is what the audit compares): this rank's
-  // current call, if any, is a later one, so the job is not ended for it.
-  if (!audited.empty() && !poisoned()) onMismatch(audited, false, true);
+  // A rank inside a blocking backend call that stays stuck there (its peers
+  // now fail at their next call instead of joining it) ends the job, as for
+  // a notice; one whose call returns raises the mismatch at its next call.
+  if (!audited.empty() && !poisoned()) onMismatch(audited, blocking, true);
   if (statusArrived && !poisoned() && started > completed) {
     // A remote rank's fingerprint of a call we both started differs: the
     // check for calls whose data carries none (native collectives).

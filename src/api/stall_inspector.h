@@ -83,6 +83,7 @@ class StallInspector final : public executor::WaitMonitor {
   }
   static constexpr std::int64_t kRootWaitUs = 20000;
   static constexpr std::chrono::seconds kAuditRetry{5};
+  static constexpr std::chrono::seconds kAuditBackoff{1};
   // The watchdog thread (one caller at a time).
   void tick(std::chrono::steady_clock::time_point now);
   // Set by the watchdog; raised by the next call (cheap to test).
@@ -171,12 +172,13 @@ class StallInspector final : public executor::WaitMonitor {
   std::vector<std::unique_ptr<core::CallStatus>> mirrors_;
   std::atomic<bool> queried_{false};  // this stall's query went out
   // The audit: every tick, the calls this rank completed since the last
-  // answer go to one rank on another node (the next such rank in rank
-  // order, so the node checks chain every node), which compares them.
+  // answer go to the next rank whose status this rank cannot see, which
+  // compares them (so the checks chain every rank).
   int auditPeer_ = -1;
   std::uint64_t auditedUpTo_ = 0;  // calls below this were compared by auditPeer_ (or fell out of the ring)
   bool auditOutstanding_ = false;
   std::chrono::steady_clock::time_point auditSentAt_{};
+  std::chrono::steady_clock::time_point auditNotBefore_{};
   std::string auditMismatch_;  // what answerAudit found, raised by tick
 
   char signalPath_[512] = {};  // the dump's path for the signal handler ("" none)

@@ -52,8 +52,9 @@ void StallInspector::attachChannel(std::unique_ptr<ControlChannel> channel, int 
     if (!visible && static_cast<int>(r) != rank_) mirrors_[r] = std::make_unique<CallStatus>();
   }
   // The audit peer: the next rank in rank order whose status shm does not
-  // show. Each node's ranks check each other through shm, so this chain
-  // (node A -> B -> ... -> A) covers every pair by transitivity.
+  // show (the channel exists only on communicators without a shared call
+  // status, so that is rank + 1): the chain 0 -> 1 -> ... -> n-1 -> 0 covers
+  // every pair by transitivity.
   for (int i = 1; i < worldSize && auditPeer_ < 0; ++i) {
     const auto r = static_cast<std::size_t>((rank_ + i) % worldSize);
     if (mirrors_[r]) auditPeer_ = static_cast<int>(r);
@@ -72,7 +73,10 @@ void StallInspector::sendAudit(std::uint64_t completed) {
   a.from = rank_;
   for (; seq < completed && a.auditCount < static_cast<std::uint32_t>(ControlMessage::kAuditEntries); ++seq) {
     const ControlEntry e = entryOf(*own_, seq + 1);
-    if (e.tag == 0) break;  // being rewritten: this rank ran a ring ahead meanwhile
+    if (e.tag == 0) {  // being rewritten: this rank ran a ring ahead meanwhile
+      if (a.auditCount == 0) continue;  // skipped, unchecked
+      break;
+    }
     a.audit[a.auditCount++] = e;
   }
   if (a.auditCount == 0) {
@@ -234,6 +238,9 @@ bool StallInspector::pollChannel() {
         break;
       case ControlMessage::kAuditAck:
         if (m.from == auditPeer_) {
+          // No progress (the peer has not reached those calls yet, e.g. a
+          // broadcast root running ahead): ask again in a second, not every tick.
+          if (m.asked <= auditedUpTo_) auditNotBefore_ = std::chrono::steady_clock::now() + kAuditBackoff;
           auditedUpTo_ = std::max(auditedUpTo_, m.asked);
           auditOutstanding_ = false;
         }
