@@ -111,6 +111,30 @@ const char* inputOf(const ShmEngine& e, const ShmOp& op, int r, std::uint64_t c,
   return e.slot(r, op.firstChunk + c) + (isReduceScatter(op) ? b * op.chunkCount * es : 0);
 }
 
+// Elements [first, first + count) of an allreduce's input into `dst`: from
+// its segment list or its send buffer.
+void readInput(const ShmOp& op, std::size_t first, std::size_t count, char* dst) {
+  const std::size_t es = dataTypeSize(op.call.dtype);
+  if (op.call.list != nullptr) {
+    op.call.list->gather(dst, op.call.listOffsetBytes + first * es, count * es);
+  } else {
+    std::memcpy(dst, static_cast<const char*>(op.call.send) + first * es, count * es);
+  }
+}
+
+// Elements [first, first + count) of the result from `src` into the segment
+// list or the recv buffer (nothing to do where src is already there).
+void writeResult(const ShmOp& op, std::size_t first, std::size_t count, const char* src) {
+  const std::size_t es = dataTypeSize(op.call.dtype);
+  if (count == 0) return;
+  if (op.call.list != nullptr) {
+    op.call.list->scatter(op.call.listOffsetBytes + first * es, src, count * es);
+    return;
+  }
+  char* dst = static_cast<char*>(op.call.recv) + first * es;
+  if (dst != src) std::memcpy(dst, src, count * es);
+}
+
 // Where this rank's own slice of the input is read from when its send buffer
 // is not registered (copy-in skips that slice): the send buffer in place, or,
 // for a list whose slice straddles tensors, `staging` (its own slot slice,
@@ -118,21 +142,9 @@ const char* inputOf(const ShmEngine& e, const ShmOp& op, int r, std::uint64_t c,
 const char* ownSliceInput(const ShmOp& op, std::size_t first, std::size_t count, char* staging) {
   const std::size_t es = dataTypeSize(op.call.dtype);
   if (op.call.list == nullptr) return static_cast<const char*>(op.call.send) + first * es;
-  const std::size_t at = op.call.listOffsetBytes + first * es;
-  if (const char* direct = op.call.list->contiguous(at, count * es)) return direct;
-  op.call.list->gather(staging, at, count * es);
+  if (const char* direct = op.call.list->contiguous(op.call.listOffsetBytes + first * es, count * es)) return direct;
+  readInput(op, first, count, staging);
   return staging;
-}
-
-void writeOwnSlice(const ShmOp& op, std::size_t first, std::size_t count, const char* result) {
-  const std::size_t es = dataTypeSize(op.call.dtype);
-  if (count == 0) return;
-  if (op.call.list != nullptr) {
-    op.call.list->scatter(op.call.listOffsetBytes + first * es, result, count * es);
-    return;
-  }
-  char* dst = static_cast<char*>(op.call.recv) + first * es;
-  if (dst != result) std::memcpy(dst, result, count * es);
 }
 
 }  // namespace
@@ -173,13 +185,7 @@ bool copyInReduceInput(ShmEngine& e, ShmOp& op) {
     const Slice own = slice(len, e.size(), e.rank(), es);
     const std::size_t ranges[2][2] = {{0, own.offset}, {own.offset + own.count, len}};
     for (const auto& r : ranges) {
-      if (r[1] <= r[0]) continue;
-      const std::size_t bytes = (r[1] - r[0]) * es;
-      if (op.call.list != nullptr) {
-        op.call.list->gather(slot + r[0] * es, op.call.listOffsetBytes + (start + r[0]) * es, bytes);
-      } else {
-        std::memcpy(slot + r[0] * es, send + (start + r[0]) * es, bytes);
-      }
+      if (r[1] > r[0]) readInput(op, start + r[0], r[1] - r[0], slot + r[0] * es);
     }
   }
   ++op.inNext;
@@ -198,6 +204,7 @@ bool reduceChunk(ShmEngine& e, ShmOp& op) {
   const std::size_t start = static_cast<std::size_t>(c) * op.chunkCount;
   char* out = nullptr;
   std::size_t count = 0;
+  std::size_t first = 0;  // allreduce: this rank's slice, from the vector's start
   if (isReduceScatter(op)) {
     for (int r = 0; r < e.size(); ++r) e.inputs()[static_cast<std::size_t>(r)] = inputOf(e, op, r, c, me);
     out = static_cast<char*>(op.call.recv) + start * es;
@@ -212,19 +219,19 @@ bool reduceChunk(ShmEngine& e, ShmOp& op) {
     }
     out = op.zeroCopyOut ? static_cast<char*>(op.call.recv) + (start + s.offset) * es
                          : e.slot(me, chunk) + s.offset * es;
-    if (!op.zeroCopyIn) e.inputs()[static_cast<std::size_t>(me)] = ownSliceInput(op, start + s.offset, s.count, out);
+    first = start + s.offset;
+    if (!op.zeroCopyIn) e.inputs()[static_cast<std::size_t>(me)] = ownSliceInput(op, first, s.count, out);
     count = s.count;
   }
   if (!isReduceScatter(op) && !op.zeroCopyIn && !op.zeroCopyOut) {
     // This rank's slice of the result goes to its recv too, block by block
     // while the block is in L1; copy-out then moves only the peers' slices.
-    const std::size_t first = start + slice(len, e.size(), me, es).offset;
     const std::size_t block = std::max<std::size_t>(1, kOwnBlockBytes / es);
     for (std::size_t done = 0; done < count; done += block) {
       const std::size_t n = std::min(block, count - done);
       reduceInto(e, out + done * es, n, op.call.dtype, op.call.op);
       finishAverage(e, op, out + done * es, n);
-      writeOwnSlice(op, first + done, n, out + done * es);
+      writeResult(op, first + done, n, out + done * es);
       for (const char*& in : e.inputs()) in += n * es;
     }
   } else {
@@ -269,9 +276,8 @@ bool copyOutReduced(ShmEngine& e, ShmOp& op) {
   if (isReduceScatter(op) || !nextOutChunk(e, op, o)) return false;
   const std::uint64_t chunk = o.chunk;
   const std::size_t es = o.es, len = o.len, start = o.start;
-  char* recv = static_cast<char*>(op.call.recv);
   // With an unregistered send the reduction already wrote this rank's own
-  // slice to its recv (writeOwnSlice).
+  // slice to its recv.
   const int slices = op.zeroCopyIn || op.zeroCopyOut ? e.size() : e.size() - 1;
   for (int i = 0; i < slices; ++i) {
     // Start after this rank, so ranks do not all read the same peer at once.
@@ -280,12 +286,7 @@ bool copyOutReduced(ShmEngine& e, ShmOp& op) {
     if (s.count == 0) continue;
     const char* src = e.peerResult(r) != nullptr ? e.peerResult(r) + (start + s.offset) * es
                                                  : e.slot(r, chunk) + s.offset * es;
-    if (op.call.list != nullptr) {
-      op.call.list->scatter(op.call.listOffsetBytes + (start + s.offset) * es, src, s.count * es);
-      continue;
-    }
-    char* dst = recv + (start + s.offset) * es;
-    if (src != dst) std::memcpy(dst, src, s.count * es);
+    writeResult(op, start + s.offset, s.count, src);
   }
   ++op.outNext;
   e.control(e.rank()).consumed.value.store(chunk + 1, std::memory_order_release);
