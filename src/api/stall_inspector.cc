@@ -210,11 +210,8 @@ void StallInspector::tick(std::chrono::steady_clock::time_point now) {
     std::lock_guard lock(channelMutex_);
     if (channel_) {
       statusArrived = pollChannel();
-      // The audit of completed calls, one message in flight at a time (a
-      // peer that never answers, stopped or dead, is asked again after 5 s).
-      if (auditPeer_ >= 0 && !poisoned() && completed > auditedUpTo_ && now >= auditNotBefore_ &&
-          (!auditOutstanding_ || now - auditSentAt_ > kAuditRetry))
-        sendAudit(completed);
+      // The audit of completed calls (auditNextAt_ paces it).
+      if (auditPeer_ >= 0 && !poisoned() && completed > auditedUpTo_ && now >= auditNextAt_) sendAudit(completed);
     }
     notice.swap(noticeReceived_);
     audited.swap(auditMismatch_);

@@ -176,9 +176,10 @@ class StallInspector final : public executor::WaitMonitor {
   // compares them (so the checks chain every rank).
   int auditPeer_ = -1;
   std::uint64_t auditedUpTo_ = 0;  // calls below this were compared by auditPeer_ (or fell out of the ring)
-  bool auditOutstanding_ = false;
-  std::chrono::steady_clock::time_point auditSentAt_{};
-  std::chrono::steady_clock::time_point auditNotBefore_{};
+  // When the next audit may go: kAuditRetry after a send (one in flight; a
+  // peer that never answers is asked again), at once after an answer that
+  // made progress, kAuditBackoff after one that did not.
+  std::chrono::steady_clock::time_point auditNextAt_{};
   std::string auditMismatch_;  // what answerAudit found, raised by tick
 
   char signalPath_[512] = {};  // the dump's path for the signal handler ("" none)

@@ -84,8 +84,7 @@ void StallInspector::sendAudit(std::uint64_t completed) {
     return;
   }
   channel_->send(auditPeer_, a);
-  auditOutstanding_ = true;
-  auditSentAt_ = std::chrono::steady_clock::now();
+  auditNextAt_ = std::chrono::steady_clock::now() + kAuditRetry;
 }
 
 void StallInspector::answerAudit(const ControlMessage& m) {
@@ -100,8 +99,8 @@ void StallInspector::answerAudit(const ControlMessage& m) {
     const std::uint64_t seq = e.tag - 1;
     Fingerprint mine;
     const Fingerprint theirs = Fingerprint::fromWord(e.word, e.count);
+    // (A rejected entry sits at seq == started, never below: the test above stops there.)
     if (own_->read(seq, mine)) {
-      if (mine.rejected) break;  // about to be retried here under the same sequence
       if (!(mine == theirs)) {
         if (auditMismatch_.empty())
           auditMismatch_ = core::describeMismatch(m.from, theirs, rank_, mine, seq) +
@@ -240,9 +239,8 @@ bool StallInspector::pollChannel() {
         if (m.from == auditPeer_) {
           // No progress (the peer has not reached those calls yet, e.g. a
           // broadcast root running ahead): ask again in a second, not every tick.
-          if (m.asked <= auditedUpTo_) auditNotBefore_ = std::chrono::steady_clock::now() + kAuditBackoff;
+          auditNextAt_ = std::chrono::steady_clock::now() + (m.asked <= auditedUpTo_ ? kAuditBackoff : std::chrono::seconds{0});
           auditedUpTo_ = std::max(auditedUpTo_, m.asked);
-          auditOutstanding_ = false;
         }
         break;
       case ControlMessage::kNotice: {
