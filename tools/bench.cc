@@ -117,6 +117,32 @@ std::vector<std::string> resolveAlgos(const BenchOptions& o, const Communicator&
   return withWires(o, algos);
 }
 
+// --fingerprints-ab: every entry but mpi followed by its "@nofp" twin.
+std::vector<std::string> withFingerprintTwins(const BenchOptions& o, const std::vector<std::string>& algos) {
+  if (!o.fingerprintsAb) return algos;
+  std::vector<std::string> out;
+  for (const std::string& a : algos) {
+    out.push_back(a);
+    if (a != kAlgoMpi && !fingerprintsOff(a)) out.push_back(a + kNoFingerprintsSuffix);
+  }
+  return out;
+}
+
+// The communicator of the "@nofp" entries: the world again, built with
+// fingerprints off (the tunable is read when a communicator is built).
+std::shared_ptr<Communicator> createFingerprintsOffWorld() {
+  core::setTunableOverride("BOOSTCOMM_FINGERPRINTS", "0");
+  std::shared_ptr<Communicator> off;
+  try {
+    off = Communicator::createMpiWorld();
+  } catch (...) {
+    core::clearTunableOverride("BOOSTCOMM_FINGERPRINTS");
+    throw;
+  }
+  core::clearTunableOverride("BOOSTCOMM_FINGERPRINTS");
+  return off;
+}
+
 void validate(const BenchOptions& o, int ranks) {
   if (o.minBytes > o.maxBytes) throw UsageError("--minbytes must not exceed --maxbytes");
   if (o.stepFactor < 2 && o.minBytes != o.maxBytes) throw UsageError("--stepfactor must be at least 2");
@@ -129,6 +155,10 @@ void validate(const BenchOptions& o, int ranks) {
     throw UsageError("--audit compares 'selected' with the other algorithms: add 'selected' to --algos");
   }
   if (o.collective == Collective::kBarrier) throw UsageError("--collective barrier has no payload to sweep");
+  if (o.fingerprintsAb && o.zeroCopy) {
+    throw UsageError("--fingerprints-ab cannot be combined with --zero-copy (buffers registered with one "
+                     "communicator)");
+  }
   if (o.collective == Collective::kBroadcast && (o.root < 0 || o.root >= ranks)) {
     throw UsageError("--root " + std::to_string(o.root) + " is not a rank of the " + std::to_string(ranks) +
                      "-rank world");
@@ -146,8 +176,9 @@ double median(std::vector<double> values) {
 
 class Sweep {
  public:
-  Sweep(const BenchOptions& o, Communicator& comm, const std::vector<SizePlan>& plans)
-      : o_(o), comm_(comm), mpi_(o.dtype, o.op) {
+  // offComm: the communicator of "@nofp" entries (null when there are none).
+  Sweep(const BenchOptions& o, Communicator& comm, Communicator* offComm, const std::vector<SizePlan>& plans)
+      : o_(o), comm_(comm), off_(offComm), mpi_(o.dtype, o.op) {
     std::size_t sendBytes = 0;
     std::size_t recvBytes = 0;
     for (const SizePlan& p : plans) {
@@ -205,12 +236,12 @@ class Sweep {
     // the settled selection (BOOSTCOMM_TUNING_CACHE is read at the first
     // call; online selection decides within a size's first calls).
     prepareInputs(plan);
-    const int warmup = algo == kAlgoSelected ? std::max(o_.warmup, kSelectedMinWarmup) : o_.warmup;
+    const int warmup = algoPart(algo) == kAlgoSelected ? std::max(o_.warmup, kSelectedMinWarmup) : o_.warmup;
     for (int i = 0; i < warmup; ++i) callOnce(plan, algo, false);
     prepareInputs(plan);
     r.ranAlgorithm = callOnce(plan, algo, /*wantName=*/true, &r.ranWire);
     r.wire = wirePart(algo);
-    if (algo == kAlgoSelected) r.selectedAlgorithm = comm_.selectedAlgorithm(o_.collective, plan.bytes);
+    if (algoPart(algo) == kAlgoSelected) r.selectedAlgorithm = comm_.selectedAlgorithm(o_.collective, plan.bytes);
     mismatches = o_.check ? verify(plan, algo) : 0;
     return r;
   }
@@ -295,22 +326,23 @@ class Sweep {
     if (const std::string w = wirePart(entry); !w.empty()) options.wire = parseWireFormat(w);
     const ConstView send(send_.get(), o_.collective == Collective::kAllgather ? plan.countPerRank : plan.count, t);
     const View recv(recv_.get(), resultCount(plan), t);
+    Communicator& comm = fingerprintsOff(entry) ? *off_ : comm_;
     if (!wantName) {
       switch (o_.collective) {
-        case Collective::kAllreduce: comm_.allreduce(send, recv, o_.op, options); break;
-        case Collective::kAllgather: comm_.allgather(send, recv, options); break;
-        case Collective::kBroadcast: comm_.broadcast(recv, o_.root, options); break;
-        case Collective::kReduceScatter: comm_.reduceScatter(send, recv, o_.op, options); break;
+        case Collective::kAllreduce: comm.allreduce(send, recv, o_.op, options); break;
+        case Collective::kAllgather: comm.allgather(send, recv, options); break;
+        case Collective::kBroadcast: comm.broadcast(recv, o_.root, options); break;
+        case Collective::kReduceScatter: comm.reduceScatter(send, recv, o_.op, options); break;
         case Collective::kBarrier: break;
       }
       return algo;
     }
     Work work;
     switch (o_.collective) {
-      case Collective::kAllreduce: work = comm_.allreduceAsync(send, recv, o_.op, options); break;
-      case Collective::kAllgather: work = comm_.allgatherAsync(send, recv, options); break;
-      case Collective::kBroadcast: work = comm_.broadcastAsync(recv, o_.root, options); break;
-      case Collective::kReduceScatter: work = comm_.reduceScatterAsync(send, recv, o_.op, options); break;
+      case Collective::kAllreduce: work = comm.allreduceAsync(send, recv, o_.op, options); break;
+      case Collective::kAllgather: work = comm.allgatherAsync(send, recv, options); break;
+      case Collective::kBroadcast: work = comm.broadcastAsync(recv, o_.root, options); break;
+      case Collective::kReduceScatter: work = comm.reduceScatterAsync(send, recv, o_.op, options); break;
       case Collective::kBarrier: break;
     }
     const char* ran = work.valid() ? work.algorithm() : nullptr;
@@ -322,6 +354,7 @@ class Sweep {
 
   const BenchOptions& o_;
   Communicator& comm_;
+  Communicator* off_;
   MpiBaseline mpi_;
   AlignedBuffer send_;
   AlignedBuffer recv_;
@@ -405,7 +438,7 @@ int runBench(const BenchOptions& options, Communicator& comm) {
   const int ranks = comm.size();
   const bool printer = comm.rank() == 0;
   validate(options, ranks);
-  const std::vector<std::string> algos = resolveAlgos(options, comm);
+  const std::vector<std::string> algos = withFingerprintTwins(options, resolveAlgos(options, comm));
   const std::vector<SizePlan> plans = planSizes(options, ranks);
   const bool hasMpi = std::find(algos.begin(), algos.end(), kAlgoMpi) != algos.end();
   if (hasMpi && !plans.empty() &&
@@ -434,7 +467,9 @@ int runBench(const BenchOptions& options, Communicator& comm) {
   if (printer) meta.memcpyGBps = measureMemcpyGBps();
   MPI_Barrier(MPI_COMM_WORLD);
 
-  Sweep sweep(options, comm, plans);
+  const bool anyOff = std::any_of(algos.begin(), algos.end(), [](const std::string& a) { return fingerprintsOff(a); });
+  const std::shared_ptr<Communicator> offComm = anyOff ? createFingerprintsOffWorld() : nullptr;
+  Sweep sweep(options, comm, offComm.get(), plans);
   if (printer) printBenchHeader(meta, algos);
   std::vector<BenchRecord> records;
   for (const SizePlan& plan : plans) {
@@ -453,6 +488,7 @@ int runBench(const BenchOptions& options, Communicator& comm) {
   }
   // Records are identical on every rank, so every rank reaches the same verdict.
   const int slowSizes = options.audit ? auditSelection(meta, records, printer) : 0;
+  if (offComm) offComm->finalize();
   comm.finalize();
   const bool anyFailed = std::any_of(records.begin(), records.end(), [](const BenchRecord& r) { return r.check == "fail"; });
   if (anyFailed) return 1;

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "boostcomm/communicator.h"
@@ -41,17 +42,29 @@ struct BenchOptions {
   std::string outputPath;  // JSON; empty: none
   bool audit = false;      // compare 'selected' with the best measured algorithm per size
   double auditMarginPercent = 10;  // --audit fails when selected is slower than best by more
+  // --fingerprints-ab: each algorithm (but mpi) also runs as "NAME@nofp" on a
+  // second communicator built with BOOSTCOMM_FINGERPRINTS=0, so the cost of
+  // the always-on check is measured within one run (best with --interleave).
+  bool fingerprintsAb = false;
 };
 
 // 'selected' runs at least this many warm-up calls: online selection
 // (docs/TUNING.md) tries its candidates in the first calls of a size class.
 inline constexpr int kSelectedMinWarmup = 14;
 
-// "NAME+WIRE" entries of --algos: the algorithm and the wire format parts.
-inline std::string algoPart(const std::string& entry) { return entry.substr(0, entry.find('+')); }
+// "NAME+WIRE@nofp" entries of --algos: the algorithm, the wire format and the
+// fingerprints-off parts (the last two optional).
+inline constexpr const char* kNoFingerprintsSuffix = "@nofp";
+inline bool fingerprintsOff(const std::string& entry) {
+  const std::string_view suffix = kNoFingerprintsSuffix;
+  return entry.size() > suffix.size() && entry.compare(entry.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+inline std::string algoPart(const std::string& entry) { return entry.substr(0, entry.find_first_of("+@")); }
 inline std::string wirePart(const std::string& entry) {
   const std::size_t plus = entry.find('+');
-  return plus == std::string::npos ? std::string() : entry.substr(plus + 1);
+  if (plus == std::string::npos) return std::string();
+  return entry.substr(plus + 1, entry.find('@', plus) == std::string::npos ? std::string::npos
+                                                                            : entry.find('@', plus) - plus - 1);
 }
 
 // Algorithm names with a special meaning in --algos.

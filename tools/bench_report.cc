@@ -33,8 +33,33 @@ std::string algoLabel(const BenchRecord& r) {
   const std::string base = name == kAlgoSelected ? "selected:" + r.ranAlgorithm : name;
   // NAME+WIRE as requested, "=RAN" when the payload travelled otherwise (auto resolved, or an
   // algorithm that cannot carry the format).
-  if (r.wire.empty()) return base;
-  return base + "+" + r.wire + (r.ranWire == r.wire ? "" : "=" + r.ranWire);
+  const std::string off = fingerprintsOff(r.algorithm) ? kNoFingerprintsSuffix : "";
+  if (r.wire.empty()) return base + off;
+  return base + "+" + r.wire + (r.ranWire == r.wire ? "" : "=" + r.ranWire) + off;
+}
+
+// --fingerprints-ab: per algorithm, the geometric mean over sizes of its
+// time against its "@nofp" twin's in the same run.
+void printFingerprintCost(const std::vector<BenchRecord>& records) {
+  std::map<std::string, std::pair<double, int>> logRatio;  // name -> (sum of logs, sizes)
+  std::vector<std::string> order;
+  for (const BenchRecord& off : records) {
+    if (!fingerprintsOff(off.algorithm) || off.timeUs <= 0) continue;
+    const std::string on = off.algorithm.substr(0, off.algorithm.size() - std::string_view(kNoFingerprintsSuffix).size());
+    for (const BenchRecord& r : records) {
+      if (r.algorithm != on || r.bytes != off.bytes || r.timeUs <= 0) continue;
+      if (!logRatio.contains(on)) order.push_back(on);
+      logRatio[on].first += std::log(r.timeUs / off.timeUs);
+      ++logRatio[on].second;
+    }
+  }
+  if (order.empty()) return;
+  std::printf("# fingerprint cost (time / time@nofp, geomean over sizes):");
+  for (const auto& name : order) {
+    const auto& [sum, n] = logRatio[name];
+    std::printf(" %s %+.1f%%", name.c_str(), 100.0 * (std::exp(sum / n) - 1.0));
+  }
+  std::printf("\n");
 }
 
 }  // namespace
@@ -141,6 +166,7 @@ void printBenchSummary(const BenchMeta& meta, const std::vector<BenchRecord>& re
     }
   }
   std::printf("\n");
+  printFingerprintCost(records);
   if (!meta.options.outputPath.empty()) std::printf("# results written to %s\n", meta.options.outputPath.c_str());
   std::fflush(stdout);
 }

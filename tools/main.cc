@@ -138,6 +138,10 @@ int main(int argc, char** argv) {
   benchCmd->add_flag("--audit", bench.audit,
                      "After the sweep, print per size the selected algorithm, the fastest measured one and their "
                      "ratio; exit 3 when the selection is slower than the best by more than --audit-margin");
+  benchCmd->add_flag("--fingerprints-ab", bench.fingerprintsAb,
+                     "Also run every algorithm but mpi as NAME@nofp, on a second communicator with "
+                     "BOOSTCOMM_FINGERPRINTS=0: the cost of the always-on mismatch check within one run "
+                     "(use with --interleave)");
   benchCmd->add_option("--audit-margin", bench.auditMarginPercent, "Allowed slowdown of 'selected' in percent")
       ->capture_default_str();
 
