@@ -49,6 +49,9 @@ core::Fingerprint fingerprintOf(const algorithms::CollectiveSpec& spec) {
 }
 
 // Clears the call status's blocking flag however the call ends.
+// The flight recorder's algorithm name of runSmallAllreduce's calls.
+constexpr const char* kSmallAllreduceName = "shm_small";
+
 struct BlockingScope {
   core::CallStatus* status;
   ~BlockingScope() { status->blocking.store(0, std::memory_order_release); }
@@ -66,6 +69,10 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   // The shm algorithms exist only with an engine (every rank on one node);
   // the built-in table picks them only then.
   sharedMemory_ = transport_->sharedMemory() != nullptr;
+  if (sharedMemory_) {
+    smallAllreduceBytes_ = std::min(core::tunableBytes(core::kTunableShmSmallBytes),
+                                    transport_->sharedMemory()->smallAllreduceBytes());
+  }
   table_ = algorithms::SelectionTable::builtIn(sharedMemory_, transport_->name());
   core::checkEnvironmentNames();  // a retired BOOSTCOMM_* name is an error, an unknown one a warning
   userSelection_.applyOverride(core::tunableString(core::kTunableSelectionTable));
@@ -349,10 +356,15 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
       !engine_->idle()) {
     return false;
   }
+  // A small allreduce on one node runs through the shm engine's slots
+  // instead of the backend (shm/small_allreduce.cc): faster, and its
+  // fingerprint check travels with the data.
+  const bool small = args.collective == Collective::kAllreduce && size_ > 1 && smallAllreduceBytes_ > 0 &&
+                     count * dataTypeSize(args.recv.dtype) <= smallAllreduceBytes_;
+  const core::Fingerprint fingerprint = core::Fingerprint::of(args.collective, args.recv.dtype, args.op, args.root, count);
   inspector_->callers().bind(sequence_);  // the caller's stack (core/caller_stack.h)
-  status_->recordStart(sequence_, core::Fingerprint::of(args.collective, args.recv.dtype, args.op, args.root, count),
-                       "native");
-  status_->blocking.store(1, std::memory_order_relaxed);
+  status_->recordStart(sequence_, fingerprint, small ? kSmallAllreduceName : "native");
+  if (!small) status_->blocking.store(1, std::memory_order_relaxed);
   BlockingScope blockingScope{status_};
   executor::LinkMeter* meter = links_.meter();
   executor::LevelBytes linkBytes{};
@@ -361,11 +373,15 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
     linkBytes = meter->modelled({args.collective, count, 0, args.root}, executor::kWorldComm, args.recv.dtype);
     startNs = executor::LinkMeter::nowNs();
   }
-  if (fingerprints_) inspector_->prefetchPeers(sequence_);
+  if (fingerprints_ && !small) inspector_->prefetchPeers(sequence_);
   try {
     switch (args.collective) {
       case Collective::kAllreduce:
-        transport_->nativeAllreduce(args.send.data, args.recv.data, count, args.recv.dtype, args.op, nullptr);
+        if (small) {
+          runSmallAllreduce(args, count, fingerprint, options);
+        } else if (!runCheckedAllreduce(args, count, fingerprint)) {
+          transport_->nativeAllreduce(args.send.data, args.recv.data, count, args.recv.dtype, args.op, nullptr);
+        }
         break;
       case Collective::kBroadcast:
         transport_->nativeBroadcast(args.recv.data, count, args.recv.dtype, args.root, nullptr);
@@ -379,8 +395,10 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
   } catch (const Error& e) {
     // A backend error in a call a peer made differently (MPI_ERR_TRUNCATE
     // when its count is smaller): the mismatch is the cause, so say that,
-    // naming both sides, with the backend's words after it.
-    const std::string mismatch = inspector_->mismatch(sequence_, sequence_ + 1);
+    // naming both sides, with the backend's words after it. (A mismatch
+    // found by the small allreduce or the watchdog already says so.)
+    const std::string mismatch =
+        e.category() == ErrorCategory::kMismatch ? std::string() : inspector_->mismatch(sequence_, sequence_ + 1);
     if (mismatch.empty()) {
       engine_->fail(std::current_exception());
       throw;
@@ -392,11 +410,66 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
     engine_->fail(std::current_exception());
     throw;
   }
-  verifyNativeReturn(sequence_);
+  if (!small) verifyNativeReturn(sequence_);
   status_->recordEnd(sequence_);
   if (meter != nullptr) meter->collectiveFinished(linkBytes, startNs, executor::LinkMeter::nowNs());
   ++sequence_;
   return true;
+}
+
+bool CommunicatorImpl::runCheckedAllreduce(const CallArgs& args, std::size_t count,
+                                           const core::Fingerprint& fingerprint) {
+  // Where node peers' call status is readable, verifyNativeReturn checks
+  // after the call for free; elsewhere the stamp travels in the data.
+  if (!fingerprints_ || !nodeStatus_.empty() || count * dataTypeSize(args.recv.dtype) > transport::kCheckedAllreduceMaxBytes) {
+    return false;
+  }
+  const transport::CallStamp mine{fingerprint.word(), fingerprint.count, sequence_, rank_};
+  transport::CallStamp lo;
+  transport::CallStamp hi;
+  if (!transport_->nativeAllreduceChecked(args.send.data, args.recv.data, count, args.recv.dtype, args.op, mine, lo,
+                                          hi)) {
+    return false;
+  }
+  if (lo.sameCall(hi)) return true;
+  const core::Fingerprint a = core::Fingerprint::fromWord(lo.word, lo.count);
+  const core::Fingerprint b = core::Fingerprint::fromWord(hi.word, hi.count);
+  std::string words = lo.sequence == hi.sequence
+                          ? core::describeMismatch(static_cast<int>(lo.rank), a, static_cast<int>(hi.rank), b, lo.sequence)
+                          : "collective mismatch: rank " + std::to_string(lo.rank) + ": " + core::describe(a) +
+                                ", seq " + std::to_string(lo.sequence) + "; rank " + std::to_string(hi.rank) + ": " +
+                                core::describe(b) + ", seq " + std::to_string(hi.sequence);
+  core::raise(ErrorCategory::kMismatch, rank_, words + " (carried in the backend call's data; no result was written)");
+}
+
+void CommunicatorImpl::runSmallAllreduce(const CallArgs& args, std::size_t count, const core::Fingerprint& fingerprint,
+                                         const CallOptions& options) {
+  transport::SmallAllreduceCall call;
+  call.send = args.send.data;
+  call.recv = args.recv.data;
+  call.count = count;
+  call.dtype = args.recv.dtype;
+  call.op = args.op;
+  call.sequence = sequence_;
+  call.fingerprint = fingerprint;
+  call.compare = fingerprints_;
+  // Waits end as the engine's do: the wait monitor's checks (a mismatch the
+  // watchdog saw, abort, a peer gone) and the deadline, as Error{kTimeout}.
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = deadlineFor(options);
+  const std::function<void()> poll = [&] {
+    const auto waited = std::chrono::steady_clock::now() - start;
+    const bool late = deadline && waited > *deadline;
+    engine_->checkWait(waited, late,
+                       late ? "allreduce did not complete within " + std::to_string(deadline->count()) + " ms"
+                            : std::string(),
+                       rank_);
+  };
+  core::Fingerprint theirs;
+  const int culprit = transport_->sharedMemory()->smallAllreduce(call, theirs, poll);
+  if (culprit < 0) return;
+  // Every rank reads every peer's slot, so each one finds the difference.
+  core::raise(ErrorCategory::kMismatch, rank_, core::describeMismatch(rank_, fingerprint, culprit, theirs, sequence_));
 }
 
 void CommunicatorImpl::verifyNativeReturn(std::uint64_t seq) {

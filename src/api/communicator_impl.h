@@ -149,6 +149,17 @@ class CommunicatorImpl {
   // The one door from a blocking native call to the backend's blocking
   // collective, without a schedule; false when the call needs the executor.
   bool runNativeDirectly(const CallArgs& args, std::size_t count, const CallOptions& options);
+  // runNativeDirectly's allreduce of at most smallAllreduceBytes_ on one
+  // node: the shm engine's small allreduce (throws kMismatch naming both
+  // sides when a peer's fingerprint differs).
+  void runSmallAllreduce(const CallArgs& args, std::size_t count, const core::Fingerprint& fingerprint,
+                         const CallOptions& options);
+  // runNativeDirectly's allreduce where node peers' status is unreadable
+  // (several nodes, shm off), at most kCheckedAllreduceMaxBytes: the
+  // transport's checked allreduce, the call's stamp in its data (kMismatch
+  // naming both sides on every rank). False: not run (fingerprints off,
+  // too large, or the transport has none).
+  bool runCheckedAllreduce(const CallArgs& args, std::size_t count, const core::Fingerprint& fingerprint);
   // After a native backend call `seq` returned on this rank: raises
   // Error{kMismatch} (and fails the engine) if a node peer made another
   // call, so a wrong result is never returned (StallInspector::verifyReturned).
@@ -213,6 +224,9 @@ class CommunicatorImpl {
   algorithms::SelectionTable userSelection_;  // BOOSTCOMM_SELECTION's rules only (the "selection" layer)
   algorithms::SelectionMap selection_;  // every layer merged (rebuildSelection)
   std::size_t fastNativeMaxBytes_ = 0;  // allreduce payloads up to this go straight to the backend
+  // Of those, payloads up to this run as the shm engine's small allreduce
+  // (BOOSTCOMM_SHM_SMALL_BYTES, capped by the engine; 0 without an engine).
+  std::size_t smallAllreduceBytes_ = 0;
   std::array<std::string, kNumCollectives> algoOverride_;
   std::chrono::milliseconds defaultTimeout_{0};
   bool explicitTimeout_ = false;  // a deadline set by the user, > 0 (interruptible())

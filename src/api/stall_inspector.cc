@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -150,7 +151,9 @@ void StallInspector::check(std::chrono::steady_clock::duration waited) {
   const std::uint64_t completed = own_->completed.load(std::memory_order_acquire);
   if (started <= completed) return;
   const std::string m = mismatch(completed, started);
-  if (!m.empty()) core::raise(ErrorCategory::kMismatch, rank_, m);
+  if (m.empty()) return;
+  dumpFlight("mismatch");  // before the raise: the caller's process may end right after it
+  core::raise(ErrorCategory::kMismatch, rank_, m);
 }
 
 std::string StallInspector::report() {
@@ -415,7 +418,9 @@ std::string StallInspector::dumpFlight(const char* reason) const {
   const std::string dir = core::tunableString(core::kTunableTraceDir);
   if (dir.empty()) return {};
   const std::string path = dir + "/rank-" + std::to_string(rank_) + ".json";
-  const std::string tmp = path + ".tmp" + std::to_string(getpid());
+  // Per writer: the watchdog and a waiting caller may both dump.
+  static std::atomic<unsigned> writers{0};
+  const std::string tmp = path + ".tmp" + std::to_string(getpid()) + "." + std::to_string(writers++);
   {
     const std::string json = flightJson(reason);
     std::ofstream out(tmp);

@@ -153,9 +153,11 @@ void StallInspector::failed(const std::exception_ptr& error) {
 }
 
 void StallInspector::onMismatch(const std::string& m, bool blocking, bool tellOthers) {
-  poison(m);
+  // The dump first: a caller waiting on this rank leaves its wait as soon
+  // as the communicator is poisoned, and its process may end right after.
   std::fprintf(stderr, "boostcomm: error: rank %d: %s\n", rank_, m.c_str());
   dumpFlight("mismatch");
+  poison(m);
   if (tellOthers && hasChannel()) {
     std::lock_guard lock(channelMutex_);
     if (channel_) sendNotice(m);

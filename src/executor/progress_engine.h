@@ -172,6 +172,11 @@ class ProgressEngine {
   // runs: that is Error{kInvalidArgument}).
   void setThreadEnabled(bool on);
   bool threadEnabled() const { return threadRunning_.load(std::memory_order_acquire); }
+  // [lock] What driveUntilDone and drain run while they wait, for a caller
+  // that waits outside the engine (the shared-memory small allreduce): fails
+  // the engine with the monitor's error, or with kTimeout (message: `text`
+  // plus the monitor's report) when `timedOut`, and throws it.
+  void checkWait(std::chrono::steady_clock::duration waited, bool timedOut, const std::string& text, int rank);
   // [lock] Consulted by driveUntilDone and drain while they wait (may be null).
   void setWaitMonitor(WaitMonitor* monitor) { monitor_ = monitor; }
   // [lock] Where retiring operation number q records completion (may be null).
@@ -221,9 +226,6 @@ class ProgressEngine {
   std::exception_ptr failure_;
   WaitMonitor* monitor_ = nullptr;
   core::CallStatus* status_ = nullptr;
-  // Fails the engine with the monitor's error, or with kTimeout (message:
-  // `text` plus the monitor's report) when `timedOut`.
-  void checkWait(std::chrono::steady_clock::duration waited, bool timedOut, const std::string& text, int rank);
   // Published count of in-flight operations: the thread sleeps while it is 0.
   std::atomic<std::size_t> inFlightCount_{0};
 

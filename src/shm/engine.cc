@@ -35,12 +35,6 @@ core::Fingerprint fingerprintOf(const transport::SharedMemoryCall& c, int size) 
   return core::Fingerprint::of(c.collective, c.dtype, c.op, c.root, count);
 }
 
-void cpuPause() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
 }  // namespace
 
 ShmEngine::ShmEngine(transport::Transport& control, SegmentFactory segments, const EngineConfig& config)

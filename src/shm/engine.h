@@ -29,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -78,6 +79,9 @@ class ShmEngine final : public transport::SharedMemoryEngine {
   void release(void* buffer) override;
   bool isRegistered(const void* data, std::size_t bytes) const override;
   core::CallStatus* callStatus(int rank) override { return &control(rank).status; }
+  std::size_t smallAllreduceBytes() const override { return kSmallAllreduceBytes; }
+  int smallAllreduce(const transport::SmallAllreduceCall& call, core::Fingerprint& theirs,
+                     const std::function<void()>& poll) override;  // small_allreduce.cc
 
   // Used by the per-collective steps (shm_allreduce.cc, shm_gather.cc).
   int rank() const { return rank_; }
@@ -148,7 +152,19 @@ class ShmEngine final : public transport::SharedMemoryEngine {
   std::uint64_t nextSequence_ = 0;
   std::uint64_t completed_ = 0;  // collectives finished (all before this number)
   std::uint64_t nextChunk_ = 0;
+  // Small allreduce: per slot, sequence + 1 of the call that last used it
+  // (0: none); and sequence + 1 of the latest call every rank is known to
+  // have started (a rank that started call q has finished reading q - 1's slots).
+  std::uint64_t smallSlotUse_[2] = {0, 0};
+  std::uint64_t smallAllStarted_ = 0;
 };
+
+// A spin-wait's pause: lets the sibling hyperthread run, saves power.
+inline void cpuPause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
 
 // Per-collective chunk steps; each returns true when it did something.
 // shm_allreduce.cc: allreduce and reduce_scatter.

@@ -63,12 +63,28 @@ struct alignas(kLineBytes) Descriptor {
   std::uint64_t fingerprintCount = 0;
 };
 
+// Slots of the small allreduce (small_allreduce.cc), two per rank: call
+// number q uses slot q % 2. The first line holds the call's sequence and
+// fingerprint beside the first 32 bytes of data, so a peer reads a small
+// call's check and data in one line transfer; the fingerprint costs no
+// extra message and no extra read.
+inline constexpr std::size_t kSmallAllreduceBytes = 4096;
+struct alignas(kLineBytes) SmallSlot {
+  std::atomic<std::uint64_t> tag{0};  // sequence + 1 of the call held, stored last (release)
+  std::uint64_t word = 0;             // its Fingerprint::word()
+  std::uint64_t count = 0;            // its element count
+  std::uint64_t reserved = 0;
+  char data[kSmallAllreduceBytes];
+};
+static_assert(offsetof(SmallSlot, data) == 32);
+
 struct RankControl {
   Counter inputReady;  // chunks whose input this rank has made readable
   Counter reduced;     // chunks whose slice this rank has reduced (allreduce)
   Counter consumed;    // chunks this rank will read no more of anyone's data
   Counter opsRead;     // collectives whose descriptors this rank has read
   Descriptor descriptors[kDescriptorRing];
+  SmallSlot small[2];
   // The owning communicator's call status (stall inspector, flight recorder).
   core::CallStatus status;
 };

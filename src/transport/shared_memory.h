@@ -19,6 +19,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 
 #include "boostcomm/types.h"
 #include "core/call_status.h"
@@ -54,8 +56,34 @@ struct SharedMemoryCall {
   std::size_t sendListOffsetBytes = 0;
 };
 
+// An allreduce small enough for SharedMemoryEngine::smallAllreduce: the
+// caller's blocking call, run while no other collective is in flight here.
+struct SmallAllreduceCall {
+  const void* send = nullptr;  // may equal recv (in place)
+  void* recv = nullptr;
+  std::size_t count = 0;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;  // not kAvg
+  // The owning communicator's call number, equal on every rank, and the
+  // call's fingerprint: written beside the data and compared by every rank.
+  std::uint64_t sequence = 0;
+  core::Fingerprint fingerprint;
+  bool compare = true;  // false: the fingerprint is not compared (BOOSTCOMM_FINGERPRINTS=0)
+};
+
 class SharedMemoryEngine {
  public:
+  // Largest payload smallAllreduce takes.
+  virtual std::size_t smallAllreduceBytes() const = 0;
+  // Runs `call` to completion: every rank writes its input and fingerprint
+  // into its slot and reduces all slots in rank order itself (every rank
+  // ends with the same bits). Returns -1, or the first rank whose
+  // fingerprint differs from this rank's (its fingerprint in `theirs`; the
+  // result is then not written). `poll` runs every few thousand polls while
+  // waiting and ends the wait by throwing (deadline, abort, a peer gone).
+  virtual int smallAllreduce(const SmallAllreduceCall& call, core::Fingerprint& theirs,
+                             const std::function<void()>& poll) = 0;
+
   virtual ~SharedMemoryEngine() = default;
 
   // Queues `call` and starts it if nothing is ahead of it; req becomes active.

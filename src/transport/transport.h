@@ -34,6 +34,23 @@ struct Request {
 // non-blocking and completed through test(*req). Counts are elements and fit
 // in int32 (callers chunk larger payloads). ReduceOp::kAvg is not accepted:
 // callers reduce with kSum and divide.
+// A call as it travels beside a native collective's data: its fingerprint
+// (core::Fingerprint::word() and count), its sequence number, the sender.
+struct CallStamp {
+  std::uint64_t word = 0;
+  std::uint64_t count = 0;
+  std::uint64_t sequence = 0;
+  std::int64_t rank = -1;
+  bool sameCall(const CallStamp& o) const { return word == o.word && count == o.count && sequence == o.sequence; }
+  bool operator<(const CallStamp& o) const {
+    if (word != o.word) return word < o.word;
+    if (count != o.count) return count < o.count;
+    if (sequence != o.sequence) return sequence < o.sequence;
+    return rank < o.rank;
+  }
+};
+inline constexpr std::size_t kCheckedAllreduceMaxBytes = 16384;
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -86,6 +103,18 @@ class Transport {
   // nullptr when its ranks do not all share one node or the transport has
   // none. Stable for the transport's life.
   virtual SharedMemoryEngine* sharedMemory() { return nullptr; }
+  // A blocking native allreduce whose message also carries `mine`, for
+  // callers that cannot read their peers' call status (several nodes): on
+  // return `lo` and `hi` are the smallest and the largest stamp over all
+  // ranks (CallStamp::operator<), the same on every rank, so ranks that made
+  // different calls all see lo and hi name different calls before they use
+  // the result. Payloads of at most kCheckedAllreduceMaxBytes, not kAvg.
+  // False: not offered (the caller then runs nativeAllreduce).
+  virtual bool nativeAllreduceChecked(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                                      const CallStamp& mine, CallStamp& lo, CallStamp& hi) {
+    (void)send, (void)recv, (void)count, (void)dtype, (void)op, (void)mine, (void)lo, (void)hi;
+    return false;
+  }
   // After a failure, before destruction: messages of this communicator may
   // still be in flight (peers' sends that nobody will receive). A backend
   // that reuses a freed communicator's context id would deliver them to a

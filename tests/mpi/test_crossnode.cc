@@ -168,6 +168,38 @@ void auditCase() {
   std::fflush(stdout);
 }
 
+// A blocking native allreduce (no deadline: the direct backend call) across
+// nodes with a different op, or a dtype of the same size, on one rank: the
+// stamp in the call's own data makes that very call raise kMismatch on every
+// rank, naming both calls (not only a later one, as the audit would).
+void stampCase(DataType culpritType, ReduceOp culpritOp, const char* culpritWords) {
+  phase("communicator creation (stamp case)");
+  auto comm = detail::createCommunicatorOverMpi(MPI_COMM_WORLD);
+  phase("stamp case");
+  const int culprit = gSize - 1;
+  CallOptions options;
+  options.algorithm = "native";
+  std::vector<float> data(1000, 1.0f);
+  std::string what = "no error";
+  ErrorCategory category = ErrorCategory::kInternal;
+  try {
+    comm->allreduce(std::span<const float>(data), std::span<float>(data), ReduceOp::kSum, options);
+    const DataType type = gRank == culprit ? culpritType : DataType::kFloat32;
+    comm->allreduce(ConstView(data.data(), 1000, type), View(data.data(), 1000, type),
+                    gRank == culprit ? culpritOp : ReduceOp::kSum, options);
+  } catch (const Error& e) {
+    category = e.category();
+    what = e.what();
+  }
+  if (category != ErrorCategory::kMismatch || what.find("allreduce float32 x1000 sum, seq 1") == std::string::npos ||
+      what.find(culpritWords) == std::string::npos || what.find("carried in the backend call's data") == std::string::npos) {
+    fail(std::string("stamp: expected the call itself to raise kMismatch naming ") + culpritWords + ", got: " + what);
+  }
+  phase("communicator destruction (stamp case)");
+  if (gRank == 0) std::printf("native %s mismatch   the call itself raised: %s\n", culpritWords, what.c_str());
+  std::fflush(stdout);
+}
+
 // The last rank never calls; the others time out with a report that names
 // it and what it last started and completed (from the control channel).
 void stallCase() {
@@ -300,6 +332,10 @@ int main(int argc, char** argv) {
   }
   if (gSize >= 2 && (only.empty() || only == "stall")) stallCase();
   if (!oneNode && gSize >= 2 && (only.empty() || only == "audit")) auditCase();
+  if (!oneNode && gSize >= 2 && (only.empty() || only == "stamp")) {
+    stampCase(DataType::kFloat32, ReduceOp::kMax, "allreduce float32 x1000 max, seq 1");
+    stampCase(DataType::kInt32, ReduceOp::kSum, "allreduce int32 x1000 sum, seq 1");
+  }
   if (oneNode && gSize >= 2 && (only.empty() || only == "rejected")) rejectedCase();
   int failures = 0;
   phase("the final MPI_Allreduce");

@@ -83,6 +83,7 @@ MpiTransport::MpiTransport(MPI_Comm comm, bool ownsComm) : comm_(comm), ownsComm
 
 MpiTransport::~MpiTransport() {
   sharedMemory_.reset();
+  freeCheckedResources();
   if (!ownsComm_ || comm_ == MPI_COMM_NULL || keepComm_) return;
   int finalized = 0;
   // A destructor cannot report: a failed free only leaks a communicator.

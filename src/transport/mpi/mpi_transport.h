@@ -12,6 +12,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "transport/shared_memory.h"
 #include "transport/transport.h"
@@ -55,6 +57,10 @@ class MpiTransport final : public Transport {
   void nativeReduceScatter(const void* send, void* recv, std::size_t recvCount, DataType dtype, ReduceOp op,
                            Request* req) override;
   void nativeBarrier(Request* req) override;
+  // The stamps travel in front of the data, in one element of a derived
+  // datatype reduced by a user op (mpi_checked.cc).
+  bool nativeAllreduceChecked(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                              const CallStamp& mine, CallStamp& lo, CallStamp& hi) override;
 
   std::unique_ptr<Transport> split(int color, int key) override;
   // The ranks that share memory with this one (MPI_COMM_TYPE_SHARED), in rank order.
@@ -77,6 +83,12 @@ class MpiTransport final : public Transport {
 
   // Released first in the destructor: its MPI windows must go before the communicator.
   std::unique_ptr<SharedMemoryEngine> sharedMemory_;
+  // nativeAllreduceChecked: the staging buffer, its user op, and a
+  // contiguous datatype per element size used (a handful: sizes repeat).
+  std::vector<char> checkedStage_;
+  MPI_Op checkedOp_ = MPI_OP_NULL;
+  std::vector<std::pair<int, MPI_Datatype>> checkedTypes_;
+  void freeCheckedResources();
   MPI_Comm comm_;
   bool ownsComm_;
   bool keepComm_ = false;  // keepBackendOnClose(): leak comm_ (one context id) rather than free it

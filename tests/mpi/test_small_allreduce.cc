@@ -1,0 +1,204 @@
+// The shared-memory small allreduce (src/shm/small_allreduce.cc): blocking
+// allreduces up to BOOSTCOMM_SHM_SMALL_BYTES on a one-node communicator,
+// where the selection says native. Under mpirun; own main, non-zero exit
+// when any rank saw a failure.
+//
+// Covers: that the path runs (the flight recorder names it), every dtype and
+// op on sizes around a cache line and the 4 KiB limit, in place, results
+// equal to the float64 reference (the shared case runner, with guard bytes)
+// and bitwise identical across ranks; slot reuse across other collectives
+// (native broadcast, a large shm allreduce, async calls, barriers) between
+// small calls; and ranks that disagree on op, dtype or count: kMismatch on
+// every rank, naming both calls.
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "boostcomm/boostcomm.h"
+#include "common/collective_case.h"
+#include "common/test_data.h"
+
+namespace {
+
+using namespace boostcomm;
+using namespace boostcomm::testing;
+
+int gFailures = 0;
+
+void fail(const Communicator& comm, const std::string& what) {
+  ++gFailures;
+  std::fprintf(stderr, "rank %d: %s\n", comm.rank(), what.c_str());
+}
+
+std::uint64_t fnv(const std::vector<unsigned char>& bytes) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (unsigned char b : bytes) h = (h ^ b) * 1099511628211ULL;
+  return h;
+}
+
+// Whether the flight recorder's latest entry ran as the small allreduce.
+bool lastRanSmall(const Communicator& comm) {
+  const std::string record = comm.flightRecord();
+  const std::size_t last = record.rfind("\"algorithm\"");
+  const std::string small = "\"algorithm\": \"shm_small\"";
+  return last != std::string::npos && record.compare(last, small.size(), small) == 0;
+}
+
+void sweep(Communicator& comm) {
+  for (DataType dtype : kAllDataTypes) {
+    const std::size_t limit = 4096 / dataTypeSize(dtype);
+    for (ReduceOp op : kAllReduceOps) {
+      for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{13}, std::size_t{31}, std::size_t{127},
+                                std::size_t{509}, limit - 1, limit, limit + 1}) {
+        for (bool inPlace : {false, true}) {
+          CaseSpec spec;
+          spec.dtype = dtype;
+          spec.op = op;
+          spec.count = count;
+          spec.inPlace = inPlace;
+          spec.seed = count * 7 + static_cast<std::size_t>(op);
+          if (expectsInvalidArgument(spec)) continue;
+          const CaseOutcome out = runCase(comm, spec);
+          if (!out.error.empty()) fail(comm, describe(spec, comm.size()) + ": " + out.error);
+          // Every rank computes the whole reduction itself: same bits everywhere.
+          std::uint64_t mine = fnv(out.result);
+          std::vector<std::uint64_t> all(static_cast<std::size_t>(comm.size()));
+          MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+          for (std::uint64_t h : all) {
+            if (h != mine) {
+              fail(comm, describe(spec, comm.size()) + ": results differ across ranks");
+              break;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The path is taken where it should be, and not beyond its limit or for avg.
+void pathTaken(Communicator& comm) {
+  std::vector<float> x(1024, 1.0f), y(1025);
+  // The first call settles the configuration (general path); 512 bytes is
+  // native in the built-in table at 2-4 ranks on one node.
+  comm.allreduce(std::span<const float>(x.data(), 128), std::span<float>(y.data(), 128), ReduceOp::kSum);
+  comm.allreduce(std::span<const float>(x.data(), 128), std::span<float>(y.data(), 128), ReduceOp::kSum);
+  if (!lastRanSmall(comm)) fail(comm, "a 512-byte float32 sum did not run as shm_small: " + comm.flightRecord());
+  std::vector<float> big(1025, 1.0f);
+  comm.allreduce(std::span<const float>(big), std::span<float>(y), ReduceOp::kSum);
+  if (lastRanSmall(comm)) fail(comm, "4100 bytes ran as shm_small (limit 4096)");
+  comm.allreduce(std::span<const float>(x.data(), 8), std::span<float>(y.data(), 8), ReduceOp::kAvg);
+  if (lastRanSmall(comm)) fail(comm, "avg ran as shm_small");
+}
+
+// Small calls between others, so that a slot's previous user was not small.
+void reuse(Communicator& comm) {
+  const int n = comm.size();
+  const float expect = static_cast<float>(n * (n - 1) / 2);
+  std::vector<float> small(5), out(5), bcast(3), large(300000), largeOut(300000);
+  for (int i = 0; i < 600; ++i) {
+    for (float& v : small) v = static_cast<float>(comm.rank()) + static_cast<float>(i);
+    switch (i % 6) {
+      case 0: comm.allreduce(std::span<const float>(small), std::span<float>(out), ReduceOp::kSum); break;
+      case 1:
+        comm.allreduce(std::span<const float>(small), std::span<float>(out), ReduceOp::kSum);
+        comm.allreduce(std::span<const float>(small), std::span<float>(out), ReduceOp::kSum);
+        break;
+      case 2:
+        bcast.assign(3, comm.rank() == 0 ? static_cast<float>(i) : -1.0f);
+        comm.broadcast(std::span<float>(bcast), 0);
+        if (bcast[2] != static_cast<float>(i)) fail(comm, "broadcast between small calls is wrong");
+        comm.allreduce(std::span<const float>(small), std::span<float>(out), ReduceOp::kSum);
+        break;
+      case 3:
+        large.assign(large.size(), 1.0f);
+        comm.allreduce(std::span<const float>(large), std::span<float>(largeOut), ReduceOp::kSum);
+        if (largeOut[299999] != static_cast<float>(n)) fail(comm, "large allreduce between small calls is wrong");
+        comm.allreduce(std::span<const float>(small), std::span<float>(out), ReduceOp::kSum);
+        break;
+      case 4: comm.allreduceAsync(std::span<const float>(small), std::span<float>(out), ReduceOp::kSum).wait(); break;
+      case 5:
+        comm.barrier();
+        comm.allreduce(std::span<const float>(small), std::span<float>(out), ReduceOp::kSum);
+        break;
+    }
+    const float want = expect + static_cast<float>(n) * static_cast<float>(i);
+    if (out[0] != want || out[4] != want) {
+      fail(comm, "iteration " + std::to_string(i) + ": got " + std::to_string(out[0]) + ", want " +
+                     std::to_string(want));
+      return;
+    }
+  }
+}
+
+// The last rank calls differently; every rank must raise kMismatch naming
+// both calls (a fresh communicator each time: a mismatch leaves it unusable).
+void mismatch(const char* name, DataType theirType, std::size_t theirCount, ReduceOp theirOp,
+              const std::string& mineWords, const std::string& theirWords) {
+  auto comm = Communicator::createMpiWorld();
+  const bool culprit = comm->rank() == comm->size() - 1;
+  std::vector<float> warm(4, 1.0f), warmOut(4);
+  for (int i = 0; i < 500; ++i) comm->allreduce(std::span<const float>(warm), std::span<float>(warmOut), ReduceOp::kSum);
+  std::vector<std::uint64_t> in(16, 1), out(16);  // 128 bytes: room for any dtype below
+  const DataType dtype = culprit ? theirType : DataType::kFloat32;
+  const std::size_t count = culprit ? theirCount : 8;
+  const ReduceOp op = culprit ? theirOp : ReduceOp::kSum;
+  try {
+    comm->allreduce(ConstView(in.data(), count, dtype), View(out.data(), count, dtype), op);
+    fail(*comm, std::string(name) + " mismatch: no error");
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (e.category() != ErrorCategory::kMismatch || what.find(mineWords) == std::string::npos ||
+        what.find(theirWords) == std::string::npos) {
+      fail(*comm, std::string(name) + " mismatch: unexpected error: " + what);
+    }
+  }
+  try {
+    comm->finalize();
+  } catch (const Error&) {
+    // finalize of a failed communicator may report the failure again
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // MPI is ours, so that finalizing a communicator does not end it.
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  auto comm = Communicator::createMpiWorld();
+  const std::vector<std::string> algos = comm->algorithms(Collective::kAllreduce);
+  if (std::find(algos.begin(), algos.end(), "shm") == algos.end()) {
+    if (comm->rank() == 0) std::printf("SKIPPED: no shared-memory engine (BOOSTCOMM_SHM=0?)\n");
+    comm->finalize();
+    MPI_Finalize();
+    return 0;
+  }
+  auto section = [&](const char* name, auto&& fn) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      fail(*comm, std::string(name) + ": threw " + e.what());
+    }
+  };
+  section("path", [&] { pathTaken(*comm); });
+  section("sweep", [&] { sweep(*comm); });
+  section("reuse", [&] { reuse(*comm); });
+  const int rank = comm->rank();
+  const int size = comm->size();
+  comm->finalize();
+  section("op", [] { mismatch("op", DataType::kFloat32, 8, ReduceOp::kMax, "allreduce float32 x8 sum", "allreduce float32 x8 max"); });
+  section("dtype", [] { mismatch("dtype", DataType::kInt32, 8, ReduceOp::kSum, "allreduce float32 x8 sum", "allreduce int32 x8 sum"); });
+  section("count", [] { mismatch("count", DataType::kFloat32, 9, ReduceOp::kSum, "allreduce float32 x8 sum", "allreduce float32 x9 sum"); });
+  int total = 0;
+  MPI_Allreduce(&gFailures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0) std::printf("%s: %d failure(s) across %d ranks\n", total ? "FAILED" : "PASSED", total, size);
+  comm.reset();
+  MPI_Finalize();
+  return total == 0 ? 0 : 1;
+}
