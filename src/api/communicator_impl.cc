@@ -104,6 +104,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   cache_ = ScheduleCache(static_cast<std::size_t>(core::tunableInt(core::kTunableScheduleCacheSize)));
   checkConsistency_ = core::tunableBool(core::kTunableCheckConsistency);
   fingerprints_ = core::tunableBool(core::kTunableFingerprints);
+  inlineHeaders_ = transport_->acceptsShorterMessages();
   hierMinBytes_ = core::tunableBytes(core::kTunableHierMinBytes);
   CommStrategy strategy;
   strategy.strategy = *parseStrategy(core::tunableEnum(core::kTunableStrategy));
@@ -537,6 +538,7 @@ std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs
     binding.header.wire = static_cast<std::uint32_t>(spec.wire);
     binding.headerTag = tagBase + tagSpan_ - 1;
     if (!nodeStatus_.empty()) binding.peerStatus = &nodeStatus_;
+    binding.inlineHeaders = inlineHeaders_;
   }
   inspector_->callers().bind(sequence);  // the caller's stack (core/caller_stack.h)
   status_->recordStart(sequence, fingerprint, algo.name, static_cast<std::uint32_t>(spec.wire));

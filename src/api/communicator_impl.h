@@ -243,6 +243,9 @@ class CommunicatorImpl {
   int hierMaxPieces_ = 16;  // BOOSTCOMM_HIER_MAX_PIECES
   bool checkConsistency_ = false;
   bool fingerprints_ = true;  // BOOSTCOMM_FINGERPRINTS: headers in point-to-point schedules
+  // The transport accepts shorter messages than a receive (MPI, and so its
+  // splits): first messages carry the header inline (executor.h).
+  bool inlineHeaders_ = false;
   bool sharedMemory_ = false;        // the transport has a shared-memory engine
   std::vector<void*> heapBuffers_;   // allocateBuffer without an engine
   Strategy strategy_ = Strategy::kAuto;

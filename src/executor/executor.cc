@@ -1,5 +1,6 @@
 #include "executor/executor.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/check.h"
@@ -42,38 +43,109 @@ void Execution::collectHeaderPeers() {
   sendHeaders_.clear();
   recvHeaders_.clear();
   recvSlot_.clear();
+  inlineOf_.clear();
   headersPending_ = 0;
   if (binding_.headerTag < 0) return;
   const auto& steps = schedule_->steps();
   // Peers per schedule are few (ring: 2, rhd: log2 n): a linear search.
-  auto slot = [this](std::vector<PeerHeader>& list, int comm, int peer) {
+  auto slot = [this](std::vector<PeerHeader>& list, std::size_t step, const Step& s) {
     for (std::size_t i = 0; i < list.size(); ++i) {
-      if (list[i].comm == comm && list[i].peer == peer) return static_cast<std::uint32_t>(i);
+      if (list[i].comm == s.comm && list[i].peer == s.peer) {
+        list[i].minTag = std::min(list[i].minTag, s.tag);
+        return static_cast<std::uint32_t>(i);
+      }
     }
     list.emplace_back();
-    list.back().comm = comm;
-    list.back().peer = peer;
-    if (comm == kWorldComm && binding_.peerStatus != nullptr && peer >= 0 &&
-        static_cast<std::size_t>(peer) < binding_.peerStatus->size()) {
-      list.back().status = (*binding_.peerStatus)[static_cast<std::size_t>(peer)];
+    PeerHeader& h = list.back();
+    h.comm = s.comm;
+    h.peer = s.peer;
+    h.firstStep = static_cast<std::uint32_t>(step);
+    h.minTag = s.tag;
+    if (s.comm == kWorldComm && binding_.peerStatus != nullptr && s.peer >= 0 &&
+        static_cast<std::size_t>(s.peer) < binding_.peerStatus->size()) {
+      h.status = (*binding_.peerStatus)[static_cast<std::size_t>(s.peer)];
     }
     return static_cast<std::uint32_t>(list.size() - 1);
   };
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const Step& s = steps[i];
     if (s.kind == StepKind::kSend) {
-      slot(sendHeaders_, s.comm, s.peer);
+      slot(sendHeaders_, i, s);
     } else if (s.kind == StepKind::kRecv) {
       if (recvSlot_.empty()) recvSlot_.assign(steps.size(), 0);
-      recvSlot_[i] = slot(recvHeaders_, s.comm, s.peer);
+      recvSlot_[i] = slot(recvHeaders_, i, s);
     }
   }
+  std::size_t inlineBytes = 0;
+  for (std::vector<PeerHeader>* list : {&sendHeaders_, &recvHeaders_}) {
+    for (std::size_t k = 0; k < list->size(); ++k) {
+      PeerHeader& h = (*list)[k];
+      if (!inlineable(h.firstStep)) continue;
+      BC_INTERNAL(steps[h.firstStep].tag == h.minTag,
+                  schedule_->algorithm() << ": the first message with peer " << h.peer
+                                         << " does not have the smallest tag (the inline header needs both)");
+      h.inlined = true;
+      h.inlineOffset = inlineBytes;
+      // A receive takes the largest inline message: a peer whose call differs is still read.
+      const std::size_t data = steps[h.firstStep].kind == StepKind::kRecv ? kInlineHeaderBytes : steps[h.firstStep].bytes;
+      inlineBytes += (sizeof(core::CallHeader) + data + 7) & ~std::size_t{7};
+      if (inlineOf_.empty()) inlineOf_.assign(steps.size(), -1);
+      inlineOf_[h.firstStep] = static_cast<std::int32_t>(k);
+    }
+  }
+  if (inline_.size() < inlineBytes) inline_.resize(inlineBytes);
   headersPending_ = sendHeaders_.size() + recvHeaders_.size();
+}
+
+bool Execution::inlineable(std::size_t index) const {
+  const Step& s = schedule_->steps()[index];
+  return binding_.inlineHeaders && s.wire == WireFormat::kOff && !listCall() && s.bytes <= kInlineHeaderBytes;
+}
+
+void Execution::acceptInline(std::size_t index, PeerHeader& h) {
+  const Step& s = schedule_->steps()[index];
+  const char* message = inline_.data() + h.inlineOffset;
+  std::memcpy(&h.theirs, message, sizeof(core::CallHeader));
+  const std::string m = core::compareHeaders(binding_.header, h.theirs);
+  if (!m.empty()) {
+    if (h.theirs.magic != core::CallHeader::kMagic) sendHeaderAnyway(index);
+    core::raise(ErrorCategory::kMismatch, binding_.header.rank, m);
+  }
+  if (s.bytes > 0) std::memcpy(resolve(s.dst), message + sizeof(core::CallHeader), s.bytes);
+  h.done = true;
+  --headersPending_;
+}
+
+void Execution::sendHeaderAnyway(std::size_t index) {
+  // The peer's first message had no inline header: its call sends a larger
+  // one, so it waits for a header message (or reads our status). Send it
+  // one, so that it too names both calls instead of waiting. The request
+  // stays in flight: a failed engine leaks its executions (progress_engine.h).
+  const Step& s = schedule_->steps()[index];
+  if (world_ == nullptr || binding_.headerTag < 0 || headerAnyway_.active()) return;
+  try {
+    transportFor(s.comm, *world_).isend(&binding_.header, sizeof(core::CallHeader), s.peer, binding_.headerTag,
+                                        headerAnyway_);
+  } catch (const Error&) {
+    // the mismatch being raised says more
+  }
+}
+
+void Execution::raiseInlineTruncation(std::size_t index, const Error& e) {
+  sendHeaderAnyway(index);
+  const Step& s = schedule_->steps()[index];
+  const core::CallHeader& mine = binding_.header;
+  core::raise(ErrorCategory::kMismatch, mine.rank,
+              "collective mismatch: rank " + std::to_string(mine.rank) + " (seq " + std::to_string(mine.sequence) +
+                  ", " + core::describe(core::Fingerprint::fromWord(mine.word, mine.count)) + ", " +
+                  schedule_->algorithm() + ") received a first message from peer " + std::to_string(s.peer) +
+                  " longer than any this call's algorithm sends first: that rank made a different call (another "
+                  "collective, count or algorithm); the backend reported: " + e.detail());
 }
 
 void Execution::postHeaders(transport::Transport& world) {
   for (PeerHeader& h : sendHeaders_) {
-    if (h.status != nullptr) {  // the peer reads our status instead
+    if (h.status != nullptr || h.inlined) {  // the peer reads our status, or our first message carries it
       h.done = true;
       --headersPending_;
       continue;
@@ -82,7 +154,7 @@ void Execution::postHeaders(transport::Transport& world) {
   }
   for (PeerHeader& h : recvHeaders_) {
     h.theirs.magic = 0;
-    if (h.status != nullptr) continue;
+    if (h.status != nullptr || h.inlined) continue;
     transportFor(h.comm, world).irecv(&h.theirs, sizeof(core::CallHeader), h.peer, binding_.headerTag, h.req);
   }
 }
@@ -94,7 +166,7 @@ void Execution::progressHeaders(transport::Transport& world, bool& any) {
     --headersPending_;
   }
   for (PeerHeader& h : recvHeaders_) {
-    if (h.done) continue;
+    if (h.done || h.inlined) continue;  // inline: accepted when its message completes (finishStep)
     if (h.status != nullptr) {
       const core::CallStatus::Read r = h.status->readHeader(binding_.header.sequence, h.peer, h.theirs);
       if (r == core::CallStatus::Read::kNotYet) continue;  // look again at the next progress
@@ -223,6 +295,9 @@ bool Execution::startStaged(std::size_t index, const Step& step, transport::Tran
 
 void Execution::finishStep(std::size_t index) {
   const Step& step = schedule_->steps()[index];
+  if (step.kind == StepKind::kRecv) {
+    if (PeerHeader* h = inlineHeaderOf(index)) acceptInline(index, *h);
+  }
   if (step.wire != WireFormat::kOff && step.kind == StepKind::kRecv) {
     decodeWireStep(step, static_cast<const char*>(resolve(step.src2)), operand(step.dst));
   }
@@ -349,6 +424,11 @@ bool Execution::startStep(std::size_t index, transport::Transport& world) {
         transport.isend(staging, s.bytes, s.peer, tagBase_ + s.tag, req);
       } else if (list && listed(s.src)) {
         postListed(true, s, transport, req);
+      } else if (PeerHeader* h = inlineHeaderOf(index)) {
+        char* message = inline_.data() + h->inlineOffset;
+        std::memcpy(message, &binding_.header, sizeof(core::CallHeader));
+        if (s.bytes > 0) std::memcpy(message + sizeof(core::CallHeader), resolve(s.src), s.bytes);
+        transport.isend(message, sizeof(core::CallHeader) + s.bytes, s.peer, tagBase_ + s.tag, req);
       } else {
         transport.isend(resolve(s.src), s.bytes, s.peer, tagBase_ + s.tag, req);
       }
@@ -358,6 +438,9 @@ bool Execution::startStep(std::size_t index, transport::Transport& world) {
         transport.irecv(resolve(s.src2), s.bytes, s.peer, tagBase_ + s.tag, req);
       } else if (list && listed(s.dst)) {
         postListed(false, s, transport, req);
+      } else if (PeerHeader* h = inlineHeaderOf(index)) {
+        transport.irecv(inline_.data() + h->inlineOffset, sizeof(core::CallHeader) + kInlineHeaderBytes, s.peer,
+                        tagBase_ + s.tag, req);
       } else {
         transport.irecv(resolve(s.dst), s.bytes, s.peer, tagBase_ + s.tag, req);
       }
@@ -469,6 +552,7 @@ void Execution::meterFinish(std::size_t index) {
 
 bool Execution::progress(transport::Transport& transport, IssueLedger& ledger, bool* anyAdvance) {
   bool any = false;
+  world_ = &transport;
   if (!placed_) {
     takePlaces(transport, ledger);
     if (headersPending_ > 0) postHeaders(transport);
@@ -484,18 +568,27 @@ bool Execution::progress(transport::Transport& transport, IssueLedger& ledger, b
       State& st = state_[i];
       if (st == State::kDone) continue;
       bool finished = false;
-      if (st == State::kRunning) {
-        transport::Transport& t = transportFor(steps[i].comm, transport);
-        finished = steps[i].kind == StepKind::kShm ? engineOf(t).test(requests_[i]) : t.test(requests_[i]);
-      } else if (ready(steps[i])) {
-        const bool ordered = isIssueOrdered(steps[i].kind);
-        if (ordered && !placeIsNext(steps[i])) continue;  // an earlier call's collective goes first
-        if (steps[i].kind == StepKind::kRecv && !headerAgreed(i)) continue;  // the peer's header first
-        st = State::kRunning;
-        any = true;
-        if (ordered) markIssued(steps[i]);
-        if (binding_.meter != nullptr) meterStart(i);
-        finished = startStep(i, transport);
+      try {
+        if (st == State::kRunning) {
+          transport::Transport& t = transportFor(steps[i].comm, transport);
+          finished = steps[i].kind == StepKind::kShm ? engineOf(t).test(requests_[i]) : t.test(requests_[i]);
+        } else if (ready(steps[i])) {
+          const bool ordered = isIssueOrdered(steps[i].kind);
+          if (ordered && !placeIsNext(steps[i])) continue;  // an earlier call's collective goes first
+          if (steps[i].kind == StepKind::kRecv && !headerAgreed(i)) continue;  // the peer's header first
+          st = State::kRunning;
+          any = true;
+          if (ordered) markIssued(steps[i]);
+          if (binding_.meter != nullptr) meterStart(i);
+          finished = startStep(i, transport);
+        }
+      } catch (const Error& e) {
+        // A peer's first message longer than its inline receive: its call differs.
+        if (e.category() == ErrorCategory::kTransport && steps[i].kind == StepKind::kRecv &&
+            inlineHeaderOf(i) != nullptr) {
+          raiseInlineTruncation(i, e);
+        }
+        throw;
       }
       if (finished) {
         finishStep(i);

@@ -12,6 +12,7 @@
 #include <deque>
 #include <vector>
 
+#include "boostcomm/error.h"
 #include "core/call_status.h"
 #include "core/segment_list.h"
 #include "executor/link_meter.h"
@@ -52,6 +53,10 @@ struct Binding {
   // world-communicator peer listed here gets no header message: its
   // fingerprint of the call is read from its status instead (see Execution).
   const std::vector<core::CallStatus*>* peerStatus = nullptr;
+  // The transports accept shorter messages than a receive's size
+  // (Transport::acceptsShorterMessages): first messages carry the header
+  // inline (see Execution).
+  bool inlineHeaders = false;
 };
 
 // Issue order of collective steps across the executions in flight.
@@ -105,9 +110,22 @@ class IssueLedger {
 // Not cheaper on these VMs: the read is a cache-line transfer between cores
 // on the critical path (ring/rhd +20-32% at 8 B-1 KiB against +25-37% for
 // the message; docs/PERFORMANCE.md section 17).
-// Rejected: a trailer on the first data message (no extra message, but a
-// count mismatch changes the message size, and a receive posted for the
-// wrong size truncates before the trailer can be read).
+// Inline header (the default for messages of at most kInlineHeaderBytes,
+// not a wire format or segment list, on transports that accept shorter
+// messages than a receive's size: MPI): the header travels in FRONT of the
+// first data message to each peer, staged [header | data], so there is no
+// header message and no status read, only two small copies. Both sides pick
+// the same message: the first one with that peer in step order, which is
+// also the one with the smallest tag (checked). A peer whose first message
+// is shorter still delivers its header (and the counts differ); one whose
+// message is longer fails the receive with a truncation error, reported as
+// the mismatch it is; one that sends no header (a larger first message of
+// its own call) delivers bytes without the header's magic: a mismatch.
+// (A trailer instead would truncate before it could be read.)
+// docs/PERFORMANCE.md section 21.
+// Messages up to this size carry the fingerprint header inline (see above).
+inline constexpr std::size_t kInlineHeaderBytes = 4096;
+
 class Execution {
  public:
   // tagBase is added to every step's tag (so concurrent calls never match each
@@ -183,13 +201,41 @@ class Execution {
     bool done = false;        // sent / received and agreed
     // The peer's status in shared memory: no message, its entry is read.
     const core::CallStatus* status = nullptr;
+    // The first step (step order) with this peer, and the smallest tag of
+    // all steps with it: both sides must name the same message.
+    std::uint32_t firstStep = 0;
+    int minTag = 0;
+    // Inline: the header travels in front of the first step's data (a
+    // staged message at inlineOffset in inline_), no header message and no
+    // status read (see below).
+    bool inlined = false;
+    std::size_t inlineOffset = 0;
   };
   void collectHeaderPeers();
+  // Whether step `index` (a peer's first message) can carry the header inline.
+  bool inlineable(std::size_t index) const;
+  // The inline header's PeerHeader of step `index`, or null.
+  PeerHeader* inlineHeaderOf(std::size_t index) {
+    if (inlineOf_.empty() || inlineOf_[index] < 0) return nullptr;
+    const Step& s = schedule_->steps()[index];
+    return &(s.kind == StepKind::kSend ? sendHeaders_ : recvHeaders_)[static_cast<std::size_t>(inlineOf_[index])];
+  }
+  // The received inline header agrees (else kMismatch): its data to dst.
+  void acceptInline(std::size_t index, PeerHeader& h);
+  // An inline receive failed in the backend (a longer message): kMismatch.
+  [[noreturn]] void raiseInlineTruncation(std::size_t index, const Error& e);
+  // The peer of inline step `index` sent no inline header: a header message
+  // to it (see the .cc).
+  void sendHeaderAnyway(std::size_t index);
+  transport::Transport* world_ = nullptr;  // progress()'s, for sendHeaderAnyway
+  transport::Request headerAnyway_;
   void postHeaders(transport::Transport& world);
   // Tests the headers in flight; throws Error{kMismatch} on disagreement.
   void progressHeaders(transport::Transport& world, bool& any);
   bool headerAgreed(std::size_t step) const {
-    return recvSlot_.empty() || recvHeaders_[recvSlot_[step]].done;
+    if (recvSlot_.empty()) return true;
+    const PeerHeader& h = recvHeaders_[recvSlot_[step]];
+    return h.done || (h.inlined && h.firstStep == step);  // the inline carrier itself may start
   }
 
   const Schedule* schedule_ = nullptr;
@@ -197,6 +243,8 @@ class Execution {
   std::vector<PeerHeader> sendHeaders_;
   std::vector<PeerHeader> recvHeaders_;
   std::vector<std::uint32_t> recvSlot_;  // per step: its peer's entry in recvHeaders_ (receives only)
+  std::vector<std::int32_t> inlineOf_;   // per step: its inline header's entry (send or recv list), or -1
+  std::vector<char> inline_;             // the staged inline messages; capacity kept across calls
   std::size_t headersPending_ = 0;
   int tagBase_ = 0;
   bool blockingNative_ = false;

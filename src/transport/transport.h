@@ -61,6 +61,11 @@ class Transport {
   // Largest tag usable by isend/irecv.
   virtual int maxTag() const = 0;
 
+  // Whether a receive may be posted for more bytes than the message it
+  // matches (MPI's rule: it completes with the message's bytes); a longer
+  // message is an error either way. The inline fingerprint header
+  // (executor.h) needs it.
+  virtual bool acceptsShorterMessages() const { return false; }
   virtual void isend(const void* buf, std::size_t bytes, int peer, int tag, Request& req) = 0;
   virtual void irecv(void* buf, std::size_t bytes, int peer, int tag, Request& req) = 0;
   // One message gathered from (sent) or scattered into (received) several

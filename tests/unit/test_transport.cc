@@ -175,20 +175,22 @@ TEST(InProcTransport, AllToAllAcrossWorldSizes) {
   }
 }
 
-TEST(InProcTransport, SizeMismatchFailsBothSides) {
+// MPI's rule: a receive takes a message of at most its size. A longer
+// message fails both sides; a shorter one completes.
+TEST(InProcTransport, LongerMessageThanTheReceiveFailsBothSides) {
   Transports ts = InProcFabric::create(2);
   std::atomic<int> failures{0};
   runRanks(ts, [&](Transport& t) {
     std::vector<char> buf(16);
     Request req;
     if (t.rank() == 0) {
-      t.isend(buf.data(), 8, 1, 4, req);
+      t.isend(buf.data(), 16, 1, 4, req);
     } else {
-      t.irecv(buf.data(), 16, 0, 4, req);
+      t.irecv(buf.data(), 8, 0, 4, req);
     }
     try {
       waitFor(t, req);
-      ADD_FAILURE() << "rank " << t.rank() << ": mismatched sizes completed";
+      ADD_FAILURE() << "rank " << t.rank() << ": a 16-byte message into an 8-byte receive completed";
     } catch (const Error& e) {
       EXPECT_EQ(e.category(), ErrorCategory::kMismatch);
       EXPECT_NE(e.detail().find("8 bytes"), std::string::npos) << e.what();
@@ -198,6 +200,26 @@ TEST(InProcTransport, SizeMismatchFailsBothSides) {
     }
   });
   EXPECT_EQ(failures.load(), 2);
+}
+
+TEST(InProcTransport, ShorterMessageThanTheReceiveCompletes) {
+  Transports ts = InProcFabric::create(2);
+  EXPECT_TRUE(ts[0]->acceptsShorterMessages());
+  runRanks(ts, [&](Transport& t) {
+    std::vector<char> buf(16, 7);
+    Request req;
+    if (t.rank() == 0) {
+      for (int i = 0; i < 8; ++i) buf[static_cast<std::size_t>(i)] = static_cast<char>(i);
+      t.isend(buf.data(), 8, 1, 4, req);
+    } else {
+      t.irecv(buf.data(), 16, 0, 4, req);
+    }
+    waitFor(t, req);
+    if (t.rank() == 1) {
+      for (int i = 0; i < 8; ++i) EXPECT_EQ(buf[static_cast<std::size_t>(i)], static_cast<char>(i));
+      for (int i = 8; i < 16; ++i) EXPECT_EQ(buf[static_cast<std::size_t>(i)], 7) << "byte " << i << " past the message";
+    }
+  });
 }
 
 TEST(InProcTransport, InvalidPointToPointArguments) {

@@ -40,6 +40,7 @@ class MpiTransport final : public Transport {
   std::string name() const override { return "mpi"; }
   int maxTag() const override { return maxTag_; }
 
+  bool acceptsShorterMessages() const override { return true; }
   void isend(const void* buf, std::size_t bytes, int peer, int tag, Request& req) override;
   void irecv(void* buf, std::size_t bytes, int peer, int tag, Request& req) override;
   void isendPieces(const core::Piece* pieces, std::size_t count, int peer, int tag, Request& req) override;
