@@ -99,7 +99,9 @@ void Execution::collectHeaderPeers() {
 
 bool Execution::inlineable(std::size_t index) const {
   const Step& s = schedule_->steps()[index];
-  return binding_.inlineHeaders && s.wire == WireFormat::kOff && !listCall() && s.bytes <= kInlineHeaderBytes;
+  const bool skipped = s.bytes >= kInlineSkipFrom && s.bytes <= kInlineSkipTo;
+  return binding_.inlineHeaders && s.wire == WireFormat::kOff && !listCall() && s.bytes <= kInlineHeaderBytes &&
+         !skipped;
 }
 
 void Execution::acceptInline(std::size_t index, PeerHeader& h) {

@@ -340,10 +340,14 @@ TEST(FingerprintHeader, EveryRankOfAPointToPointScheduleReportsTheMismatch) {
       {"dtype", 1000, DataType::kFloat64, ReduceOp::kSum, "allreduce float64 x1000 sum"},
       {"dtype same size", 1000, DataType::kInt32, ReduceOp::kSum, "allreduce int32 x1000 sum"},
       {"op", 1000, DataType::kFloat32, ReduceOp::kMax, "allreduce float32 x1000 max"},
-      // Across the inline header's limit: rank 0's first message (4096 bytes)
-      // carries its header inline, rank 1's (4100 bytes) does not.
-      {"count+1 at the inline limit", 2049, DataType::kFloat32, ReduceOp::kSum, "allreduce float32 x2049 sum", 2048,
-       "allreduce float32 x2048 sum, seq 1"},
+      // Across the inline header's limit (4056 bytes): rank 0's first message
+      // (4056 bytes) carries its header inline, rank 1's (4060) does not.
+      {"count+1 at the inline limit", 2029, DataType::kFloat32, ReduceOp::kSum, "allreduce float32 x2029 sum", 2028,
+       "allreduce float32 x2028 sum, seq 1"},
+      // Into the window skipped below vader's 256-byte inline send: rank 0's
+      // first message (216 bytes) is inline, rank 1's (220) is not.
+      {"count+1 at the skipped window", 110, DataType::kFloat32, ReduceOp::kSum, "allreduce float32 x110 sum", 108,
+       "allreduce float32 x108 sum, seq 1"},
   };
   for (const char* algorithm : {"ring", "rhd"}) {
     for (const Disagreement& d : cases) {
