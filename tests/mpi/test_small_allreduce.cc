@@ -21,6 +21,7 @@
 
 #include "boostcomm/boostcomm.h"
 #include "common/collective_case.h"
+#include "common/mpi_report.h"
 #include "common/test_data.h"
 
 namespace {
@@ -28,12 +29,9 @@ namespace {
 using namespace boostcomm;
 using namespace boostcomm::testing;
 
-int gFailures = 0;
+MpiReport* gReport = nullptr;
 
-void fail(const Communicator& comm, const std::string& what) {
-  ++gFailures;
-  std::fprintf(stderr, "rank %d: %s\n", comm.rank(), what.c_str());
-}
+void fail(const Communicator& /*comm*/, const std::string& what) { gReport->fail(what); }
 
 std::uint64_t fnv(const std::vector<unsigned char>& bytes) {
   std::uint64_t h = 1469598103934665603ULL;
@@ -171,34 +169,31 @@ int main(int argc, char** argv) {
   // MPI is ours, so that finalizing a communicator does not end it.
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  auto comm = Communicator::createMpiWorld();
-  const std::vector<std::string> algos = comm->algorithms(Collective::kAllreduce);
-  if (std::find(algos.begin(), algos.end(), "shm") == algos.end()) {
-    if (comm->rank() == 0) std::printf("SKIPPED: no shared-memory engine (BOOSTCOMM_SHM=0?)\n");
-    comm->finalize();
-    MPI_Finalize();
-    return 0;
-  }
-  auto section = [&](const char* name, auto&& fn) {
-    try {
-      fn();
-    } catch (const std::exception& e) {
-      fail(*comm, std::string(name) + ": threw " + e.what());
+  int rc = 0;
+  {
+    auto comm = Communicator::createMpiWorld();
+    MpiReport report(*comm);
+    gReport = &report;
+    const std::vector<std::string> algos = comm->algorithms(Collective::kAllreduce);
+    if (std::find(algos.begin(), algos.end(), "shm") == algos.end()) {
+      if (comm->rank() == 0) std::printf("SKIPPED: no shared-memory engine (BOOSTCOMM_SHM=0?)\n");
+      comm->finalize();
+    } else {
+      report.section("path", pathTaken);
+      report.section("sweep", sweep);
+      report.section("reuse", reuse);
+      report.section("op", [](Communicator&) {
+        mismatch("op", DataType::kFloat32, 8, ReduceOp::kMax, "allreduce float32 x8 sum", "allreduce float32 x8 max");
+      });
+      report.section("dtype", [](Communicator&) {
+        mismatch("dtype", DataType::kInt32, 8, ReduceOp::kSum, "allreduce float32 x8 sum", "allreduce int32 x8 sum");
+      });
+      report.section("count", [](Communicator&) {
+        mismatch("count", DataType::kFloat32, 9, ReduceOp::kSum, "allreduce float32 x8 sum", "allreduce float32 x9 sum");
+      });
+      rc = report.finish();
     }
-  };
-  section("path", [&] { pathTaken(*comm); });
-  section("sweep", [&] { sweep(*comm); });
-  section("reuse", [&] { reuse(*comm); });
-  const int rank = comm->rank();
-  const int size = comm->size();
-  comm->finalize();
-  section("op", [] { mismatch("op", DataType::kFloat32, 8, ReduceOp::kMax, "allreduce float32 x8 sum", "allreduce float32 x8 max"); });
-  section("dtype", [] { mismatch("dtype", DataType::kInt32, 8, ReduceOp::kSum, "allreduce float32 x8 sum", "allreduce int32 x8 sum"); });
-  section("count", [] { mismatch("count", DataType::kFloat32, 9, ReduceOp::kSum, "allreduce float32 x8 sum", "allreduce float32 x9 sum"); });
-  int total = 0;
-  MPI_Allreduce(&gFailures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (rank == 0) std::printf("%s: %d failure(s) across %d ranks\n", total ? "FAILED" : "PASSED", total, size);
-  comm.reset();
+  }
   MPI_Finalize();
-  return total == 0 ? 0 : 1;
+  return rc;
 }
