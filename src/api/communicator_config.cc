@@ -80,6 +80,10 @@ std::vector<std::pair<const char*, std::string>> CommunicatorImpl::configuration
       {kTunableShmCma, tunableBool(kTunableShmCma) ? "1" : "0"},
       {kTunableShmChunkBytes, std::to_string(tunableInt(kTunableShmChunkBytes))},
       {kTunableShmSlotBytes, std::to_string(tunableInt(kTunableShmSlotBytes))},
+      // What travels on the wire and which path a small allreduce takes:
+      // ranks that differ would wait on different paths without a mismatch.
+      {kTunableShmSmallBytes, std::to_string(smallAllreduceBytes_)},
+      {kTunableFingerprints, fingerprints_ ? "1" : "0"},
   };
 }
 

@@ -360,7 +360,11 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
   // A small allreduce on one node runs through the shm engine's slots
   // instead of the backend (shm/small_allreduce.cc): faster, and its
   // fingerprint check travels with the data.
-  const bool small = args.collective == Collective::kAllreduce && size_ > 1 && smallAllreduceBytes_ > 0 &&
+  // Only where the selection chose native: an explicit "native" (the call's
+  // option or BOOSTCOMM_ALGO) means the backend's collective.
+  const bool forced = !options.algorithm.empty() ||
+                      !algoOverride_[static_cast<std::size_t>(Collective::kAllreduce)].empty();
+  const bool small = args.collective == Collective::kAllreduce && size_ > 1 && smallAllreduceBytes_ > 0 && !forced &&
                      count * dataTypeSize(args.recv.dtype) <= smallAllreduceBytes_;
   const core::Fingerprint fingerprint = core::Fingerprint::of(args.collective, args.recv.dtype, args.op, args.root, count);
   inspector_->callers().bind(sequence_);  // the caller's stack (core/caller_stack.h)
@@ -428,9 +432,18 @@ bool CommunicatorImpl::runCheckedAllreduce(const CallArgs& args, std::size_t cou
   const transport::CallStamp mine{fingerprint.word(), fingerprint.count, sequence_, rank_};
   transport::CallStamp lo;
   transport::CallStamp hi;
-  if (!transport_->nativeAllreduceChecked(args.send.data, args.recv.data, count, args.recv.dtype, args.op, mine, lo,
-                                          hi)) {
-    return false;
+  try {
+    if (!transport_->nativeAllreduceChecked(args.send.data, args.recv.data, count, args.recv.dtype, args.op, mine, lo,
+                                            hi)) {
+      return false;
+    }
+  } catch (const Error& e) {
+    // A peer's element is longer: its call has more bytes (count or dtype).
+    if (e.category() != ErrorCategory::kTransport || e.detail().find("MPI_ERR_TRUNCATE") == std::string::npos) throw;
+    core::raise(ErrorCategory::kMismatch, rank_,
+                "collective mismatch: rank " + std::to_string(rank_) + ": " + core::describe(fingerprint) + ", seq " +
+                    std::to_string(sequence_) + "; another rank's payload of this call is larger (a different "
+                    "count or dtype; the backend reported: " + e.detail() + ")");
   }
   if (lo.sameCall(hi)) return true;
   const core::Fingerprint a = core::Fingerprint::fromWord(lo.word, lo.count);

@@ -108,9 +108,19 @@ void Execution::acceptInline(std::size_t index, PeerHeader& h) {
   const Step& s = schedule_->steps()[index];
   const char* message = inline_.data() + h.inlineOffset;
   std::memcpy(&h.theirs, message, sizeof(core::CallHeader));
-  const std::string m = core::compareHeaders(binding_.header, h.theirs);
+  std::string m = core::compareHeaders(binding_.header, h.theirs);
+  // The same call, but a first message of another length: the ranks run
+  // different schedules (algorithm or chunking settings).
+  if (m.empty() && h.theirs.reserved != s.bytes) {
+    m = "collective mismatch: rank " + std::to_string(binding_.header.rank) + " (seq " +
+        std::to_string(binding_.header.sequence) + ", " +
+        core::describe(core::Fingerprint::fromWord(binding_.header.word, binding_.header.count)) + ", " +
+        schedule_->algorithm() + ") expects " + std::to_string(s.bytes) + " bytes in its first message from peer " +
+        std::to_string(s.peer) + ", which sent " + std::to_string(h.theirs.reserved) +
+        ": the ranks run different algorithms or chunk sizes";
+  }
   if (!m.empty()) {
-    if (h.theirs.magic != core::CallHeader::kMagic) sendHeaderAnyway(index);
+    sendHeaderAnyway(index);  // a peer whose first receive from us is not inline waits for one
     core::raise(ErrorCategory::kMismatch, binding_.header.rank, m);
   }
   if (s.bytes > 0) std::memcpy(resolve(s.dst), message + sizeof(core::CallHeader), s.bytes);
@@ -428,7 +438,9 @@ bool Execution::startStep(std::size_t index, transport::Transport& world) {
         postListed(true, s, transport, req);
       } else if (PeerHeader* h = inlineHeaderOf(index)) {
         char* message = inline_.data() + h->inlineOffset;
-        std::memcpy(message, &binding_.header, sizeof(core::CallHeader));
+        core::CallHeader header = binding_.header;
+        header.reserved = static_cast<std::uint32_t>(s.bytes);  // the inline data's length (<= 4056)
+        std::memcpy(message, &header, sizeof(core::CallHeader));
         if (s.bytes > 0) std::memcpy(message + sizeof(core::CallHeader), resolve(s.src), s.bytes);
         transport.isend(message, sizeof(core::CallHeader) + s.bytes, s.peer, tagBase_ + s.tag, req);
       } else {
@@ -441,6 +453,8 @@ bool Execution::startStep(std::size_t index, transport::Transport& world) {
       } else if (list && listed(s.dst)) {
         postListed(false, s, transport, req);
       } else if (PeerHeader* h = inlineHeaderOf(index)) {
+        // No stale header may pass for the peer's: a message shorter than one reads as no header.
+        std::memset(inline_.data() + h->inlineOffset, 0, sizeof(core::CallHeader));
         transport.irecv(inline_.data() + h->inlineOffset, sizeof(core::CallHeader) + kInlineHeaderBytes, s.peer,
                         tagBase_ + s.tag, req);
       } else {
@@ -586,8 +600,8 @@ bool Execution::progress(transport::Transport& transport, IssueLedger& ledger, b
         }
       } catch (const Error& e) {
         // A peer's first message longer than its inline receive: its call differs.
-        if (e.category() == ErrorCategory::kTransport && steps[i].kind == StepKind::kRecv &&
-            inlineHeaderOf(i) != nullptr) {
+        if (e.category() == ErrorCategory::kTransport && e.detail().find("MPI_ERR_TRUNCATE") != std::string::npos &&
+            steps[i].kind == StepKind::kRecv && inlineHeaderOf(i) != nullptr) {
           raiseInlineTruncation(i, e);
         }
         throw;

@@ -42,6 +42,9 @@
 //   config_algo / config_strategy / config_cache: rank 1 runs with another
 //                BOOSTCOMM_ALGO / BOOSTCOMM_STRATEGY, rank 0 alone with
 //                BOOSTCOMM_TUNING_CACHE set (the good calls are the test)
+//   config_small / config_fingerprints: rank 1 runs with
+//                BOOSTCOMM_SHM_SMALL_BYTES=0 / BOOSTCOMM_FINGERPRINTS=0 (they
+//                change the path or the wire, with equal fingerprints)
 #include <signal.h>
 #include <unistd.h>
 
@@ -108,6 +111,8 @@ void configure(const std::string& scenario) {
   if (scenario == "config_algo" && rank == 1) setenv("BOOSTCOMM_ALGO", "allreduce:ring", 1);
   if (scenario == "config_strategy" && rank == 1) setenv("BOOSTCOMM_STRATEGY", "flat", 1);
   if (scenario == "config_cache" && rank == 0) setenv("BOOSTCOMM_TUNING_CACHE", "/nonexistent/boostcomm-cache.json", 1);
+  if (scenario == "config_small" && rank == 1) setenv("BOOSTCOMM_SHM_SMALL_BYTES", "0", 1);
+  if (scenario == "config_fingerprints" && rank == 1) setenv("BOOSTCOMM_FINGERPRINTS", "0", 1);
 }
 
 bool startsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }

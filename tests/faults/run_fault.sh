@@ -156,8 +156,9 @@ case $scenario in
     expect "$out" "rank 1: CAUGHT mismatch .*broadcast float32 x1000 root 1.*broadcast float32 x1000 root 0" "rank 1 raises kMismatch" ;;
   extra)
     expect "$out" "rank 1: CAUGHT timeout .*not reached by rank 0" "rank 1 fails at its deadline naming rank 0" ;;
-  config_algo|config_strategy|config_cache)
+  config_algo|config_strategy|config_cache|config_small|config_fingerprints)
     var=$(case $scenario in config_algo) echo BOOSTCOMM_ALGO;; config_strategy) echo BOOSTCOMM_STRATEGY;;
+          config_small) echo BOOSTCOMM_SHM_SMALL_BYTES;; config_fingerprints) echo BOOSTCOMM_FINGERPRINTS;;
           *) echo BOOSTCOMM_TUNING_CACHE;; esac)
     for r in 0 1; do
       o=$((1 - r))
