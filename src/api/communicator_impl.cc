@@ -48,10 +48,10 @@ core::Fingerprint fingerprintOf(const algorithms::CollectiveSpec& spec) {
   return core::Fingerprint::of(spec.collective, spec.dtype, spec.op, spec.root, count);
 }
 
-// Clears the call status's blocking flag however the call ends.
 // The flight recorder's algorithm name of runSmallAllreduce's calls.
 constexpr const char* kSmallAllreduceName = "shm_small";
 
+// Clears the call status's blocking flag however the call ends.
 struct BlockingScope {
   core::CallStatus* status;
   ~BlockingScope() { status->blocking.store(0, std::memory_order_release); }
@@ -448,12 +448,10 @@ bool CommunicatorImpl::runCheckedAllreduce(const CallArgs& args, std::size_t cou
   if (lo.sameCall(hi)) return true;
   const core::Fingerprint a = core::Fingerprint::fromWord(lo.word, lo.count);
   const core::Fingerprint b = core::Fingerprint::fromWord(hi.word, hi.count);
-  std::string words = lo.sequence == hi.sequence
-                          ? core::describeMismatch(static_cast<int>(lo.rank), a, static_cast<int>(hi.rank), b, lo.sequence)
-                          : "collective mismatch: rank " + std::to_string(lo.rank) + ": " + core::describe(a) +
-                                ", seq " + std::to_string(lo.sequence) + "; rank " + std::to_string(hi.rank) + ": " +
-                                core::describe(b) + ", seq " + std::to_string(hi.sequence);
-  core::raise(ErrorCategory::kMismatch, rank_, words + " (carried in the backend call's data; no result was written)");
+  core::raise(ErrorCategory::kMismatch, rank_,
+              core::describeMismatch(static_cast<int>(lo.rank), a, lo.sequence, static_cast<int>(hi.rank), b,
+                                     hi.sequence) +
+                  " (carried in the backend call's data; no result was written)");
 }
 
 void CommunicatorImpl::runSmallAllreduce(const CallArgs& args, std::size_t count, const core::Fingerprint& fingerprint,

@@ -83,9 +83,14 @@ std::string describe(const Fingerprint& f) {
 }
 
 std::string describeMismatch(int rankA, const Fingerprint& a, int rankB, const Fingerprint& b, std::uint64_t seq) {
+  return describeMismatch(rankA, a, seq, rankB, b, seq);
+}
+
+std::string describeMismatch(int rankA, const Fingerprint& a, std::uint64_t seqA, int rankB, const Fingerprint& b,
+                             std::uint64_t seqB) {
   std::ostringstream os;
-  os << "collective mismatch: rank " << rankA << ": " << describe(a) << ", seq " << seq << "; rank " << rankB
-     << ": " << describe(b) << ", seq " << seq;
+  os << "collective mismatch: rank " << rankA << ": " << describe(a) << ", seq " << seqA << "; rank " << rankB
+     << ": " << describe(b) << ", seq " << seqB;
   return os.str();
 }
 

@@ -93,6 +93,9 @@ std::string describe(const Fingerprint& f);
 void describeTo(FixedWriter& out, const Fingerprint& f);
 // "rank 0: allreduce float32 x1000 sum, seq 7; rank 1: broadcast ..., seq 7".
 std::string describeMismatch(int rankA, const Fingerprint& a, int rankB, const Fingerprint& b, std::uint64_t seq);
+// The same, where the two calls' sequence numbers differ (an extra call on one rank).
+std::string describeMismatch(int rankA, const Fingerprint& a, std::uint64_t seqA, int rankB, const Fingerprint& b,
+                             std::uint64_t seqB);
 
 // 256 calls: a few training steps of a bucketed DDP job (12 KiB per rank).
 inline constexpr std::size_t kFlightRingEntries = 256;

@@ -104,7 +104,13 @@ bool Execution::inlineable(std::size_t index) const {
          !skipped;
 }
 
-void Execution::acceptInline(std::size_t index, PeerHeader& h) {
+std::string Execution::ownCallWords() const {
+  const core::CallHeader& mine = binding_.header;
+  return "collective mismatch: rank " + std::to_string(mine.rank) + " (seq " + std::to_string(mine.sequence) + ", " +
+         core::describe(core::Fingerprint::fromWord(mine.word, mine.count)) + ", " + schedule_->algorithm() + ")";
+}
+
+void Execution::acceptInline(std::size_t index, PeerHeader& h, transport::Transport& world) {
   const Step& s = schedule_->steps()[index];
   const char* message = inline_.data() + h.inlineOffset;
   std::memcpy(&h.theirs, message, sizeof(core::CallHeader));
@@ -112,15 +118,12 @@ void Execution::acceptInline(std::size_t index, PeerHeader& h) {
   // The same call, but a first message of another length: the ranks run
   // different schedules (algorithm or chunking settings).
   if (m.empty() && h.theirs.reserved != s.bytes) {
-    m = "collective mismatch: rank " + std::to_string(binding_.header.rank) + " (seq " +
-        std::to_string(binding_.header.sequence) + ", " +
-        core::describe(core::Fingerprint::fromWord(binding_.header.word, binding_.header.count)) + ", " +
-        schedule_->algorithm() + ") expects " + std::to_string(s.bytes) + " bytes in its first message from peer " +
+    m = ownCallWords() + " expects " + std::to_string(s.bytes) + " bytes in its first message from peer " +
         std::to_string(s.peer) + ", which sent " + std::to_string(h.theirs.reserved) +
         ": the ranks run different algorithms or chunk sizes";
   }
   if (!m.empty()) {
-    sendHeaderAnyway(index);  // a peer whose first receive from us is not inline waits for one
+    sendHeaderAnyway(index, world);  // a peer whose first receive from us is not inline waits for one
     core::raise(ErrorCategory::kMismatch, binding_.header.rank, m);
   }
   if (s.bytes > 0) std::memcpy(resolve(s.dst), message + sizeof(core::CallHeader), s.bytes);
@@ -128,29 +131,26 @@ void Execution::acceptInline(std::size_t index, PeerHeader& h) {
   --headersPending_;
 }
 
-void Execution::sendHeaderAnyway(std::size_t index) {
+void Execution::sendHeaderAnyway(std::size_t index, transport::Transport& world) {
   // The peer's first message had no inline header: its call sends a larger
   // one, so it waits for a header message (or reads our status). Send it
   // one, so that it too names both calls instead of waiting. The request
   // stays in flight: a failed engine leaks its executions (progress_engine.h).
   const Step& s = schedule_->steps()[index];
-  if (world_ == nullptr || binding_.headerTag < 0 || headerAnyway_.active()) return;
+  if (binding_.headerTag < 0 || headerAnyway_.active()) return;
   try {
-    transportFor(s.comm, *world_).isend(&binding_.header, sizeof(core::CallHeader), s.peer, binding_.headerTag,
+    transportFor(s.comm, world).isend(&binding_.header, sizeof(core::CallHeader), s.peer, binding_.headerTag,
                                         headerAnyway_);
   } catch (const Error&) {
     // the mismatch being raised says more
   }
 }
 
-void Execution::raiseInlineTruncation(std::size_t index, const Error& e) {
-  sendHeaderAnyway(index);
+void Execution::raiseInlineTruncation(std::size_t index, const Error& e, transport::Transport& world) {
+  sendHeaderAnyway(index, world);
   const Step& s = schedule_->steps()[index];
-  const core::CallHeader& mine = binding_.header;
-  core::raise(ErrorCategory::kMismatch, mine.rank,
-              "collective mismatch: rank " + std::to_string(mine.rank) + " (seq " + std::to_string(mine.sequence) +
-                  ", " + core::describe(core::Fingerprint::fromWord(mine.word, mine.count)) + ", " +
-                  schedule_->algorithm() + ") received a first message from peer " + std::to_string(s.peer) +
+  core::raise(ErrorCategory::kMismatch, binding_.header.rank,
+              ownCallWords() + " received a first message from peer " + std::to_string(s.peer) +
                   " longer than any this call's algorithm sends first: that rank made a different call (another "
                   "collective, count or algorithm); the backend reported: " + e.detail());
 }
@@ -305,10 +305,10 @@ bool Execution::startStaged(std::size_t index, const Step& step, transport::Tran
   return transport.test(req);
 }
 
-void Execution::finishStep(std::size_t index) {
+void Execution::finishStep(std::size_t index, transport::Transport& world) {
   const Step& step = schedule_->steps()[index];
   if (step.kind == StepKind::kRecv) {
-    if (PeerHeader* h = inlineHeaderOf(index)) acceptInline(index, *h);
+    if (PeerHeader* h = inlineHeaderOf(index)) acceptInline(index, *h, world);
   }
   if (step.wire != WireFormat::kOff && step.kind == StepKind::kRecv) {
     decodeWireStep(step, static_cast<const char*>(resolve(step.src2)), operand(step.dst));
@@ -568,7 +568,6 @@ void Execution::meterFinish(std::size_t index) {
 
 bool Execution::progress(transport::Transport& transport, IssueLedger& ledger, bool* anyAdvance) {
   bool any = false;
-  world_ = &transport;
   if (!placed_) {
     takePlaces(transport, ledger);
     if (headersPending_ > 0) postHeaders(transport);
@@ -602,12 +601,12 @@ bool Execution::progress(transport::Transport& transport, IssueLedger& ledger, b
         // A peer's first message longer than its inline receive: its call differs.
         if (e.category() == ErrorCategory::kTransport && e.detail().find("MPI_ERR_TRUNCATE") != std::string::npos &&
             steps[i].kind == StepKind::kRecv && inlineHeaderOf(i) != nullptr) {
-          raiseInlineTruncation(i, e);
+          raiseInlineTruncation(i, e, transport);
         }
         throw;
       }
       if (finished) {
-        finishStep(i);
+        finishStep(i, transport);
         if (binding_.meter != nullptr) meterFinish(i);
         st = State::kDone;
         --remaining_;

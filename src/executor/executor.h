@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <string>
 #include <vector>
 
 #include "boostcomm/error.h"
@@ -110,19 +111,21 @@ class IssueLedger {
 // Not cheaper on these VMs: the read is a cache-line transfer between cores
 // on the critical path (ring/rhd +20-32% at 8 B-1 KiB against +25-37% for
 // the message; docs/PERFORMANCE.md section 17).
-// Inline header (the default for messages of at most kInlineHeaderBytes,
-// not a wire format or segment list, on transports that accept shorter
-// messages than a receive's size: MPI): the header travels in FRONT of the
-// first data message to each peer, staged [header | data], so there is no
-// header message and no status read, only two small copies. Both sides pick
-// the same message: the first one with that peer in step order, which is
-// also the one with the smallest tag (checked). A peer whose first message
-// is shorter still delivers its header (and the counts differ); one whose
-// message is longer fails the receive with a truncation error, reported as
-// the mismatch it is; one that sends no header (a larger first message of
-// its own call) delivers bytes without the header's magic: a mismatch.
-// (A trailer instead would truncate before it could be read.)
-// docs/PERFORMANCE.md section 21.
+// Inline header (the default for first messages of at most
+// kInlineHeaderBytes, not a wire format or segment list, on transports that
+// accept shorter messages than a receive's size: MPI): the header travels in
+// FRONT of the first data message to each peer, staged [header | data, with
+// the data's length in CallHeader::reserved], so there is no header message
+// and no status read, only two small copies. Both sides pick the same
+// message: the first one with that peer in step order, which is also the
+// one with the smallest tag (checked). The receive is posted for the largest
+// inline message, so a peer whose count differs still delivers its header
+// and both calls are named; a peer that sends no inline header (its first
+// message is larger, or in the skipped window below) delivers bytes without
+// the header's magic, or more than the receive takes (a truncation error),
+// and is sent a header message anyway, since it waits for one. Either way a
+// mismatch. (A trailer instead would truncate before it could be read.)
+// docs/RELIABILITY.md, "Inline fingerprint header"; PERFORMANCE.md section 20.
 // Messages up to this size carry the fingerprint header inline (see above),
 // except those that the header's 40 bytes would push past a cheaper protocol
 // of the backend. Open MPI's shared-memory BTL (vader) sends up to 256 bytes
@@ -177,7 +180,7 @@ class Execution {
     std::size_t srcOffset = 0, srcBytes = 0, dstOffset = 0, dstBytes = 0;
   };
   StepRanges collectiveRanges(const Step& step, transport::Transport& transport) const;
-  void finishStep(std::size_t index);
+  void finishStep(std::size_t index, transport::Transport& world);
   bool ready(const Step& step) const;
   // Starts a step; true when it completed immediately.
   bool startStep(std::size_t index, transport::Transport& transport);
@@ -229,14 +232,15 @@ class Execution {
     return &(s.kind == StepKind::kSend ? sendHeaders_ : recvHeaders_)[static_cast<std::size_t>(inlineOf_[index])];
   }
   // The received inline header agrees (else kMismatch): its data to dst.
-  void acceptInline(std::size_t index, PeerHeader& h);
+  void acceptInline(std::size_t index, PeerHeader& h, transport::Transport& world);
   // An inline receive failed in the backend (a longer message): kMismatch.
-  [[noreturn]] void raiseInlineTruncation(std::size_t index, const Error& e);
-  // The peer of inline step `index` sent no inline header: a header message
-  // to it (see the .cc).
-  void sendHeaderAnyway(std::size_t index);
-  transport::Transport* world_ = nullptr;  // progress()'s, for sendHeaderAnyway
+  [[noreturn]] void raiseInlineTruncation(std::size_t index, const Error& e, transport::Transport& world);
+  // The peer of inline step `index` may wait for a header message: one to
+  // it, before a mismatch is raised (see the .cc).
+  void sendHeaderAnyway(std::size_t index, transport::Transport& world);
   transport::Request headerAnyway_;
+  // "collective mismatch: rank R (seq N, <call>, <algorithm>)": this rank's side.
+  std::string ownCallWords() const;
   void postHeaders(transport::Transport& world);
   // Tests the headers in flight; throws Error{kMismatch} on disagreement.
   void progressHeaders(transport::Transport& world, bool& any);
