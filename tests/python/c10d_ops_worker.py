@@ -273,6 +273,12 @@ def monitored_missing(rank, size):
 
 def abort_case(rank, size):
     g = dist.new_group(list(range(size)))
+    store = dist.distributed_c10d._get_default_store()
+    if rank != 0:
+        # Alive until rank 0 has checked: a peer that exits first closes its
+        # connections, and rank 0's pending recv may then fail with
+        # "Connection closed by peer" before the abort (seen once in CI-like runs).
+        store.wait(["abort_checked"], datetime.timedelta(seconds=60))
     if rank == 0:
         work = dist.irecv(torch.empty(3), 1, group=g, tag=2)  # never sent
         t0 = time.monotonic()
@@ -288,6 +294,7 @@ def abort_case(rank, size):
             check(False, "an op after abort must raise")
         except RuntimeError as e:
             check("abort" in str(e) or "shutdown" in str(e), f"op after abort: {e}")
+        store.set("abort_checked", "1")
 
 
 def rejected_case(rank, size):
