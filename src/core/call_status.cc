@@ -105,10 +105,7 @@ std::string compareHeaders(const CallHeader& mine, const CallHeader& theirs) {
           "or algorithm, or sets BOOSTCOMM_FINGERPRINTS differently)";
     return os.str();
   }
-  if (theirs.sequence == mine.sequence && theirs.word == mine.word && theirs.count == mine.count &&
-      theirs.wire == mine.wire) {
-    return {};
-  }
+  if (sameCall(mine, theirs)) return {};
   const Fingerprint a = Fingerprint::fromWord(mine.word, mine.count);
   const Fingerprint b = Fingerprint::fromWord(theirs.word, theirs.count);
   std::ostringstream os;

@@ -65,8 +65,15 @@ struct CallHeader {
 };
 static_assert(sizeof(CallHeader) == 40);
 
-// Empty when `theirs` (received from a peer) describes the same call as
-// `mine`; otherwise the mismatch in words, both ranks named.
+// Whether `theirs` (received from a peer) is a header of the same call as
+// `mine` (the per-call check; compareHeaders words a difference).
+inline bool sameCall(const CallHeader& mine, const CallHeader& theirs) {
+  return theirs.magic == CallHeader::kMagic && theirs.sequence == mine.sequence && theirs.word == mine.word &&
+         theirs.count == mine.count && theirs.wire == mine.wire;
+}
+
+// Empty when sameCall(mine, theirs); otherwise the mismatch in words, both
+// ranks named.
 std::string compareHeaders(const CallHeader& mine, const CallHeader& theirs);
 
 // Text into a fixed buffer, without allocating or locking: the flight

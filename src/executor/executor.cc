@@ -18,7 +18,9 @@ IssueLedger::Lane& IssueLedger::lane(const transport::Transport* transport, int 
   return lanes_.back().lane;
 }
 
-void Execution::start(const Schedule& schedule, const Binding& binding, int tagBase, bool blockingNative) {
+void Execution::start(const std::shared_ptr<const Schedule>& owner, const Binding& binding, int tagBase,
+                      bool blockingNative) {
+  const Schedule& schedule = *owner;
   placed_ = false;
   schedule_ = &schedule;
   binding_ = binding;
@@ -30,7 +32,7 @@ void Execution::start(const Schedule& schedule, const Binding& binding, int tagB
   firstPending_ = 0;
   remaining_ = n;
   if (binding.meter != nullptr) startNs_.assign(n, 0);
-  collectHeaderPeers();
+  collectHeaderPeers(owner);
   // Executions are reused: a plain call must not see a list call's staging.
   if (binding.recvList != nullptr) {
     staged_.assign(n, StagedRange{});
@@ -39,13 +41,37 @@ void Execution::start(const Schedule& schedule, const Binding& binding, int tagB
   }
 }
 
-void Execution::collectHeaderPeers() {
+void Execution::collectHeaderPeers(const std::shared_ptr<const Schedule>& schedule) {
+  if (binding_.headerTag < 0) {
+    headersPending_ = 0;
+    if (planned_ == nullptr) return;
+    planned_.reset();
+    sendHeaders_.clear();
+    recvHeaders_.clear();
+    recvSlot_.clear();
+    inlineOf_.clear();
+    return;
+  }
+  if (planned_ != schedule || plannedInline_ != binding_.inlineHeaders || plannedList_ != listCall() ||
+      plannedStatus_ != binding_.peerStatus) {
+    buildHeaderPlan();
+    planned_ = schedule;
+    plannedInline_ = binding_.inlineHeaders;
+    plannedList_ = listCall();
+    plannedStatus_ = binding_.peerStatus;
+  }
+  // Per call: nothing agreed yet. A header that travels inline or is read
+  // from our status needs no message of its own.
+  for (PeerHeader& h : sendHeaders_) h.done = h.inlined || h.status != nullptr;
+  for (PeerHeader& h : recvHeaders_) h.done = false;
+  headersPending_ = headerMessages_;
+}
+
+void Execution::buildHeaderPlan() {
   sendHeaders_.clear();
   recvHeaders_.clear();
   recvSlot_.clear();
   inlineOf_.clear();
-  headersPending_ = 0;
-  if (binding_.headerTag < 0) return;
   const auto& steps = schedule_->steps();
   // Peers per schedule are few (ring: 2, rhd: log2 n): a linear search.
   auto slot = [this](std::vector<PeerHeader>& list, std::size_t step, const Step& s) {
@@ -61,9 +87,9 @@ void Execution::collectHeaderPeers() {
     h.peer = s.peer;
     h.firstStep = static_cast<std::uint32_t>(step);
     h.minTag = s.tag;
-    if (s.comm == kWorldComm && binding_.peerStatus != nullptr && s.peer >= 0 &&
-        static_cast<std::size_t>(s.peer) < binding_.peerStatus->size()) {
-      h.status = (*binding_.peerStatus)[static_cast<std::size_t>(s.peer)];
+    const std::vector<core::CallStatus*>* statuses = binding_.peerStatus;
+    if (s.comm == kWorldComm && statuses != nullptr && s.peer >= 0 && static_cast<std::size_t>(s.peer) < statuses->size()) {
+      h.status = (*statuses)[static_cast<std::size_t>(s.peer)];
     }
     return static_cast<std::uint32_t>(list.size() - 1);
   };
@@ -94,7 +120,11 @@ void Execution::collectHeaderPeers() {
     }
   }
   if (inline_.size() < inlineBytes) inline_.resize(inlineBytes);
-  headersPending_ = sendHeaders_.size() + recvHeaders_.size();
+  // What progressHeaders waits for: header messages, and peers' status
+  // entries (an inline header is checked when its step's message completes).
+  headerMessages_ = 0;
+  for (const PeerHeader& h : sendHeaders_) headerMessages_ += h.inlined || h.status != nullptr ? 0 : 1;
+  for (const PeerHeader& h : recvHeaders_) headerMessages_ += h.inlined ? 0 : 1;
 }
 
 bool Execution::inlineable(std::size_t index) const {
@@ -114,21 +144,22 @@ void Execution::acceptInline(std::size_t index, PeerHeader& h, transport::Transp
   const Step& s = schedule_->steps()[index];
   const char* message = inline_.data() + h.inlineOffset;
   std::memcpy(&h.theirs, message, sizeof(core::CallHeader));
+  if (!core::sameCall(binding_.header, h.theirs) || h.theirs.reserved != s.bytes) rejectInline(s, h, index, world);
+  if (s.bytes > 0) std::memcpy(resolve(s.dst), message + sizeof(core::CallHeader), s.bytes);
+  h.done = true;
+}
+
+void Execution::rejectInline(const Step& s, const PeerHeader& h, std::size_t index, transport::Transport& world) {
   std::string m = core::compareHeaders(binding_.header, h.theirs);
   // The same call, but a first message of another length: the ranks run
   // different schedules (algorithm or chunking settings).
-  if (m.empty() && h.theirs.reserved != s.bytes) {
+  if (m.empty()) {
     m = ownCallWords() + " expects " + std::to_string(s.bytes) + " bytes in its first message from peer " +
         std::to_string(s.peer) + ", which sent " + std::to_string(h.theirs.reserved) +
         ": the ranks run different algorithms or chunk sizes";
   }
-  if (!m.empty()) {
-    sendHeaderAnyway(index, world);  // a peer whose first receive from us is not inline waits for one
-    core::raise(ErrorCategory::kMismatch, binding_.header.rank, m);
-  }
-  if (s.bytes > 0) std::memcpy(resolve(s.dst), message + sizeof(core::CallHeader), s.bytes);
-  h.done = true;
-  --headersPending_;
+  sendHeaderAnyway(index, world);  // a peer whose first receive from us is not inline waits for one
+  core::raise(ErrorCategory::kMismatch, binding_.header.rank, m);
 }
 
 void Execution::sendHeaderAnyway(std::size_t index, transport::Transport& world) {
@@ -157,11 +188,7 @@ void Execution::raiseInlineTruncation(std::size_t index, const Error& e, transpo
 
 void Execution::postHeaders(transport::Transport& world) {
   for (PeerHeader& h : sendHeaders_) {
-    if (h.status != nullptr || h.inlined) {  // the peer reads our status, or our first message carries it
-      h.done = true;
-      --headersPending_;
-      continue;
-    }
+    if (h.done) continue;  // the peer reads our status, or our first message carries it
     transportFor(h.comm, world).isend(&binding_.header, sizeof(core::CallHeader), h.peer, binding_.headerTag, h.req);
   }
   for (PeerHeader& h : recvHeaders_) {
@@ -186,8 +213,9 @@ void Execution::progressHeaders(transport::Transport& world, bool& any) {
     } else if (!transportFor(h.comm, world).test(h.req)) {
       continue;
     }
-    const std::string m = core::compareHeaders(binding_.header, h.theirs);
-    if (!m.empty()) core::raise(ErrorCategory::kMismatch, world.rank(), m);
+    if (!core::sameCall(binding_.header, h.theirs)) {
+      core::raise(ErrorCategory::kMismatch, world.rank(), core::compareHeaders(binding_.header, h.theirs));
+    }
     h.done = true;
     --headersPending_;
     any = true;

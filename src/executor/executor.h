@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -142,7 +143,10 @@ class Execution {
   // tagBase is added to every step's tag (so concurrent calls never match each
   // other's messages). blockingNative: run kNative steps with the backend's
   // blocking call (fastest when nothing else is in flight and no deadline is set).
-  void start(const Schedule& schedule, const Binding& binding, int tagBase, bool blockingNative);
+  // The execution keeps `schedule` (its header plan is reused while the
+  // next call runs the same schedule with the same binding flags).
+  void start(const std::shared_ptr<const Schedule>& schedule, const Binding& binding, int tagBase,
+             bool blockingNative);
   // Advances; true when every step is done. Throws on transport errors.
   // `advanced` (optional) is set when any step started or finished.
   bool progress(transport::Transport& transport, IssueLedger& ledger, bool* advanced = nullptr);
@@ -222,7 +226,11 @@ class Execution {
     bool inlined = false;
     std::size_t inlineOffset = 0;
   };
-  void collectHeaderPeers();
+  // The header plan (which peers, which first messages carry the header
+  // inline, where in inline_) depends only on the schedule and the binding's
+  // inlineHeaders / list flags: built when they change, then only reset.
+  void collectHeaderPeers(const std::shared_ptr<const Schedule>& schedule);
+  void buildHeaderPlan();
   // Whether step `index` (a peer's first message) can carry the header inline.
   bool inlineable(std::size_t index) const;
   // The inline header's PeerHeader of step `index`, or null.
@@ -233,6 +241,8 @@ class Execution {
   }
   // The received inline header agrees (else kMismatch): its data to dst.
   void acceptInline(std::size_t index, PeerHeader& h, transport::Transport& world);
+  // It does not: kMismatch naming both calls (after sending the peer our header).
+  [[noreturn]] void rejectInline(const Step& s, const PeerHeader& h, std::size_t index, transport::Transport& world);
   // An inline receive failed in the backend (a longer message): kMismatch.
   [[noreturn]] void raiseInlineTruncation(std::size_t index, const Error& e, transport::Transport& world);
   // The peer of inline step `index` may wait for a header message: one to
@@ -258,6 +268,12 @@ class Execution {
   std::vector<std::int32_t> inlineOf_;   // per step: its inline header's entry (send or recv list), or -1
   std::vector<char> inline_;             // the staged inline messages; capacity kept across calls
   std::size_t headersPending_ = 0;
+  // What the header plan above was built for (held: its address is not reused).
+  std::shared_ptr<const Schedule> planned_;
+  bool plannedInline_ = false;
+  bool plannedList_ = false;
+  const std::vector<core::CallStatus*>* plannedStatus_ = nullptr;  // the engine's communicator's, stable
+  std::size_t headerMessages_ = 0;  // header messages and status reads per call (the plan's)
   int tagBase_ = 0;
   bool blockingNative_ = false;
   std::vector<State> state_;               // capacity kept across calls

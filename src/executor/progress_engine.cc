@@ -58,7 +58,7 @@ std::uint64_t ProgressEngine::launch(std::unique_ptr<Execution> exec, std::share
   // (inFlight_ is in issue order, so its front is the oldest).
   while (!inFlight_.empty() && sequence - inFlight_.front().sequence >= maxInFlight_) progress();
   binding.scratch = scratch_.acquire(schedule->scratchBytes());
-  exec->start(*schedule, binding, tagBase, blockingNative);
+  exec->start(schedule, binding, tagBase, blockingNative);
   Operation op;
   op.execution = exec.release();
   op.schedule = std::move(schedule);
