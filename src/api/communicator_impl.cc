@@ -339,6 +339,18 @@ void CommunicatorImpl::reportRejectedCall(Collective collective) {
   status_->recordRejected(sequence_, core::Fingerprint::of(collective, DataType::kFloat32, ReduceOp::kSum, 0, 0));
 }
 
+bool CommunicatorImpl::takesSmallAllreduce(const CallArgs& args, std::size_t count, const CallOptions& options) const {
+  // A small allreduce on one node runs through the shm engine's slots
+  // instead of the backend or the engine's chunked path
+  // (shm/small_allreduce.cc): faster, and its fingerprint check travels with
+  // the data. Only where the selection chose native or shm: an explicit
+  // algorithm (the call's option or BOOSTCOMM_ALGO) is run as named.
+  const bool forced = !options.algorithm.empty() ||
+                      !algoOverride_[static_cast<std::size_t>(Collective::kAllreduce)].empty();
+  return args.collective == Collective::kAllreduce && size_ > 1 && smallAllreduceBytes_ > 0 && !forced &&
+         count * dataTypeSize(args.recv.dtype) <= smallAllreduceBytes_;
+}
+
 bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count, const CallOptions& options) {
   // Latency-bound calls (a few hundred ns here) cannot afford a schedule:
   // when one blocking backend call is the whole job, make it straight away.
@@ -357,15 +369,7 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
       !engine_->idle()) {
     return false;
   }
-  // A small allreduce on one node runs through the shm engine's slots
-  // instead of the backend (shm/small_allreduce.cc): faster, and its
-  // fingerprint check travels with the data.
-  // Only where the selection chose native: an explicit "native" (the call's
-  // option or BOOSTCOMM_ALGO) means the backend's collective.
-  const bool forced = !options.algorithm.empty() ||
-                      !algoOverride_[static_cast<std::size_t>(Collective::kAllreduce)].empty();
-  const bool small = args.collective == Collective::kAllreduce && size_ > 1 && smallAllreduceBytes_ > 0 && !forced &&
-                     count * dataTypeSize(args.recv.dtype) <= smallAllreduceBytes_;
+  const bool small = takesSmallAllreduce(args, count, options);
   const core::Fingerprint fingerprint = core::Fingerprint::of(args.collective, args.recv.dtype, args.op, args.root, count);
   inspector_->callers().bind(sequence_);  // the caller's stack (core/caller_stack.h)
   status_->recordStart(sequence_, fingerprint, small ? kSmallAllreduceName : "native");
@@ -592,7 +596,11 @@ void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
   const OnlineSelection::Trial trial = trial_;
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = deadlineFor(options);
-  if (algo.build == algorithms::buildNative && !interruptible(options) && !args.listed()) {
+  // Where the selection chose shm for a size the small allreduce takes, the
+  // small allreduce runs instead (runNativeDirectly): at 4 KiB on 3-4 ranks
+  // it beats the engine's chunked path and raw MPI (docs/PERFORMANCE.md 21).
+  const bool smallInstead = algo.build == algorithms::buildShm && takesSmallAllreduce(args, spec_.count, options);
+  if ((algo.build == algorithms::buildNative || smallInstead) && !interruptible(options) && !args.listed()) {
     // The backend's blocking collective. Finish earlier asynchronous work
     // first: a peer may be waiting for our part of it, and we could not
     // progress it from inside the blocking call.

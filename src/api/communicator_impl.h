@@ -149,6 +149,9 @@ class CommunicatorImpl {
   // The one door from a blocking native call to the backend's blocking
   // collective, without a schedule; false when the call needs the executor.
   bool runNativeDirectly(const CallArgs& args, std::size_t count, const CallOptions& options);
+  // Whether a blocking allreduce of `count` elements may take the small
+  // allreduce (one node, at most smallAllreduceBytes_, no explicit algorithm).
+  bool takesSmallAllreduce(const CallArgs& args, std::size_t count, const CallOptions& options) const;
   // runNativeDirectly's allreduce of at most smallAllreduceBytes_ on one
   // node: the shm engine's small allreduce (throws kMismatch naming both
   // sides when a peer's fingerprint differs).

@@ -12,10 +12,15 @@ namespace boostcomm::shm {
 
 namespace {
 
-// Polls without progress before test() returns to the executor (which then
-// yields the core to an oversubscribed peer): a few microseconds, the time a
-// peer on another core needs to publish its next chunk.
-constexpr std::uint32_t kPollsBeforeReturn = 256;
+// Polls without progress before test() returns to the executor. The
+// executor's wait polls kIdlePollsBeforeYield (64) times before it yields the
+// core, so the spin before a yield is 64 x this many pauses: with 4, a few
+// microseconds. With 256 (16384 pauses, ~0.35 ms) a rank whose peer waited
+// for a core (more ranks than cores, or a vCPU the hypervisor took away)
+// spun that long at every chunk handshake: 3 ranks on 2 cores took ~1.3 ms
+// per allreduce of 4 KiB-64 KiB against raw MPI's 20-80 us, and 2 ranks
+// were 2-4x slower than now (docs/PERFORMANCE.md section 21).
+constexpr std::uint32_t kPollsBeforeReturn = 4;
 // Reductions over more than two inputs accumulate this many bytes at a time
 // in L1-resident scratch (see shm_allreduce.cc).
 constexpr std::size_t kReduceScratchBytes = 16 << 10;

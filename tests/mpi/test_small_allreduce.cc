@@ -87,6 +87,16 @@ void pathTaken(Communicator& comm) {
   comm.allreduce(std::span<const float>(x.data(), 128), std::span<float>(y.data(), 128), ReduceOp::kSum);
   comm.allreduce(std::span<const float>(x.data(), 128), std::span<float>(y.data(), 128), ReduceOp::kSum);
   if (!lastRanSmall(comm)) fail(comm, "a 512-byte float32 sum did not run as shm_small: " + comm.flightRecord());
+  // 4096 bytes: the built-in table says shm there; the small allreduce
+  // runs instead (faster at 2-4 ranks on one node).
+  comm.allreduce(std::span<const float>(x), std::span<float>(y.data(), 1024), ReduceOp::kSum);
+  if (!lastRanSmall(comm)) fail(comm, "a 4096-byte float32 sum (table: shm) did not run as shm_small");
+  if (y[0] != static_cast<float>(comm.size())) fail(comm, "the 4096-byte sum is wrong");
+  // An explicit shm is run as named.
+  CallOptions shm;
+  shm.algorithm = "shm";
+  comm.allreduce(std::span<const float>(x), std::span<float>(y.data(), 1024), ReduceOp::kSum, shm);
+  if (lastRanSmall(comm)) fail(comm, "an explicit shm ran as shm_small");
   std::vector<float> big(1025, 1.0f);
   comm.allreduce(std::span<const float>(big), std::span<float>(y), ReduceOp::kSum);
   if (lastRanSmall(comm)) fail(comm, "4100 bytes ran as shm_small (limit 4096)");
