@@ -348,7 +348,7 @@ bool CommunicatorImpl::takesSmallAllreduce(const CallArgs& args, std::size_t cou
   const bool forced = !options.algorithm.empty() ||
                       !algoOverride_[static_cast<std::size_t>(Collective::kAllreduce)].empty();
   return args.collective == Collective::kAllreduce && size_ > 1 && smallAllreduceBytes_ > 0 && !forced &&
-         count * dataTypeSize(args.recv.dtype) <= smallAllreduceBytes_;
+         args.op != ReduceOp::kAvg && !args.listed() && count * dataTypeSize(args.recv.dtype) <= smallAllreduceBytes_;
 }
 
 bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count, const CallOptions& options) {
@@ -357,7 +357,8 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
   // That takes no deadline (a blocking backend call cannot time out), no avg
   // (the executor divides), an int count, and nothing in flight (a peer may
   // wait for our part of it, and we could not progress it from inside the
-  // call). The caller has chosen native. Every rank advances the tag
+  // call). The caller has chosen native (or shm, for a size the small
+  // allreduce takes: then only that runs here). Every rank advances the tag
   // sequence the same way.
   // Only these run here; for the others nothing may be recorded either: a
   // started fingerprint of the per-rank count, replaced by the schedule's
@@ -365,11 +366,14 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
   // mismatch (seen with native allgather at 3 ranks under load).
   const bool direct = args.collective == Collective::kAllreduce || args.collective == Collective::kBroadcast ||
                       args.collective == Collective::kBarrier;
-  if (!direct || interruptible(options) || args.op == ReduceOp::kAvg || count > static_cast<std::size_t>(INT_MAX) ||
-      !engine_->idle()) {
+  // The small allreduce honours a deadline itself (its waits poll it), so a
+  // deadline does not change the path: ranks that differ in theirs (a
+  // timeout is per rank) still meet in the same protocol.
+  const bool small = takesSmallAllreduce(args, count, options);
+  if (!direct || (!small && interruptible(options)) || args.op == ReduceOp::kAvg ||
+      count > static_cast<std::size_t>(INT_MAX) || !engine_->idle()) {
     return false;
   }
-  const bool small = takesSmallAllreduce(args, count, options);
   const core::Fingerprint fingerprint = core::Fingerprint::of(args.collective, args.recv.dtype, args.op, args.root, count);
   inspector_->callers().bind(sequence_);  // the caller's stack (core/caller_stack.h)
   status_->recordStart(sequence_, fingerprint, small ? kSmallAllreduceName : "native");
@@ -599,8 +603,10 @@ void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
   // Where the selection chose shm for a size the small allreduce takes, the
   // small allreduce runs instead (runNativeDirectly): at 4 KiB on 3-4 ranks
   // it beats the engine's chunked path and raw MPI (docs/PERFORMANCE.md 21).
-  const bool smallInstead = algo.build == algorithms::buildShm && takesSmallAllreduce(args, spec_.count, options);
-  if ((algo.build == algorithms::buildNative || smallInstead) && !interruptible(options) && !args.listed()) {
+  // With or without a deadline (see runNativeDirectly).
+  const bool small = (algo.build == algorithms::buildNative || algo.build == algorithms::buildShm) &&
+                     takesSmallAllreduce(args, spec_.count, options);
+  if (small || (algo.build == algorithms::buildNative && !interruptible(options) && !args.listed())) {
     // The backend's blocking collective. Finish earlier asynchronous work
     // first: a peer may be waiting for our part of it, and we could not
     // progress it from inside the blocking call.

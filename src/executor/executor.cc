@@ -614,7 +614,16 @@ bool Execution::progress(transport::Transport& transport, IssueLedger& ledger, b
       try {
         if (st == State::kRunning) {
           transport::Transport& t = transportFor(steps[i].comm, transport);
-          finished = steps[i].kind == StepKind::kShm ? engineOf(t).test(requests_[i]) : t.test(requests_[i]);
+          if (steps[i].kind == StepKind::kShm) {
+            // Chunks that moved count as progress (the progress thread then
+            // keeps polling instead of backing off into sleeps mid-transfer).
+            transport::SharedMemoryEngine& shm = engineOf(t);
+            const std::uint64_t before = shm.advances();
+            finished = shm.test(requests_[i]);
+            if (shm.advances() != before) any = true;
+          } else {
+            finished = t.test(requests_[i]);
+          }
         } else if (ready(steps[i])) {
           const bool ordered = isIssueOrdered(steps[i].kind);
           if (ordered && !placeIsNext(steps[i])) continue;  // an earlier call's collective goes first

@@ -228,7 +228,8 @@ class Execution {
   };
   // The header plan (which peers, which first messages carry the header
   // inline, where in inline_) depends only on the schedule and the binding's
-  // inlineHeaders / list flags: built when they change, then only reset.
+  // inlineHeaders / list flags and peerStatus: built when they change, then
+  // only reset.
   void collectHeaderPeers(const std::shared_ptr<const Schedule>& schedule);
   void buildHeaderPlan();
   // Whether step `index` (a peer's first message) can carry the header inline.

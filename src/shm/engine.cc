@@ -352,6 +352,7 @@ bool ShmEngine::progress() {
     ++head_;
     ++completed_;
   }
+  if (any) ++advances_;
   return any;
 }
 

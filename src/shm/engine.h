@@ -75,6 +75,7 @@ class ShmEngine final : public transport::SharedMemoryEngine {
 
   void start(const transport::SharedMemoryCall& call, transport::Request& req) override;
   bool test(transport::Request& req) override;
+  std::uint64_t advances() const override { return advances_; }
   void* allocate(std::size_t bytes) override;
   void release(void* buffer) override;
   bool isRegistered(const void* data, std::size_t bytes) const override;
@@ -157,6 +158,7 @@ class ShmEngine final : public transport::SharedMemoryEngine {
   // have started (a rank that started call q has finished reading q - 1's slots).
   std::uint64_t smallSlotUse_[2] = {0, 0};
   std::uint64_t smallAllStarted_ = 0;
+  std::uint64_t advances_ = 0;  // progress() calls that moved something
 };
 
 // A spin-wait's pause: lets the sibling hyperthread run, saves power.

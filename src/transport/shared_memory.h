@@ -90,6 +90,9 @@ class SharedMemoryEngine {
   virtual void start(const SharedMemoryCall& call, Request& req) = 0;
   // Advances every queued call; true (and req inactive) once req's call is done.
   virtual bool test(Request& req) = 0;
+  // Grows whenever a test moved any queued call along (a chunk copied or
+  // reduced): a wait that saw it grow is not idle, even before req is done.
+  virtual std::uint64_t advances() const { return 0; }
 
   // Collective: `bytes` of shared memory for this rank, 64-byte aligned,
   // zero-filled. Callers verify that every rank asks for the same size first.
