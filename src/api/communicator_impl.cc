@@ -366,14 +366,13 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
   // mismatch (seen with native allgather at 3 ranks under load).
   const bool direct = args.collective == Collective::kAllreduce || args.collective == Collective::kBroadcast ||
                       args.collective == Collective::kBarrier;
-  // The small allreduce honours a deadline itself (its waits poll it), so a
-  // deadline does not change the path: ranks that differ in theirs (a
-  // timeout is per rank) still meet in the same protocol.
-  const bool small = takesSmallAllreduce(args, count, options);
-  if (!direct || (!small && interruptible(options)) || args.op == ReduceOp::kAvg ||
-      count > static_cast<std::size_t>(INT_MAX) || !engine_->idle()) {
+  // A call with a deadline takes the engine's path, the small allreduce
+  // included: ranks must agree on deadlines (as on blocking vs nonblocking).
+  if (!direct || interruptible(options) || args.op == ReduceOp::kAvg || count > static_cast<std::size_t>(INT_MAX) ||
+      !engine_->idle()) {
     return false;
   }
+  const bool small = takesSmallAllreduce(args, count, options);
   const core::Fingerprint fingerprint = core::Fingerprint::of(args.collective, args.recv.dtype, args.op, args.root, count);
   inspector_->callers().bind(sequence_);  // the caller's stack (core/caller_stack.h)
   status_->recordStart(sequence_, fingerprint, small ? kSmallAllreduceName : "native");
@@ -603,10 +602,8 @@ void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
   // Where the selection chose shm for a size the small allreduce takes, the
   // small allreduce runs instead (runNativeDirectly): at 4 KiB on 3-4 ranks
   // it beats the engine's chunked path and raw MPI (docs/PERFORMANCE.md 21).
-  // With or without a deadline (see runNativeDirectly).
-  const bool small = (algo.build == algorithms::buildNative || algo.build == algorithms::buildShm) &&
-                     takesSmallAllreduce(args, spec_.count, options);
-  if (small || (algo.build == algorithms::buildNative && !interruptible(options) && !args.listed())) {
+  const bool small = algo.build == algorithms::buildShm && takesSmallAllreduce(args, spec_.count, options);
+  if ((algo.build == algorithms::buildNative || small) && !interruptible(options) && !args.listed()) {
     // The backend's blocking collective. Finish earlier asynchronous work
     // first: a peer may be waiting for our part of it, and we could not
     // progress it from inside the blocking call.

@@ -147,9 +147,8 @@ class CommunicatorImpl {
   // fastNativeMaxBytes_ from it; after every change of a setting.
   void rebuildSelection();
   // The one door from a blocking native call to the backend's blocking
-  // collective, or to the small allreduce (native or shm selected, with or
-  // without a deadline), without a schedule; false when the call needs the
-  // executor.
+  // collective, or to the small allreduce (native or shm selected, no
+  // deadline), without a schedule; false when the call needs the executor.
   bool runNativeDirectly(const CallArgs& args, std::size_t count, const CallOptions& options);
   // Whether a blocking allreduce of `count` elements may take the small
   // allreduce (one node, at most smallAllreduceBytes_, no explicit algorithm).

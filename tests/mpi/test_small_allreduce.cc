@@ -13,7 +13,6 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <span>
@@ -105,20 +104,6 @@ void pathTaken(Communicator& comm) {
   if (lastRanSmall(comm)) fail(comm, "avg ran as shm_small");
 }
 
-// A deadline is per rank: rank 0 passes one, the others do not. Every rank
-// must still take the small allreduce (it polls the deadline itself), or
-// rank 0 would wait in another protocol until its deadline.
-void deadlineOnOneRank(Communicator& comm) {
-  CallOptions options;
-  if (comm.rank() == 0) options.timeout = std::chrono::milliseconds(5000);
-  for (const std::size_t n : {std::size_t{128}, std::size_t{1024}}) {  // table: native, then shm
-    std::vector<float> x(n, 1.0f), y(n);
-    comm.allreduce(std::span<const float>(x), std::span<float>(y), ReduceOp::kSum, options);
-    if (!lastRanSmall(comm)) fail(comm, std::to_string(n * 4) + " bytes with a deadline did not run as shm_small");
-    if (y[n - 1] != static_cast<float>(comm.size())) fail(comm, "the sum with a deadline is wrong");
-  }
-}
-
 // Small calls between others, so that a slot's previous user was not small.
 void reuse(Communicator& comm) {
   const int n = comm.size();
@@ -205,7 +190,6 @@ int main(int argc, char** argv) {
       comm->finalize();
     } else {
       report.section("path", pathTaken);
-      report.section("deadline", deadlineOnOneRank);
       report.section("sweep", sweep);
       report.section("reuse", reuse);
       report.section("op", [](Communicator&) {
