@@ -44,12 +44,7 @@ void Execution::start(const std::shared_ptr<const Schedule>& owner, const Bindin
 void Execution::collectHeaderPeers(const std::shared_ptr<const Schedule>& schedule) {
   if (binding_.headerTag < 0) {
     headersPending_ = 0;
-    if (planned_ == nullptr) return;
-    planned_.reset();
-    sendHeaders_.clear();
-    recvHeaders_.clear();
-    recvSlot_.clear();
-    inlineOf_.clear();
+    if (planned_ != nullptr) dropHeaderPlan();
     return;
   }
   if (planned_ != schedule || plannedInline_ != binding_.inlineHeaders || plannedList_ != listCall() ||
@@ -67,11 +62,16 @@ void Execution::collectHeaderPeers(const std::shared_ptr<const Schedule>& schedu
   headersPending_ = headerMessages_;
 }
 
-void Execution::buildHeaderPlan() {
+void Execution::dropHeaderPlan() {
+  planned_.reset();
   sendHeaders_.clear();
   recvHeaders_.clear();
   recvSlot_.clear();
   inlineOf_.clear();
+}
+
+void Execution::buildHeaderPlan() {
+  dropHeaderPlan();
   const auto& steps = schedule_->steps();
   // Peers per schedule are few (ring: 2, rhd: log2 n): a linear search.
   auto slot = [this](std::vector<PeerHeader>& list, std::size_t step, const Step& s) {

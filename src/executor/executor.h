@@ -232,6 +232,7 @@ class Execution {
   // only reset.
   void collectHeaderPeers(const std::shared_ptr<const Schedule>& schedule);
   void buildHeaderPlan();
+  void dropHeaderPlan();  // no plan: the lists empty, nothing kept
   // Whether step `index` (a peer's first message) can carry the header inline.
   bool inlineable(std::size_t index) const;
   // The inline header's PeerHeader of step `index`, or null.
