@@ -150,13 +150,21 @@ void Execution::acceptInline(std::size_t index, PeerHeader& h, transport::Transp
 }
 
 void Execution::rejectInline(const Step& s, const PeerHeader& h, std::size_t index, transport::Transport& world) {
-  std::string m = core::compareHeaders(binding_.header, h.theirs);
+  core::CallHeader theirs = h.theirs;
+  // No header in the message (the peer's call sends a larger first message,
+  // or one in the skipped window), but a node peer's entry names its call.
+  if (theirs.magic != core::CallHeader::kMagic && h.status != nullptr) {
+    core::CallHeader read;
+    if (h.status->readHeader(binding_.header.sequence, h.peer, read) == core::CallStatus::Read::kRead) theirs = read;
+  }
+  std::string m = core::compareHeaders(binding_.header, theirs);
   // The same call, but a first message of another length: the ranks run
   // different schedules (algorithm or chunking settings).
   if (m.empty()) {
+    const std::string sent = h.theirs.magic == core::CallHeader::kMagic ? std::to_string(theirs.reserved)
+                                                                       : "a message without the header";
     m = ownCallWords() + " expects " + std::to_string(s.bytes) + " bytes in its first message from peer " +
-        std::to_string(s.peer) + ", which sent " + std::to_string(h.theirs.reserved) +
-        ": the ranks run different algorithms or chunk sizes";
+        std::to_string(s.peer) + ", which sent " + sent + ": the ranks run different algorithms or chunk sizes";
   }
   sendHeaderAnyway(index, world);  // a peer whose first receive from us is not inline waits for one
   core::raise(ErrorCategory::kMismatch, binding_.header.rank, m);

@@ -68,10 +68,11 @@ void fail(const std::string& what) {
 struct Disagreement {
   const char* name;
   int culprit;
-  std::size_t count;  // the culprit's count (others: 1000)
+  std::size_t count;  // the culprit's count (others: base)
   DataType dtype;
   ReduceOp op;
-  const char* culpritWords;
+  std::string culpritWords;
+  std::size_t base = 1000;
 };
 
 // Every rank: a good call, then a call where `d.culprit` disagrees.
@@ -98,7 +99,7 @@ void mismatchCase(const char* algorithm, const Disagreement& d) {
     }
   }
   const bool culprit = gRank == d.culprit;
-  const std::size_t count = culprit ? d.count : 1000;
+  const std::size_t count = culprit ? d.count : d.base;
   const DataType dtype = culprit ? d.dtype : DataType::kFloat32;
   std::vector<char> buffer(count * dataTypeSize(dtype), 0);
   const auto start = std::chrono::steady_clock::now();
@@ -112,7 +113,8 @@ void mismatchCase(const char* algorithm, const Disagreement& d) {
     what = e.what();
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (category != ErrorCategory::kMismatch || what.find("allreduce float32 x1000 sum") == std::string::npos ||
+  const std::string baseWords = "allreduce float32 x" + std::to_string(d.base) + " sum";
+  if (category != ErrorCategory::kMismatch || what.find(baseWords) == std::string::npos ||
       what.find(d.culpritWords) == std::string::npos) {
     fail(label + ": expected kMismatch naming both calls, got: " + what);
   }
@@ -320,6 +322,21 @@ int main(int argc, char** argv) {
       {"dtype", last, 1000, DataType::kFloat64, ReduceOp::kSum, "allreduce float64 x1000 sum"},
       {"op", second, 1000, DataType::kFloat32, ReduceOp::kMax, "allreduce float32 x1000 max"},
   };
+  // First messages of 256 bytes (64 floats per rank), in the window where
+  // no header travels inline (executor.h): node peers read each other's
+  // status, and where the culprit's first message is inline (count+1,
+  // count*2) the others meet a header in its place, or it meets a message
+  // without one; either way both calls must be named on every rank.
+  const std::size_t w = 64 * static_cast<std::size_t>(gSize);
+  auto words = [](std::size_t n, const char* type, const char* op) {
+    return std::string("allreduce ") + type + " x" + std::to_string(n) + " " + op;
+  };
+  const Disagreement window[] = {
+      {"window count+1", last, w + 1, DataType::kFloat32, ReduceOp::kSum, words(w + 1, "float32", "sum"), w},
+      {"window count-1", second, w - 1, DataType::kFloat32, ReduceOp::kSum, words(w - 1, "float32", "sum"), w},
+      {"window count*2", last, 2 * w, DataType::kFloat32, ReduceOp::kSum, words(2 * w, "float32", "sum"), w},
+      {"window op", second, w, DataType::kFloat32, ReduceOp::kMax, words(w, "float32", "max"), w},
+  };
   std::vector<const char*> algorithms = {"ring", "rhd"};
   if (gSize % 2 == 0 && gSize >= 4 && !oneNode) algorithms.push_back("hier");
   // Optional argument: run only the cases whose label contains it ("rhd op", "stall").
@@ -327,6 +344,10 @@ int main(int argc, char** argv) {
   for (const char* algorithm : algorithms) {
     for (const Disagreement& d : cases) {
       if (only.empty() || (std::string(algorithm) + " " + d.name).find(only) != std::string::npos)
+        mismatchCase(algorithm, d);
+    }
+    for (const Disagreement& d : window) {
+      if (oneNode && (only.empty() || (std::string(algorithm) + " " + d.name).find(only) != std::string::npos))
         mismatchCase(algorithm, d);
     }
   }
