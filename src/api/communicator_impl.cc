@@ -70,8 +70,10 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   // the built-in table picks them only then.
   sharedMemory_ = transport_->sharedMemory() != nullptr;
   if (sharedMemory_) {
-    smallAllreduceBytes_ = std::min(core::tunableBytes(core::kTunableShmSmallBytes),
-                                    transport_->sharedMemory()->smallAllreduceBytes());
+    const std::int64_t small = core::tunableInt(core::kTunableShmSmallBytes);
+    const transport::SharedMemoryEngine& shm = *transport_->sharedMemory();
+    smallAllreduceBytes_ = small < 0 ? shm.smallAllreduceAutoBytes()
+                                     : std::min(static_cast<std::size_t>(small), shm.smallAllreduceBytes());
   }
   table_ = algorithms::SelectionTable::builtIn(sharedMemory_, transport_->name());
   core::checkEnvironmentNames();  // a retired BOOSTCOMM_* name is an error, an unknown one a warning

@@ -81,6 +81,15 @@ class ShmEngine final : public transport::SharedMemoryEngine {
   bool isRegistered(const void* data, std::size_t bytes) const override;
   core::CallStatus* callStatus(int rank) override { return &control(rank).status; }
   std::size_t smallAllreduceBytes() const override { return kSmallAllreduceBytes; }
+  // Every rank reads every peer's slot and reduces all of them, so its cost
+  // grows with ranks x bytes, while the chunked path spreads the reduction
+  // and pays a handshake per chunk. Measured (docs/PERFORMANCE.md section 22):
+  // at 2 ranks the small allreduce wins to 8 KiB and ties at 16 KiB; with
+  // more ranks than hardware threads every handshake waits for a peer to
+  // get a core, and it wins 2-5x at 8-32 KiB (3-4 ranks on 2 cores). So:
+  // 32 KiB where the node is oversubscribed, else 8 KiB at 2 ranks and the
+  // 4 KiB measured earlier above. Every rank of a node computes the same.
+  std::size_t smallAllreduceAutoBytes() const override;
   int smallAllreduce(const transport::SmallAllreduceCall& call, core::Fingerprint& theirs,
                      const std::function<void()>& poll) override;  // small_allreduce.cc
 

@@ -68,7 +68,7 @@ struct alignas(kLineBytes) Descriptor {
 // fingerprint beside the first 32 bytes of data, so a peer reads a small
 // call's check and data in one line transfer; the fingerprint costs no
 // extra message and no extra read.
-inline constexpr std::size_t kSmallAllreduceBytes = 4096;
+inline constexpr std::size_t kSmallAllreduceBytes = 32768;
 struct alignas(kLineBytes) SmallSlot {
   std::atomic<std::uint64_t> tag{0};  // sequence + 1 of the call held, stored last (release)
   std::uint64_t word = 0;             // its Fingerprint::word()

@@ -18,8 +18,10 @@
 // every peer's slot of it); otherwise it reads the peers' call status.
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "core/check.h"
 #include "core/reduce.h"
@@ -55,6 +57,12 @@ class Waiter {
 };
 
 }  // namespace
+
+std::size_t ShmEngine::smallAllreduceAutoBytes() const {
+  const unsigned threads = std::thread::hardware_concurrency();  // the host's: alike on its ranks
+  if (threads > 0 && static_cast<unsigned>(size_) > threads) return kSmallAllreduceBytes;
+  return std::min<std::size_t>(size_ == 2 ? 8192 : 4096, kSmallAllreduceBytes);
+}
 
 int ShmEngine::smallAllreduce(const transport::SmallAllreduceCall& call, core::Fingerprint& theirs,
                               const std::function<void()>& poll) {

@@ -73,8 +73,11 @@ struct SmallAllreduceCall {
 
 class SharedMemoryEngine {
  public:
-  // Largest payload smallAllreduce takes.
+  // Largest payload smallAllreduce takes (its slot).
   virtual std::size_t smallAllreduceBytes() const = 0;
+  // Largest payload it takes by default (BOOSTCOMM_SHM_SMALL_BYTES=-1): where
+  // it beats the engine's chunked path and the backend (shm/engine.h).
+  virtual std::size_t smallAllreduceAutoBytes() const = 0;
   // Runs `call` to completion: every rank writes its input and fingerprint
   // into its slot and reduces all slots in rank order itself (every rank
   // ends with the same bits). Returns -1, or the first rank whose

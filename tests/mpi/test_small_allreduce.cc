@@ -4,7 +4,9 @@
 // when any rank saw a failure.
 //
 // Covers: that the path runs (the flight recorder names it), every dtype and
-// op on sizes around a cache line and the 4 KiB limit, in place, results
+// op on sizes around a cache line and the size limit (BOOSTCOMM_SHM_SMALL_BYTES
+// auto: 32 KiB with more ranks than hardware threads, else 8 KiB at 2 ranks,
+// 4 KiB above), in place, results
 // equal to the float64 reference (the shared case runner, with guard bytes)
 // and bitwise identical across ranks; slot reuse across other collectives
 // (native broadcast, a large shm allreduce, async calls, barriers) between
@@ -17,6 +19,7 @@
 #include <cstdio>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "boostcomm/boostcomm.h"
@@ -47,9 +50,16 @@ bool lastRanSmall(const Communicator& comm) {
   return last != std::string::npos && record.compare(last, small.size(), small) == 0;
 }
 
+// The documented default limit (shm/engine.h, smallAllreduceAutoBytes).
+std::size_t limitBytes(const Communicator& comm) {
+  const unsigned threads = std::thread::hardware_concurrency();
+  if (threads > 0 && static_cast<unsigned>(comm.size()) > threads) return 32768;
+  return comm.size() == 2 ? 8192 : 4096;
+}
+
 void sweep(Communicator& comm) {
   for (DataType dtype : kAllDataTypes) {
-    const std::size_t limit = 4096 / dataTypeSize(dtype);
+    const std::size_t limit = limitBytes(comm) / dataTypeSize(dtype);
     for (ReduceOp op : kAllReduceOps) {
       for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{13}, std::size_t{31}, std::size_t{127},
                                 std::size_t{509}, limit - 1, limit, limit + 1}) {
@@ -97,9 +107,14 @@ void pathTaken(Communicator& comm) {
   shm.algorithm = "shm";
   comm.allreduce(std::span<const float>(x), std::span<float>(y.data(), 1024), ReduceOp::kSum, shm);
   if (lastRanSmall(comm)) fail(comm, "an explicit shm ran as shm_small");
-  std::vector<float> big(1025, 1.0f);
-  comm.allreduce(std::span<const float>(big), std::span<float>(y), ReduceOp::kSum);
-  if (lastRanSmall(comm)) fail(comm, "4100 bytes ran as shm_small (limit 4096)");
+  // At the limit it runs, one element beyond it not.
+  const std::size_t limit = limitBytes(comm) / sizeof(float);
+  std::vector<float> big(limit + 1, 1.0f), bigOut(limit + 1);
+  comm.allreduce(std::span<const float>(big.data(), limit), std::span<float>(bigOut.data(), limit), ReduceOp::kSum);
+  if (!lastRanSmall(comm)) fail(comm, std::to_string(limit * 4) + " bytes (the limit) did not run as shm_small");
+  if (bigOut[limit - 1] != static_cast<float>(comm.size())) fail(comm, "the sum at the limit is wrong");
+  comm.allreduce(std::span<const float>(big), std::span<float>(bigOut), ReduceOp::kSum);
+  if (lastRanSmall(comm)) fail(comm, std::to_string(limit * 4 + 4) + " bytes ran as shm_small (beyond the limit)");
   comm.allreduce(std::span<const float>(x.data(), 8), std::span<float>(y.data(), 8), ReduceOp::kAvg);
   if (lastRanSmall(comm)) fail(comm, "avg ran as shm_small");
 }
