@@ -368,13 +368,14 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
   // mismatch (seen with native allgather at 3 ranks under load).
   const bool direct = args.collective == Collective::kAllreduce || args.collective == Collective::kBroadcast ||
                       args.collective == Collective::kBarrier;
-  // A call with a deadline takes the engine's path, the small allreduce
-  // included: ranks must agree on deadlines (as on blocking vs nonblocking).
-  if (!direct || interruptible(options) || args.op == ReduceOp::kAvg || count > static_cast<std::size_t>(INT_MAX) ||
-      !engine_->idle()) {
+  // The small allreduce takes a deadline itself (it polls it), so it runs
+  // with or without one: ranks whose deadlines differ still meet in one
+  // protocol. Other calls with a deadline take the engine's path.
+  const bool small = direct && takesSmallAllreduce(args, count, options);
+  if (!direct || (interruptible(options) && !small) || args.op == ReduceOp::kAvg ||
+      count > static_cast<std::size_t>(INT_MAX) || !engine_->idle()) {
     return false;
   }
-  const bool small = takesSmallAllreduce(args, count, options);
   const core::Fingerprint fingerprint = core::Fingerprint::of(args.collective, args.recv.dtype, args.op, args.root, count);
   inspector_->callers().bind(sequence_);  // the caller's stack (core/caller_stack.h)
   status_->recordStart(sequence_, fingerprint, small ? kSmallAllreduceName : "native");
@@ -407,6 +408,8 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
         break;  // excluded above
     }
   } catch (const Error& e) {
+    // Peers that complete this small call later must not return it normally.
+    if (small) status_->failed.store(sequence_ + 1, std::memory_order_release);
     // A backend error in a call a peer made differently (MPI_ERR_TRUNCATE
     // when its count is smaller): the mismatch is the cause, so say that,
     // naming both sides, with the backend's words after it. (A mismatch
@@ -421,6 +424,7 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
     engine_->fail(std::make_exception_ptr(named));
     throw named;
   } catch (...) {
+    if (small) status_->failed.store(sequence_ + 1, std::memory_order_release);
     engine_->fail(std::current_exception());
     throw;
   }
@@ -488,7 +492,19 @@ void CommunicatorImpl::runSmallAllreduce(const CallArgs& args, std::size_t count
   };
   core::Fingerprint theirs;
   const int culprit = transport_->sharedMemory()->smallAllreduce(call, theirs, poll);
-  if (culprit < 0) return;
+  if (culprit < 0) {
+    // Every slot was written, but a peer may have given up on the call
+    // meanwhile (its deadline passed while this rank was stopped or slow):
+    // then the call failed there, and must not succeed here.
+    for (std::size_t r = 0; r < nodeStatus_.size(); ++r) {
+      const core::CallStatus* peer = nodeStatus_[r];
+      if (peer == nullptr || peer == status_ || peer->failed.load(std::memory_order_acquire) != sequence_ + 1) continue;
+      core::raise(ErrorCategory::kTimeout, rank_,
+                  "allreduce (seq " + std::to_string(sequence_) + ") failed on rank " + std::to_string(r) +
+                      " before this rank completed it (its deadline passed, or it was aborted): the call failed");
+    }
+    return;
+  }
   // Every rank reads every peer's slot, so each one finds the difference.
   core::raise(ErrorCategory::kMismatch, rank_, core::describeMismatch(rank_, fingerprint, culprit, theirs, sequence_));
 }
@@ -602,10 +618,12 @@ void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = deadlineFor(options);
   // Where the selection chose shm for a size the small allreduce takes, the
-  // small allreduce runs instead (runNativeDirectly): at 4 KiB on 3-4 ranks
-  // it beats the engine's chunked path and raw MPI (docs/PERFORMANCE.md 21).
-  const bool small = algo.build == algorithms::buildShm && takesSmallAllreduce(args, spec_.count, options);
-  if ((algo.build == algorithms::buildNative || small) && !interruptible(options) && !args.listed()) {
+  // small allreduce runs instead (runNativeDirectly): at 4-32 KiB it beats
+  // the engine's chunked path and raw MPI (docs/PERFORMANCE.md 21, 22).
+  // It takes a deadline itself; the backend's blocking call cannot.
+  const bool small = (algo.build == algorithms::buildShm || algo.build == algorithms::buildNative) &&
+                     takesSmallAllreduce(args, spec_.count, options);
+  if ((algo.build == algorithms::buildNative || small) && (!interruptible(options) || small) && !args.listed()) {
     // The backend's blocking collective. Finish earlier asynchronous work
     // first: a peer may be waiting for our part of it, and we could not
     // progress it from inside the blocking call.

@@ -138,6 +138,11 @@ struct alignas(64) CallStatus {
   // The inode of the owner's /proc/self/ns/pid: a peer's pid means something
   // to this process (its liveness can be probed) only in the same namespace.
   std::atomic<std::uint64_t> pidNamespace{0};
+  // sequence + 1 of the latest small allreduce this rank failed (its
+  // deadline, abort, a peer gone): a peer that completes that call later
+  // (its slots were all written) must not return it as a success
+  // (shm/small_allreduce.cc, CommunicatorImpl::runSmallAllreduce).
+  std::atomic<std::uint64_t> failed{0};
   alignas(64) FlightEntry ring[kFlightRingEntries];
   // ring[i]'s completion time (coarseWallNs; 0 while in flight), apart from
   // the entry: peers read an entry right when its owner's call returns (the

@@ -11,10 +11,11 @@
 // and bitwise identical across ranks; slot reuse across other collectives
 // (native broadcast, a large shm allreduce, async calls, barriers) between
 // small calls; and ranks that disagree on op, dtype or count: kMismatch on
-// every rank, naming both calls.
+// every rank, naming both calls; a deadline on one rank only.
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <span>
@@ -119,6 +120,23 @@ void pathTaken(Communicator& comm) {
   if (lastRanSmall(comm)) fail(comm, "avg ran as shm_small");
 }
 
+// A per-call deadline on one rank only (CallOptions::timeout; a
+// communicator's setTimeout is compared across ranks with its settings):
+// the small allreduce takes a deadline itself, so every rank still runs it,
+// and the calls complete. (It used to send the rank with a deadline down
+// the engine's chunked path while the others waited in the small
+// allreduce, until that deadline.)
+void deadlineOnOneRank(Communicator& comm) {
+  CallOptions options;
+  if (comm.rank() == 0) options.timeout = std::chrono::milliseconds(20000);
+  std::vector<float> x(1024, 1.0f), y(1024);
+  for (int i = 0; i < 20; ++i) {
+    comm.allreduce(std::span<const float>(x), std::span<float>(y), ReduceOp::kSum, options);
+    if (!lastRanSmall(comm)) fail(comm, "call " + std::to_string(i) + " did not run as shm_small");
+    if (y[1023] != static_cast<float>(comm.size())) fail(comm, "call " + std::to_string(i) + " is wrong");
+  }
+}
+
 // Small calls between others, so that a slot's previous user was not small.
 void reuse(Communicator& comm) {
   const int n = comm.size();
@@ -207,6 +225,7 @@ int main(int argc, char** argv) {
       report.section("path", pathTaken);
       report.section("sweep", sweep);
       report.section("reuse", reuse);
+      report.section("deadline on one rank", deadlineOnOneRank);
       report.section("op", [](Communicator&) {
         mismatch("op", DataType::kFloat32, 8, ReduceOp::kMax, "allreduce float32 x8 sum", "allreduce float32 x8 max");
       });
