@@ -82,6 +82,7 @@ std::vector<std::pair<const char*, std::string>> CommunicatorImpl::configuration
       {kTunableShmSlotBytes, std::to_string(tunableInt(kTunableShmSlotBytes))},
       // What travels on the wire and which path a small allreduce takes:
       // ranks that differ would wait on different paths without a mismatch.
+      // The effective limit (auto or set), so equal limits reached either way agree.
       {kTunableShmSmallBytes, std::to_string(smallAllreduceBytes_)},
       {kTunableFingerprints, fingerprints_ ? "1" : "0"},
   };

@@ -356,7 +356,8 @@ bool CommunicatorImpl::takesSmallAllreduce(const CallArgs& args, std::size_t cou
 bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count, const CallOptions& options) {
   // Latency-bound calls (a few hundred ns here) cannot afford a schedule:
   // when one blocking backend call is the whole job, make it straight away.
-  // That takes no deadline (a blocking backend call cannot time out), no avg
+  // That takes no deadline (a blocking backend call cannot time out; the
+  // small allreduce polls its own, so it takes one), no avg
   // (the executor divides), an int count, and nothing in flight (a peer may
   // wait for our part of it, and we could not progress it from inside the
   // call). The caller has chosen native (or shm, for a size the small
@@ -628,7 +629,13 @@ void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
     // first: a peer may be waiting for our part of it, and we could not
     // progress it from inside the blocking call.
     engine_->drain(deadline, "drain before a blocking call", rank_);
-    if (runNativeDirectly(args, spec_.count, options)) {
+    // The small allreduce's deadline is what the drain left of the call's.
+    CallOptions left = options;
+    if (small && interruptible(options) && deadline) {
+      const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+      left.timeout = std::max(std::chrono::milliseconds(1), *deadline - spent);
+    }
+    if (runNativeDirectly(args, spec_.count, left)) {
       if (trial.index >= 0) online_.recordTime(trial, elapsedUs(start));
       return;
     }

@@ -122,8 +122,8 @@ void CommunicatorImpl::rebuildSelection() {
   // which the map's top choice is native skip validation and selection.
   // Nothing per call can change that choice there: native allreduce runs
   // any payload (native.cc chunks at INT_MAX elements), and calls with an
-  // explicit algorithm, a deadline, avg or work in flight take the general
-  // path (tryFastAllreduce). The direct backend call takes an int count, so
+  // explicit algorithm, a deadline (except the small allreduce, which polls
+  // its own), avg or work in flight take the general path (tryFastAllreduce). The direct backend call takes an int count, so
   // at most INT_MAX bytes (INT_MAX elements of any dtype). A consistency
   // check or a default deadline needs the general path for every call, and so
   // does every call until the first one ran its setup (prepare: firstCallSetup).

@@ -120,8 +120,8 @@ void pathTaken(Communicator& comm) {
   if (lastRanSmall(comm)) fail(comm, "avg ran as shm_small");
 }
 
-// A per-call deadline on one rank only (CallOptions::timeout; a
-// communicator's setTimeout is compared across ranks with its settings):
+// A per-call deadline on one rank only (CallOptions::timeout; whether a
+// communicator has a deadline is compared across ranks at its first call):
 // the small allreduce takes a deadline itself, so every rank still runs it,
 // and the calls complete. (It used to send the rank with a deadline down
 // the engine's chunked path while the others waited in the small
