@@ -59,6 +59,20 @@ TEST(LinkMeter, FullBufferFoldsIntoBusyTime) {
   EXPECT_EQ(m.droppedIntervals(), 0u);
 }
 
+TEST(LinkMeter, FoldMergesIntervalsRecordedOutOfOrder) {
+  executor::LinkMeter m;
+  m.configure({0, 1}, 0, nullptr);
+  // Recorded in finish order, not start order (fold sorts only then): pairs
+  // (t+50, t+60) before (t, t+55) overlap into one 60 ns busy span each.
+  const std::size_t pairs = executor::LinkMeter::kIntervalCapacity;  // 2 x capacity intervals: folds
+  for (std::size_t i = 0; i < pairs; ++i) {
+    const auto t = static_cast<std::int64_t>(1000 * i);
+    m.sendFinished(executor::kIntraLevel, 1, t + 50, t + 60);
+    m.sendFinished(executor::kIntraLevel, 1, t, t + 55);
+  }
+  EXPECT_NEAR(m.counters(executor::kIntraLevel).busySeconds, 60e-9 * static_cast<double>(pairs), 1e-12);
+}
+
 TEST(LinkRows, Arithmetic) {
   std::vector<executor::NodeLinkSample> nodes(2);
   nodes[0] = {2, 400, 100, 1.0, 0.5};
