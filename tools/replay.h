@@ -83,6 +83,12 @@ struct ReplayReport {
   int ranks = 0;
   double commShareTarget = 0;
   double calibratedSyncSeconds = 0;  // baseline sync measured during calibration
+  // The tail floor: the last gradient of backward is ready only when backward
+  // ends, so its allreduce (timed alone, median over the calibration steps)
+  // stays exposed whatever the overlap; 0 when not measured.
+  std::string tailTensor;
+  std::size_t tailBytes = 0;
+  double tailSeconds = 0;
   double computeSeconds = 0;         // emulated backward per step
   double intraBytesPerSecond = 0;    // link bandwidths the link rows divide by
   double interBytesPerSecond = 0;

@@ -30,6 +30,22 @@ struct ReplayCli {
   bool json = false;
 };
 
+const ModeResult* modeOf(const ReplayReport& r, const std::string& name) {
+  for (const ModeResult& m : r.modes) {
+    if (m.mode == name) return &m;
+  }
+  return nullptr;
+}
+
+// Overlap cannot hide the allreduce of the gradient that backward finishes
+// last: the best step is compute + that allreduce, so the best speedup is the
+// baseline's step over that (0 without a baseline or a tail measurement).
+double tailBoundOf(const ReplayReport& r) {
+  const ModeResult* baseline = modeOf(r, "baseline");
+  if (!baseline || r.tailSeconds <= 0 || r.computeSeconds <= 0) return 0;
+  return baseline->stepSeconds / (r.computeSeconds + r.tailSeconds);
+}
+
 nlohmann::json toJson(const ReplayReport& report, const ReplayOptions& o, const telemetry::RunInfo& run) {
   nlohmann::json modes = nlohmann::json::object();
   for (const ModeResult& m : report.modes) {
@@ -67,6 +83,7 @@ nlohmann::json toJson(const ReplayReport& report, const ReplayOptions& o, const 
     if (m.mode == "boosted") boostedSpeedup = m.speedup;
   }
   const double measuredBound = measuredShare > 0 ? 1.0 / (1.0 - measuredShare) : 0.0;
+  const double tailBound = tailBoundOf(report);
   nlohmann::json meta = telemetry::toJson(run);
   meta["tool"] = "boostcomm replay";
   meta["version"] = versionString();
@@ -75,6 +92,12 @@ nlohmann::json toJson(const ReplayReport& report, const ReplayOptions& o, const 
           {"baseline_comm_share_measured", measuredShare},
           {"speedup_bound_measured", measuredBound},
           {"boosted_fraction_of_bound", measuredBound > 0 ? boostedSpeedup / measuredBound : 0.0},
+          {"tail",
+           {{"tensor", report.tailTensor},
+            {"bytes", report.tailBytes},
+            {"allreduce_time_s", report.tailSeconds},
+            {"speedup_bound", tailBound},
+            {"boosted_fraction_of_bound", tailBound > 0 ? boostedSpeedup / tailBound : 0.0}}},
           {"tensors", report.tensors},
           {"gradient_bytes", report.gradientBytes},
           {"ranks", report.ranks},
@@ -107,7 +130,10 @@ void printTable(const ReplayReport& r, const ReplayOptions& o) {
               r.tensors, formatBytes(r.gradientBytes).c_str(), r.ranks, r.computeSeconds * 1e3,
               o.compute == ComputeEmulation::kSleep ? "sleep: accelerator-like" : "spin: CPU-bound");
   std::printf("# fused/boosted buckets: %s\n",
-              o.bucketView ? "bucket view (gradients live in the buckets, no copies)" : "copy (pack/unpack staging)");
+              o.bucketView ? "bucket view (gradients live in the buckets, no copies)"
+              : o.overlap.bufferStrategy == BufferStrategy::kSegmentList
+                  ? "segment lists (collectives read and write the gradients in place, no staging)"
+                  : "copy (pack/unpack staging)");
   if (r.commShareTarget > 0) {
     std::printf("# calibrated: baseline sync %.1f ms -> comm share %.2f; hiding alone is bounded by 1/(1-c) = %.2fx\n",
                 r.calibratedSyncSeconds * 1e3, r.commShareTarget, 1.0 / (1.0 - r.commShareTarget));
@@ -126,6 +152,14 @@ void printTable(const ReplayReport& r, const ReplayOptions& o) {
   if (measuredShare > 0 && measuredShare < 1) {
     std::printf("# baseline comm share measured in this run: %.3f -> bound 1/(1-c) = %.3fx\n", measuredShare,
                 1.0 / (1.0 - measuredShare));
+  }
+  if (const double tailBound = tailBoundOf(r); tailBound > 0) {
+    const ModeResult* boosted = modeOf(r, "boosted");
+    std::printf("# tail: %s (%s) is ready only when backward ends; its allreduce alone takes %.1f ms, so overlap "
+                "is bounded by baseline step / (compute + that) = %.3fx",
+                r.tailTensor.c_str(), formatBytes(r.tailBytes).c_str(), r.tailSeconds * 1e3, tailBound);
+    if (boosted && boosted->speedup > 0) std::printf("; boosted reaches %.1f%% of it", 100 * boosted->speedup / tailBound);
+    std::printf("\n");
   }
   std::vector<SeedColumn> columns;
   for (const ModeResult& m : r.modes) columns.push_back(seedColumnOf(m));

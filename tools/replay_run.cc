@@ -221,6 +221,22 @@ class Replayer {
     return median(sync);
   }
 
+  // The allreduce of the gradient that backward produces last (declaration
+  // index 0), alone and as the baseline runs it: the slowest rank's median.
+  double tailAllreduce() {
+    View& v = model_.tensors.front().data;
+    std::vector<double> t;
+    for (int i = 0; i < options_.warmup + std::max(1, options_.calibrationSteps); ++i) {
+      comm_.barrier();
+      const auto start = Clock::now();
+      comm_.allreduce(v, v, ReduceOp::kAvg);
+      StepSample s;
+      s.sync = secondsBetween(start, Clock::now());
+      if (i >= options_.warmup) t.push_back(slowest(s).sync);
+    }
+    return median(t);
+  }
+
   // Strategy per mode. On one node the topology-aware strategy selects what
   // the flat one does (hierarchical algorithms need several nodes), so the
   // switch - which clears the schedule cache - is skipped there.
@@ -414,6 +430,11 @@ ReplayReport runReplay(Communicator& comm, const ReplayOptions& options) {
   if (options.commShare > 0) {
     report.calibratedSyncSeconds = replayer.calibrate();
     report.computeSeconds = report.calibratedSyncSeconds * (1 - options.commShare) / options.commShare;
+  }
+  if (!model.tensors.empty()) {
+    report.tailTensor = model.tensors.front().name;
+    report.tailBytes = model.profile.tensors.front().bytes();
+    report.tailSeconds = replayer.tailAllreduce();
   }
   model.setCompute(report.computeSeconds);
   report.modes = replayer.runModes(options.modes);
