@@ -155,6 +155,18 @@ def test_replay_stacked_bars(files):
     assert doc["meta"]["hostname"] in footer(fig)
 
 
+def test_replay_tail_floor(files):
+    # The last gradient of ResNet-50's backward is conv1's weight (64 x 3 x 7 x 7 floats): its allreduce,
+    # timed alone, bounds what overlap can reach.
+    doc = load(files["replay"])
+    tail = doc["tail"]
+    assert tail["tensor"] == "conv1.weight" and tail["bytes"] == 64 * 3 * 7 * 7 * 4
+    assert 0 < tail["allreduce_time_s"] < doc["modes"]["baseline"]["sync_time_s"]
+    bound = doc["modes"]["baseline"]["step_time_s"] / (doc["compute_time_s"] + tail["allreduce_time_s"])
+    assert tail["speedup_bound"] == pytest.approx(bound)
+    assert tail["boosted_fraction_of_bound"] == pytest.approx(doc["modes"]["boosted"]["speedup"] / bound)
+
+
 def test_replay_files_side_by_side(files):
     fig = plot.figure([files["replay"], files["replay"]])
     ax = fig.axes[0]
