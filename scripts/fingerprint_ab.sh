@@ -10,6 +10,10 @@
 # per size and algorithm it prints the medians over rounds and the median of
 # the rounds' time/time@nofp ratios. With BOOSTCOMM_FINGERPRINTS=0 in the
 # environment both communicators run without them: an A/A control.
+# When build/bench/core_latency exists, a 0.5 s probe before and after each
+# round tags it with the host's mode (docs/PERFORMANCE.md, "Method"): fast
+# (both probes under 60 ns one way), slow (both over 100 ns) or mixed; the
+# medians are then also printed per mode.
 set -euo pipefail
 rounds=$1 ranks=$2
 shift 2
@@ -17,20 +21,40 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/mpirun_local.sh"
 export_fp=()
 [[ -n "${BOOSTCOMM_FINGERPRINTS:-}" ]] && export_fp=(-x BOOSTCOMM_FINGERPRINTS)
+probe="$root/build/bench/core_latency"
+latency() { [[ -x "$probe" ]] && "$probe" 0.5 | awk '/^core_latency:/ {print $7}' || echo 0; }
 for _ in $(seq "$rounds"); do
-  mpirun -np "$ranks" "${export_fp[@]}" "$root/build/tools/boostcomm" bench --interleave --fingerprints-ab "$@" |
-    grep -E '^ +[0-9]+[KM]? +[0-9]+ +[a-z_]+(@nofp)? ' || true
+  before=$(latency)
+  out=$(mpirun -np "$ranks" "${export_fp[@]}" "$root/build/tools/boostcomm" bench --interleave --fingerprints-ab "$@" |
+    grep -E '^ +[0-9]+[KM]? +[0-9]+ +[a-z_]+(@nofp)? ' || true)
+  after=$(latency)
+  echo "round $before $after"
+  echo "$out"
 done | python3 -c '
 import collections, statistics as st, sys
-t = collections.defaultdict(list)
+rounds = []  # per round: (mode, {(size, algo): time})
 for line in sys.stdin:
     f = line.split()
-    t[(f[0], f[2])].append(float(f[3]))
-for (size, algo), v in t.items():
-    if algo.endswith("@nofp") or (size, algo + "@nofp") not in t:
+    if not f:
         continue
-    off = t[(size, algo + "@nofp")]
-    r = [a / b - 1 for a, b in zip(v, off)]
-    print(f"{size:>6} {algo:10} fp {st.median(v):8.2f} us  nofp {st.median(off):8.2f} us  "
-          f"median ratio {100 * st.median(r):+5.1f}%  rounds " + " ".join(f"{100 * x:+.0f}" for x in r))
+    if f[0] == "round":
+        a, b = float(f[1]), float(f[2])
+        mode = "fast" if 0 < a < 60 and 0 < b < 60 else "slow" if a > 100 and b > 100 else "mixed" if a > 0 else "?"
+        rounds.append((mode, {}))
+    else:
+        rounds[-1][1][(f[0], f[2])] = float(f[3])
+def summary(selected, label):
+    keys = [k for k in selected[0][1] if not k[1].endswith("@nofp") and (k[0], k[1] + "@nofp") in selected[0][1]]
+    for size, algo in keys:
+        v = [t[(size, algo)] for _, t in selected]
+        off = [t[(size, algo + "@nofp")] for _, t in selected]
+        r = [a / b - 1 for a, b in zip(v, off)]
+        print(f"{label:>5} {size:>6} {algo:10} fp {st.median(v):8.2f} us  nofp {st.median(off):8.2f} us  "
+              f"median ratio {100 * st.median(r):+5.1f}%  rounds " + " ".join(f"{100 * x:+.0f}" for x in r))
+print("# modes of the rounds: " + " ".join(m for m, _ in rounds))
+summary(rounds, "all")
+for mode in ("fast", "slow", "mixed"):
+    chosen = [r for r in rounds if r[0] == mode]
+    if chosen and len(chosen) < len(rounds):
+        summary(chosen, mode)
 '
