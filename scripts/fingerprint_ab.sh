@@ -26,7 +26,7 @@ latency() { [[ -x "$probe" ]] && "$probe" 0.5 | awk '/^core_latency:/ {print $7}
 for _ in $(seq "$rounds"); do
   before=$(latency)
   out=$(mpirun -np "$ranks" "${export_fp[@]}" "$root/build/tools/boostcomm" bench --interleave --fingerprints-ab "$@" |
-    grep -E '^ +[0-9]+[KM]? +[0-9]+ +[a-z_]+(@nofp)? ' || true)
+    grep -E '^ +[0-9]+[KM]? +[0-9]+ +[a-z_:]+(@nofp)? ' || true)
   after=$(latency)
   echo "round $before $after"
   echo "$out"
