@@ -642,6 +642,9 @@ void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
   }
   BlockingScope blockingScope{status_};
   const std::uint64_t sequence = sequence_;  // launch() takes it
+  // The post-return check below reads the node peers' entries of this call:
+  // start fetching them now, so the line transfers overlap the call.
+  if (fingerprints_ && algo.build == algorithms::buildNative) inspector_->prefetchPeers(sequence);
   const std::uint64_t id = launch(algo, args, options, /*blocking=*/true, nullptr);
   engine_->driveUntilDone(id, deadline, toString(args.collective).data(), rank_);
   // A native call (blocking or, with a deadline, nonblocking) carries no

@@ -174,6 +174,17 @@ struct alignas(64) CallStatus {
   // The reader's side: the fingerprint of call `seq`, if still in the ring
   // (startNs: when it started, or was rejected).
   bool read(std::uint64_t seq, Fingerprint& out, std::uint64_t* startNs = nullptr) const;
+  // Whether entry `seq` holds exactly (word, count): the post-return check's
+  // common case, without decoding (false also while it is being written or
+  // when it holds another call; read() then says which).
+  bool holds(std::uint64_t seq, std::uint64_t word, std::uint64_t count) const {
+    const FlightEntry& e = ring[seq % kFlightRingEntries];
+    const std::uint64_t before = e.tag.load(std::memory_order_acquire);
+    if (before != seq + 1) return false;
+    const bool same = e.word.load(std::memory_order_relaxed) == word && e.count.load(std::memory_order_relaxed) == count;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return same && e.tag.load(std::memory_order_relaxed) == before;
+  }
   // The same entry as the header `rank` would have sent for call `seq`
   // (executor/executor.h: node peers exchange no header message). kGone: the
   // owner is more than kFlightRingEntries calls ahead and the entry was
