@@ -377,7 +377,6 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
       count > static_cast<std::size_t>(INT_MAX) || !engine_->idle()) {
     return false;
   }
-  verifyRootsDue(sequence_);
   const core::Fingerprint fingerprint = core::Fingerprint::of(args.collective, args.recv.dtype, args.op, args.root, count);
   inspector_->callers().bind(sequence_);  // the caller's stack (core/caller_stack.h)
   status_->recordStart(sequence_, fingerprint, small ? kSmallAllreduceName : "native");
@@ -390,9 +389,7 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
     linkBytes = meter->modelled({args.collective, count, 0, args.root}, executor::kWorldComm, args.recv.dtype);
     startNs = executor::LinkMeter::nowNs();
   }
-  // Not for a broadcast root: it checks its receivers calls later (StallInspector::verifyReturned).
-  if (fingerprints_ && !small && !(args.collective == Collective::kBroadcast && args.root == rank_))
-    inspector_->prefetchPeers(sequence_);
+  if (fingerprints_ && !small) inspector_->prefetchPeers(sequence_);
   try {
     switch (args.collective) {
       case Collective::kAllreduce:
@@ -523,17 +520,8 @@ void CommunicatorImpl::verifyNativeReturn(std::uint64_t seq) {
   throw named;
 }
 
-void CommunicatorImpl::verifyRootsDue(std::uint64_t seq) {
-  const std::string mismatch = inspector_->checkRootsDue(seq);
-  if (mismatch.empty()) return;
-  const Error named(ErrorCategory::kMismatch, rank_, mismatch);
-  engine_->fail(std::make_exception_ptr(named));
-  throw named;
-}
-
 std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options,
                                        bool blocking, std::shared_ptr<WorkState> work) {
-  verifyRootsDue(sequence_);
   const CollectiveSpec& spec = spec_;
   std::shared_ptr<const executor::Schedule> sched = schedule(algo, spec);
 
@@ -656,9 +644,7 @@ void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
   const std::uint64_t sequence = sequence_;  // launch() takes it
   // The post-return check below reads the node peers' entries of this call:
   // start fetching them now, so the line transfers overlap the call.
-  if (fingerprints_ && algo.build == algorithms::buildNative &&
-      !(args.collective == Collective::kBroadcast && args.root == rank_))
-    inspector_->prefetchPeers(sequence);
+  if (fingerprints_ && algo.build == algorithms::buildNative) inspector_->prefetchPeers(sequence);
   const std::uint64_t id = launch(algo, args, options, /*blocking=*/true, nullptr);
   engine_->driveUntilDone(id, deadline, toString(args.collective).data(), rank_);
   // A native call (blocking or, with a deadline, nonblocking) carries no
@@ -809,7 +795,6 @@ void CommunicatorImpl::finalize() {
   if (!engine_->failure()) {
     try {
       engine_->drain(deadlineFor({}), "finalize", rank_);
-      verifyRootsDue(UINT64_MAX);
     } catch (...) {
       pending = std::current_exception();
     }

@@ -168,10 +168,6 @@ class CommunicatorImpl {
   // Error{kMismatch} (and fails the engine) if a node peer made another
   // call, so a wrong result is never returned (StallInspector::verifyReturned).
   void verifyNativeReturn(std::uint64_t seq);
-  // Broadcasts this rank rooted kRootLag or more calls before `seq`, in
-  // batches (all, for UINT64_MAX): their receivers' fingerprints (StallInspector::checkRootsDue);
-  // kMismatch if one differs. At the start of every call and at finalize.
-  void verifyRootsDue(std::uint64_t seq);
   // Binds spec_'s schedule to the call's buffers and queues it on the engine.
   std::uint64_t launch(const algorithms::AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options,
                        bool blocking, std::shared_ptr<WorkState> work);

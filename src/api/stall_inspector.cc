@@ -114,20 +114,6 @@ std::string StallInspector::verifyReturned(std::uint64_t seq) const {
   Fingerprint mine;
   if (peers_.empty() || !own_->read(seq, mine)) return {};
   const bool broadcast = mine.collective == Collective::kBroadcast;
-  if (broadcast && mine.root == rank_) {
-    // Checked kRootLag calls later (see the header); the oldest now if the
-    // list is full.
-    std::string m;
-    if (rootsCount_ == kRootsPending) {
-      const std::uint64_t oldest = rootsPending_[rootsFirst_];
-      rootsFirst_ = (rootsFirst_ + 1) % kRootsPending;
-      --rootsCount_;
-      m = verifyRooted(oldest);
-    }
-    rootsPending_[(rootsFirst_ + rootsCount_) % kRootsPending] = seq;
-    ++rootsCount_;
-    return m;
-  }
   const std::uint64_t word = mine.word();
   for (std::size_t r = 0; r < peers_.size(); ++r) {
     const CallStatus* peer = peers_[r];
@@ -136,11 +122,14 @@ std::string StallInspector::verifyReturned(std::uint64_t seq) const {
     if (!peer->read(seq, theirs)) {
       // Implied: published before our return could happen (memory order:
       // its release store, then its send, then our receive). Not implied:
-      // a non-root's fellow non-roots.
-      if (broadcast && static_cast<int>(r) != mine.root) continue;
+      // a broadcast root's peers, and a non-root's fellow non-roots.
+      const bool implied = !broadcast || static_cast<int>(r) == mine.root;
+      const bool amRoot = broadcast && mine.root == rank_;
+      if (!implied && !amRoot) continue;
       // Even where implied, allow a short wait: a peer descheduled between
       // its two stores of the entry (the seqlock) shows tag 0 for a moment.
-      const auto limit = std::chrono::steady_clock::now() + std::chrono::microseconds(1000);
+      const auto limit = std::chrono::steady_clock::now() +
+                         std::chrono::microseconds(implied ? 1000 : kRootWaitUs);
       bool seen = false;
       while (!(seen = peer->read(seq, theirs)) && std::chrono::steady_clock::now() < limit) std::this_thread::yield();
       if (!seen) continue;  // left to the watchdog (it compares every call all ranks started)
@@ -151,39 +140,6 @@ std::string StallInspector::verifyReturned(std::uint64_t seq) const {
     if (!(theirs == mine)) return core::describeMismatch(rank_, mine, static_cast<int>(r), theirs, seq);
   }
   return {};
-}
-
-std::string StallInspector::verifyRooted(std::uint64_t seq) const {
-  Fingerprint mine;
-  if (!own_->read(seq, mine)) return {};  // gone from the ring: the watchdog's
-  const std::uint64_t word = mine.word();
-  std::chrono::steady_clock::time_point limit{};
-  for (std::size_t r = 0; r < peers_.size(); ++r) {
-    const CallStatus* peer = peers_[r];
-    if (peer == nullptr || peer == own_ || peer->holds(seq, word, mine.count)) continue;  // the common case
-    if (limit == std::chrono::steady_clock::time_point{})
-      limit = std::chrono::steady_clock::now() + std::chrono::microseconds(kRootWaitUs);
-    Fingerprint theirs;
-    bool seen = false;
-    while (!(seen = peer->read(seq, theirs)) && std::chrono::steady_clock::now() < limit) std::this_thread::yield();
-    if (!seen || theirs.rejected) continue;  // later than that: left to the watchdog
-    if (!(theirs == mine)) {
-      return core::describeMismatch(rank_, mine, static_cast<int>(r), theirs, seq) +
-             " (a broadcast this rank rooted, checked " + std::to_string(kRootLag) + "-" + std::to_string(2 * kRootLag) + " calls later or at finalize)";
-    }
-  }
-  return {};
-}
-
-std::string StallInspector::checkRoots(std::uint64_t seq) const {
-  std::string first;
-  while (rootsCount_ > 0 && (seq == UINT64_MAX || rootsPending_[rootsFirst_] + kRootLag <= seq)) {
-    const std::uint64_t rooted = rootsPending_[rootsFirst_];
-    rootsFirst_ = (rootsFirst_ + 1) % kRootsPending;
-    --rootsCount_;
-    if (std::string m = verifyRooted(rooted); first.empty() && !m.empty()) first = std::move(m);
-  }
-  return first;
 }
 
 void StallInspector::check(std::chrono::steady_clock::duration waited) {

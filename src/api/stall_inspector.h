@@ -70,27 +70,9 @@ class StallInspector final : public executor::WaitMonitor {
   // depends on had entered (every rank, for a reduction or a barrier; the
   // root, for a broadcast), so those fingerprints are already in shared
   // memory: the check is a few loads per peer, and no message. A broadcast
-  // root depends on nobody, and its result is its own data: it checks its
-  // receivers' entries when a call kRootLag to 2 * kRootLag calls later
-  // starts (checkRootsDue; the receivers have written them by then, while read
-  // earlier each entry would cost its owner a cache-line transfer and hold
-  // the root in step with its receivers), waiting at most kRootWaitUs (a
-  // peer later than that is left to the watchdog), and the rest at finalize
-  // (checkRootsDue with no limit).
+  // root depends on nobody: it waits for its peers' fingerprints at most
+  // kRootWaitUs (a peer that is later than that is left to the watchdog).
   std::string verifyReturned(std::uint64_t seq) const;
-  // Before call `seq` starts: checks the broadcasts this rank rooted at
-  // kRootLag or more calls before it, once the oldest is 2 * kRootLag old
-  // (every one, for seq = UINT64_MAX); the
-  // first mismatch in words, or empty. One compare when none is pending.
-  std::string checkRootsDue(std::uint64_t seq) const {
-    if (rootsCount_ == 0 || (seq != UINT64_MAX && rootsPending_[rootsFirst_] + 2 * kRootLag > seq)) return {};
-    return checkRoots(seq);
-  }
-  // Checked in batches: once the oldest is 2 * kRootLag calls old, every
-  // one at least kRootLag old (consecutive entries, which the hardware
-  // prefetcher streams), so a root pays about one transfer per batch.
-  static constexpr std::size_t kRootLag = 8;
-  static constexpr std::size_t kRootsPending = 4 * kRootLag;
   // Starts fetching the node peers' entries of call `seq` into this core's
   // cache, so verifyReturned finds them there (a peer's entry is a cache
   // line transfer, ~0.15 us on these VMs, otherwise paid after the call).
@@ -202,13 +184,6 @@ class StallInspector final : public executor::WaitMonitor {
 
   char signalPath_[512] = {};  // the dump's path for the signal handler ("" none)
 
-  // Broadcasts rooted here, not checked yet (sequence numbers, oldest
-  // first; the caller's thread only).
-  mutable std::uint64_t rootsPending_[kRootsPending] = {};
-  mutable std::size_t rootsFirst_ = 0;
-  mutable std::size_t rootsCount_ = 0;
-  std::string verifyRooted(std::uint64_t seq) const;
-  std::string checkRoots(std::uint64_t seq) const;
   std::atomic<bool> poisoned_{false};
   std::atomic<bool> aborted_{false};
   std::atomic<bool> peerExited_{false};

@@ -151,7 +151,7 @@ case $scenario in
       "rank 0 raises kMismatch naming both ops"
     expect "$out" "rank 1: CAUGHT mismatch .*rank 1: allreduce float32 x1000 max, seq 500; rank 0: allreduce float32 x1000 sum" \
       "rank 1 raises kMismatch naming both ops" ;;
-  root|root_native|root_lag)
+  root|root_native)
     expect "$out" "rank 0: CAUGHT mismatch .*broadcast float32 x1000 root 0.*broadcast float32 x1000 root 1" "rank 0 raises kMismatch"
     expect "$out" "rank 1: CAUGHT mismatch .*broadcast float32 x1000 root 1.*broadcast float32 x1000 root 0" "rank 1 raises kMismatch" ;;
   extra)
