@@ -50,8 +50,8 @@ int main(int argc, char** argv) {
   const double seconds = argc > 1 ? std::atof(argv[1]) : 10.0;
   const int cpuA = argc > 3 ? std::atoi(argv[2]) : 0;
   const int cpuB = argc > 3 ? std::atoi(argv[3]) : 1;
-  if (seconds <= 0 || cpuA < 0 || cpuB < 0 || cpuA == cpuB) {
-    std::fprintf(stderr, "usage: core_latency [SECONDS [CPU_A CPU_B]] (two different CPUs, SECONDS > 0)\n");
+  if (argc == 3 || argc > 4 || !(seconds >= 0.5) || cpuA < 0 || cpuB < 0 || cpuA == cpuB) {
+    std::fprintf(stderr, "usage: core_latency [SECONDS [CPU_A CPU_B]] (two different CPUs, SECONDS >= 0.5)\n");
     return 2;
   }
   std::thread peer(answer, cpuB);

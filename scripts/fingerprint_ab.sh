@@ -22,7 +22,11 @@ source "$root/scripts/mpirun_local.sh"
 export_fp=()
 [[ -n "${BOOSTCOMM_FINGERPRINTS:-}" ]] && export_fp=(-x BOOSTCOMM_FINGERPRINTS)
 probe="$root/build/bench/core_latency"
-latency() { [[ -x "$probe" ]] && "$probe" 0.5 | awk '/^core_latency:/ {print $7}' || echo 0; }
+latency() {  # ns, or 0 when there is no probe or it printed nothing
+  local v=""
+  [[ -x "$probe" ]] && { v=$("$probe" 0.5 2>/dev/null | awk '/^core_latency:/ {print $7}') || v=""; }
+  [[ $v =~ ^[0-9]+$ ]] && echo "$v" || echo 0
+}
 for _ in $(seq "$rounds"); do
   before=$(latency)
   out=$(mpirun -np "$ranks" "${export_fp[@]}" "$root/build/tools/boostcomm" bench --interleave --fingerprints-ab "$@" |
@@ -44,10 +48,13 @@ for line in sys.stdin:
     else:
         rounds[-1][1][(f[0], f[2])] = float(f[3])
 def summary(selected, label):
-    keys = [k for k in selected[0][1] if not k[1].endswith("@nofp") and (k[0], k[1] + "@nofp") in selected[0][1]]
+    seen = {k for _, t in selected for k in t}
+    keys = sorted((k for k in seen if not k[1].endswith("@nofp") and (k[0], k[1] + "@nofp") in seen),
+                  key=lambda k: (float(k[0].rstrip("KM")) * {"K": 1024, "M": 1 << 20}.get(k[0][-1], 1), k[1]))
     for size, algo in keys:
-        v = [t[(size, algo)] for _, t in selected]
-        off = [t[(size, algo + "@nofp")] for _, t in selected]
+        both = [t for _, t in selected if (size, algo) in t and (size, algo + "@nofp") in t]
+        v = [t[(size, algo)] for t in both]
+        off = [t[(size, algo + "@nofp")] for t in both]
         r = [a / b - 1 for a, b in zip(v, off)]
         print(f"{label:>5} {size:>6} {algo:10} fp {st.median(v):8.2f} us  nofp {st.median(off):8.2f} us  "
               f"median ratio {100 * st.median(r):+5.1f}%  rounds " + " ".join(f"{100 * x:+.0f}" for x in r))

@@ -15,11 +15,16 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 probe="$root/build/bench/core_latency"
 wait_s=60
-if [[ "${1:-}" == "--wait" ]]; then wait_s=$2; shift 2; fi
+if [[ "${1:-}" == "--wait" ]]; then wait_s=${2:?--wait needs SECONDS}; shift 2; fi
 [[ "${1:-}" == "--" ]] && shift
 [[ $# -gt 0 ]] || { echo "usage: $0 [--wait SECONDS] -- COMMAND..." >&2; exit 2; }
 [[ -x "$probe" ]] || { echo "host_mode: $probe is not built (make build)" >&2; exit 2; }
-latency() { "$probe" 0.5 | awk '/^core_latency:/ {print $7}'; }
+# The probe's median in ns; 999 (not fast) when it fails or prints nothing.
+latency() {
+  local v
+  v=$("$probe" 0.5 2>/dev/null | awk '/^core_latency:/ {print $7}') || v=""
+  [[ $v =~ ^[0-9]+$ ]] && echo "$v" || echo 999
+}
 deadline=$((SECONDS + wait_s))
 before=$(latency)
 while ((before >= 60)); do
