@@ -48,8 +48,8 @@ core::Fingerprint fingerprintOf(const algorithms::CollectiveSpec& spec) {
   return core::Fingerprint::of(spec.collective, spec.dtype, spec.op, spec.root, count);
 }
 
-// The flight recorder's algorithm name of runSmallAllreduce's calls.
-constexpr const char* kSmallAllreduceName = "shm_small";
+// The flight recorder's algorithm name of runSmall's calls.
+constexpr const char* kSmallName = "shm_small";
 
 // Clears the call status's blocking flag however the call ends.
 struct BlockingScope {
@@ -341,16 +341,20 @@ void CommunicatorImpl::reportRejectedCall(Collective collective) {
   status_->recordRejected(sequence_, core::Fingerprint::of(collective, DataType::kFloat32, ReduceOp::kSum, 0, 0));
 }
 
-bool CommunicatorImpl::takesSmallAllreduce(const CallArgs& args, std::size_t count, const CallOptions& options) const {
-  // A small allreduce on one node runs through the shm engine's slots
-  // instead of the backend or the engine's chunked path
-  // (shm/small_allreduce.cc): faster, and its fingerprint check travels with
+bool CommunicatorImpl::takesSmall(const CallArgs& args, std::size_t count, const CallOptions& options) const {
+  // A small blocking collective on one node runs through the shm engine's
+  // slots instead of the backend or the engine's chunked path
+  // (shm/small_collective.cc): faster, and its fingerprint check travels with
   // the data. Only where the selection chose native or shm: an explicit
-  // algorithm (the call's option or BOOSTCOMM_ALGO) is run as named.
-  const bool forced = !options.algorithm.empty() ||
-                      !algoOverride_[static_cast<std::size_t>(Collective::kAllreduce)].empty();
-  return args.collective == Collective::kAllreduce && size_ > 1 && smallAllreduceBytes_ > 0 && !forced &&
-         args.op != ReduceOp::kAvg && !args.listed() && count * dataTypeSize(args.recv.dtype) <= smallAllreduceBytes_;
+  // algorithm (the call's option or BOOSTCOMM_ALGO) is run as named. `count`
+  // is CollectiveSpec::count (allgather: each rank's block, equal blocks only).
+  if (size_ < 2 || smallAllreduceBytes_ == 0 || args.listed() || args.collective == Collective::kBarrier) return false;
+  if (!options.algorithm.empty() || !algoOverride_[static_cast<std::size_t>(args.collective)].empty()) return false;
+  if (args.op == ReduceOp::kAvg && args.collective != Collective::kBroadcast && args.collective != Collective::kAllgather)
+    return false;
+  if (args.collective == Collective::kAllgather && args.varying) return false;
+  const std::size_t slot = args.collective == Collective::kReduceScatter ? count * static_cast<std::size_t>(size_) : count;
+  return slot * dataTypeSize(args.recv.dtype) <= smallAllreduceBytes_;
 }
 
 bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count, const CallOptions& options) {
@@ -367,19 +371,31 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
   // started fingerprint of the per-rank count, replaced by the schedule's
   // one of the total, read by a peer's watchdog in between is a false
   // mismatch (seen with native allgather at 3 ranks under load).
-  const bool direct = args.collective == Collective::kAllreduce || args.collective == Collective::kBroadcast ||
-                      args.collective == Collective::kBarrier;
-  // The small allreduce takes a deadline itself (it polls it), so it runs
-  // with or without one: ranks whose deadlines differ still meet in one
+  // (Allgather and reduce_scatter run here only as small collectives, whose
+  // fingerprint is the schedule's: fingerprintOf.)
+  // The small collectives take a deadline themselves (they poll it), so they
+  // run with or without one: ranks whose deadlines differ still meet in one
   // protocol. Other calls with a deadline take the engine's path.
-  const bool small = direct && takesSmallAllreduce(args, count, options);
-  if (!direct || (interruptible(options) && !small) || args.op == ReduceOp::kAvg ||
+  const bool small = takesSmall(args, count, options);
+  const bool direct = args.collective == Collective::kAllreduce || args.collective == Collective::kBroadcast ||
+                      args.collective == Collective::kBarrier || small;
+  if (!direct || (interruptible(options) && !small) || (args.op == ReduceOp::kAvg && !small) ||
       count > static_cast<std::size_t>(INT_MAX) || !engine_->idle()) {
     return false;
   }
-  const core::Fingerprint fingerprint = core::Fingerprint::of(args.collective, args.recv.dtype, args.op, args.root, count);
+  // Small broadcasts this rank roots are checked in batches; any other call
+  // checks them first (verifyPendingRoot).
+  if (rootPendingFrom_ != 0 &&
+      !(small && args.collective == Collective::kBroadcast && args.root == rank_ &&
+        sequence_ + 1 - rootPendingFrom_ < kRootPendingBatch)) {
+    verifyPendingRoot();
+  }
+  const std::uint64_t fingerprintCount =
+      args.collective == Collective::kAllgather ? count * static_cast<std::size_t>(size_) : count;
+  const core::Fingerprint fingerprint =
+      core::Fingerprint::of(args.collective, args.recv.dtype, args.op, args.root, fingerprintCount);
   inspector_->callers().bind(sequence_);  // the caller's stack (core/caller_stack.h)
-  status_->recordStart(sequence_, fingerprint, small ? kSmallAllreduceName : "native");
+  status_->recordStart(sequence_, fingerprint, small ? kSmallName : "native");
   if (!small) status_->blocking.store(1, std::memory_order_relaxed);
   BlockingScope blockingScope{status_};
   executor::LinkMeter* meter = links_.meter();
@@ -391,22 +407,10 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
   }
   if (fingerprints_ && !small) inspector_->prefetchPeers(sequence_);
   try {
-    switch (args.collective) {
-      case Collective::kAllreduce:
-        if (small) {
-          runSmallAllreduce(args, count, fingerprint, options);
-        } else if (!runCheckedAllreduce(args, count, fingerprint)) {
-          transport_->nativeAllreduce(args.send.data, args.recv.data, count, args.recv.dtype, args.op, nullptr);
-        }
-        break;
-      case Collective::kBroadcast:
-        transport_->nativeBroadcast(args.recv.data, count, args.recv.dtype, args.root, nullptr);
-        break;
-      case Collective::kBarrier:
-        transport_->nativeBarrier(nullptr);
-        break;
-      default:
-        break;  // excluded above
+    if (small) {
+      runSmall(args, count, fingerprint, options);
+    } else {
+      runNativeBlocking(args, count, fingerprint);
     }
   } catch (const Error& e) {
     // Peers that complete this small call later must not return it normally.
@@ -430,10 +434,34 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
     throw;
   }
   if (!small) verifyNativeReturn(sequence_);
+  // A small broadcast's root read no slot: its receivers' fingerprints are
+  // compared at its next call (verifyPendingRoot).
+  if (small && fingerprints_ && args.collective == Collective::kBroadcast && args.root == rank_ &&
+      rootPendingFrom_ == 0) {
+    rootPendingFrom_ = sequence_ + 1;
+  }
   status_->recordEnd(sequence_);
   if (meter != nullptr) meter->collectiveFinished(linkBytes, startNs, executor::LinkMeter::nowNs());
   ++sequence_;
   return true;
+}
+
+void CommunicatorImpl::runNativeBlocking(const CallArgs& args, std::size_t count, const core::Fingerprint& fingerprint) {
+  switch (args.collective) {
+    case Collective::kAllreduce:
+      if (!runCheckedAllreduce(args, count, fingerprint)) {
+        transport_->nativeAllreduce(args.send.data, args.recv.data, count, args.recv.dtype, args.op, nullptr);
+      }
+      return;
+    case Collective::kBroadcast:
+      transport_->nativeBroadcast(args.recv.data, count, args.recv.dtype, args.root, nullptr);
+      return;
+    case Collective::kBarrier:
+      transport_->nativeBarrier(nullptr);
+      return;
+    default:
+      BC_INTERNAL(false, "runNativeBlocking of " << toString(args.collective));
+  }
 }
 
 bool CommunicatorImpl::runCheckedAllreduce(const CallArgs& args, std::size_t count,
@@ -468,31 +496,45 @@ bool CommunicatorImpl::runCheckedAllreduce(const CallArgs& args, std::size_t cou
                   " (carried in the backend call's data; no result was written)");
 }
 
-void CommunicatorImpl::runSmallAllreduce(const CallArgs& args, std::size_t count, const core::Fingerprint& fingerprint,
-                                         const CallOptions& options) {
-  transport::SmallAllreduceCall call;
+void CommunicatorImpl::runSmall(const CallArgs& args, std::size_t count, const core::Fingerprint& fingerprint,
+                                const CallOptions& options) {
+  transport::SmallCall call;
+  call.collective = args.collective;
   call.send = args.send.data;
   call.recv = args.recv.data;
   call.count = count;
   call.dtype = args.recv.dtype;
   call.op = args.op;
+  call.root = args.root;
   call.sequence = sequence_;
   call.fingerprint = fingerprint;
   call.compare = fingerprints_;
   // Waits end as the engine's do: the wait monitor's checks (a mismatch the
   // watchdog saw, abort, a peer gone) and the deadline, as Error{kTimeout}.
-  const auto start = std::chrono::steady_clock::now();
-  const auto deadline = deadlineFor(options);
-  const std::function<void()> poll = [&] {
-    const auto waited = std::chrono::steady_clock::now() - start;
-    const bool late = deadline && waited > *deadline;
-    engine_->checkWait(waited, late,
-                       late ? "allreduce did not complete within " + std::to_string(deadline->count()) + " ms"
-                            : std::string(),
-                       rank_);
-  };
+  // The clock starts at the first poll (a few thousand pauses or yields, a
+  // millisecond or two, into a wait): most calls never wait that long, and
+  // a clock read costs a tenth of an 8-byte call. The callable holds one
+  // pointer, so std::function keeps it without allocating.
+  struct Poll {
+    CommunicatorImpl* self;
+    Collective collective;
+    std::optional<std::chrono::milliseconds> deadline;
+    std::optional<std::chrono::steady_clock::time_point> start;
+    void operator()() {
+      const auto now = std::chrono::steady_clock::now();
+      if (!start) start = now;
+      const auto waited = now - *start;
+      const bool late = deadline && waited > *deadline;
+      self->engine_->checkWait(waited, late,
+                               late ? std::string(toString(collective)) + " did not complete within " +
+                                          std::to_string(deadline->count()) + " ms"
+                                    : std::string(),
+                               self->rank_);
+    }
+  } state{this, args.collective, deadlineFor(options), std::nullopt};
+  const std::function<void()> poll = [&state] { state(); };
   core::Fingerprint theirs;
-  const int culprit = transport_->sharedMemory()->smallAllreduce(call, theirs, poll);
+  const int culprit = transport_->sharedMemory()->smallCollective(call, theirs, poll);
   if (culprit < 0) {
     // Every slot was written, but a peer may have given up on the call
     // meanwhile (its deadline passed while this rank was stopped or slow):
@@ -501,27 +543,52 @@ void CommunicatorImpl::runSmallAllreduce(const CallArgs& args, std::size_t count
       const core::CallStatus* peer = nodeStatus_[r];
       if (peer == nullptr || peer == status_ || peer->failed.load(std::memory_order_acquire) != sequence_ + 1) continue;
       core::raise(ErrorCategory::kTimeout, rank_,
-                  "allreduce (seq " + std::to_string(sequence_) + ") failed on rank " + std::to_string(r) +
+                  std::string(toString(args.collective)) + " (seq " + std::to_string(sequence_) + ") failed on rank " +
+                      std::to_string(r) +
                       " before this rank completed it (its deadline passed, or it was aborted): the call failed");
     }
     return;
   }
-  // Every rank reads every peer's slot, so each one finds the difference.
+  // Every rank that reads a peer's slot finds the difference there.
+  inspector_->dumpFlight("mismatch");  // before the raise: the caller's process may end right after it
   core::raise(ErrorCategory::kMismatch, rank_, core::describeMismatch(rank_, fingerprint, culprit, theirs, sequence_));
 }
 
-void CommunicatorImpl::verifyNativeReturn(std::uint64_t seq) {
+void CommunicatorImpl::verifyPendingRoot() {
+  // The root of small broadcasts [from, sequence_) returned without reading
+  // anything; its receivers published their fingerprints before they read
+  // its entries, and by now (kRootPendingBatch calls later, or its next
+  // other call) they have usually done so. Those later than
+  // StallInspector::kRootWaitUs are left to the watchdog, which compares
+  // every call all ranks started. Ranks that disagreed on the root all took
+  // themselves for it: each finds the other here. Their entries are found
+  // by sequence (shm/small_collective.cc), so no later call can take the
+  // data of a call the ranks disagreed on.
+  // The batch costs one line per peer: their digest of every call through
+  // the last one (StallInspector::digestsAgree); only where it differs (or
+  // a peer is behind) is it checked call by call, to name the call.
+  const std::uint64_t from = rootPendingFrom_ - 1;
+  rootPendingFrom_ = 0;
+  if (inspector_->digestsAgree(sequence_ - 1)) return;
+  for (std::uint64_t seq = from; seq < sequence_; ++seq) inspector_->prefetchPeers(seq);
+  for (std::uint64_t seq = from; seq < sequence_; ++seq) {
+    verifyNativeReturn(seq, "seen by the broadcast's root when it checked its receivers, calls later");
+  }
+}
+
+void CommunicatorImpl::verifyNativeReturn(std::uint64_t seq, const char* seen) {
   if (!fingerprints_) return;
   const std::string mismatch = inspector_->verifyReturned(seq);
   if (mismatch.empty()) return;
-  const Error named(ErrorCategory::kMismatch, rank_,
-                    mismatch + " (seen when the backend call returned; its result is not valid)");
+  inspector_->dumpFlight("mismatch");
+  const Error named(ErrorCategory::kMismatch, rank_, mismatch + " (" + seen + ")");
   engine_->fail(std::make_exception_ptr(named));
   throw named;
 }
 
 std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options,
                                        bool blocking, std::shared_ptr<WorkState> work) {
+  if (rootPendingFrom_ != 0) verifyPendingRoot();
   const CollectiveSpec& spec = spec_;
   std::shared_ptr<const executor::Schedule> sched = schedule(algo, spec);
 
@@ -623,7 +690,7 @@ void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
   // the engine's chunked path and raw MPI (docs/PERFORMANCE.md 21, 22).
   // It takes a deadline itself; the backend's blocking call cannot.
   const bool small = (algo.build == algorithms::buildShm || algo.build == algorithms::buildNative) &&
-                     takesSmallAllreduce(args, spec_.count, options);
+                     takesSmall(args, spec_.count, options);
   if ((algo.build == algorithms::buildNative || small) && (!interruptible(options) || small) && !args.listed()) {
     // The backend's blocking collective. Finish earlier asynchronous work
     // first: a peer may be waiting for our part of it, and we could not
@@ -794,6 +861,7 @@ void CommunicatorImpl::finalize() {
   std::exception_ptr pending;
   if (!engine_->failure()) {
     try {
+      if (rootPendingFrom_ != 0) verifyPendingRoot();
       engine_->drain(deadlineFor({}), "finalize", rank_);
     } catch (...) {
       pending = std::current_exception();

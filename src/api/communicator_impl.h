@@ -150,14 +150,17 @@ class CommunicatorImpl {
   // collective, or to the small allreduce (native or shm selected, no
   // deadline), without a schedule; false when the call needs the executor.
   bool runNativeDirectly(const CallArgs& args, std::size_t count, const CallOptions& options);
-  // Whether a blocking allreduce of `count` elements may take the small
-  // allreduce (one node, at most smallAllreduceBytes_, no explicit algorithm).
-  bool takesSmallAllreduce(const CallArgs& args, std::size_t count, const CallOptions& options) const;
-  // runNativeDirectly's allreduce of at most smallAllreduceBytes_ on one
-  // node: the shm engine's small allreduce (throws kMismatch naming both
-  // sides when a peer's fingerprint differs).
-  void runSmallAllreduce(const CallArgs& args, std::size_t count, const core::Fingerprint& fingerprint,
-                         const CallOptions& options);
+  // Whether a blocking call (`count`: CollectiveSpec::count) may take the
+  // small collectives (one node, slot payload at most smallAllreduceBytes_,
+  // no explicit algorithm).
+  bool takesSmall(const CallArgs& args, std::size_t count, const CallOptions& options) const;
+  // runNativeDirectly's small collective on one node: the shm engine's
+  // slots (throws kMismatch naming both sides when a peer's fingerprint
+  // differs).
+  void runSmall(const CallArgs& args, std::size_t count, const core::Fingerprint& fingerprint,
+                const CallOptions& options);
+  // runNativeDirectly's backend call (allreduce, broadcast, barrier).
+  void runNativeBlocking(const CallArgs& args, std::size_t count, const core::Fingerprint& fingerprint);
   // runNativeDirectly's allreduce where node peers' status is unreadable
   // (several nodes, shm off), at most kCheckedAllreduceMaxBytes: the
   // transport's checked allreduce, the call's stamp in its data (kMismatch
@@ -167,7 +170,11 @@ class CommunicatorImpl {
   // After a native backend call `seq` returned on this rank: raises
   // Error{kMismatch} (and fails the engine) if a node peer made another
   // call, so a wrong result is never returned (StallInspector::verifyReturned).
-  void verifyNativeReturn(std::uint64_t seq);
+  void verifyNativeReturn(std::uint64_t seq,
+                          const char* seen = "seen when the backend call returned; its result is not valid");
+  // The pending check of the small broadcasts this rank rooted (rootPendingFrom_):
+  // at its next call (runNativeDirectly, launch) and at finalize.
+  void verifyPendingRoot();
   // Binds spec_'s schedule to the call's buffers and queues it on the engine.
   std::uint64_t launch(const algorithms::AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options,
                        bool blocking, std::shared_ptr<WorkState> work);
@@ -231,6 +238,12 @@ class CommunicatorImpl {
   // Of those, payloads up to this run as the shm engine's small allreduce
   // (BOOSTCOMM_SHM_SMALL_BYTES, capped by the engine; 0 without an engine).
   std::size_t smallAllreduceBytes_ = 0;
+  // sequence + 1 of the first of the small broadcasts this rank rooted
+  // whose receivers' fingerprints are not compared yet (0: none); every
+  // call from it on is one. Checked after kRootPendingBatch of them, before
+  // any other call and at finalize.
+  std::uint64_t rootPendingFrom_ = 0;
+  static constexpr std::uint64_t kRootPendingBatch = 8;
   std::array<std::string, kNumCollectives> algoOverride_;
   std::chrono::milliseconds defaultTimeout_{0};
   bool explicitTimeout_ = false;  // a deadline set by the user, > 0 (interruptible())

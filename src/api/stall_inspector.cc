@@ -142,6 +142,19 @@ std::string StallInspector::verifyReturned(std::uint64_t seq) const {
   return {};
 }
 
+bool StallInspector::digestsAgree(std::uint64_t seq) const {
+  const std::uint64_t digest = own_->digestOf(seq);
+  if (digest == 0) return false;
+  for (const CallStatus* peer : peers_) {
+    if (peer == nullptr || peer == own_ || peer->holdsDigest(seq, digest)) continue;  // the common case
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::microseconds(kRootWaitUs);
+    while (peer->started.load(std::memory_order_acquire) <= seq && std::chrono::steady_clock::now() < limit)
+      std::this_thread::yield();
+    if (!peer->holdsDigest(seq, digest)) return false;
+  }
+  return true;
+}
+
 void StallInspector::check(std::chrono::steady_clock::duration waited) {
   if (aborted())
     core::raise(ErrorCategory::kAborted, rank_, "communicator aborted (Communicator::abort) while this call waited");

@@ -128,7 +128,23 @@ struct alignas(64) FlightEntry {  // one cache line: a peer's read of an entry i
   std::atomic<std::uint64_t> algorithm{0};
   std::atomic<std::uint64_t> startNs{0};  // coarseWallNs() at the start
   std::atomic<std::uint64_t> wire{0};     // WireFormat of the call (CallHeader::wire)
+  // The chained digest of the fingerprints of every call the owner started,
+  // through this one (chainDigest; 0 in a rejected entry): equal digests at
+  // a sequence mean equal calls up to it (but for a 2^-64 collision), so
+  // one line per peer checks a batch of calls (StallInspector::digestsAgree).
+  std::atomic<std::uint64_t> digest{0};
 };
+static_assert(sizeof(FlightEntry) == 64);
+
+// The digest of call `seq` with fingerprint `f`, after `previous` (the
+// digest through seq - 1; 0 before the first call). Never 0.
+inline std::uint64_t chainDigest(std::uint64_t previous, std::uint64_t seq, const Fingerprint& f) {
+  std::uint64_t x = previous ^ (f.word() * 0x9E3779B97F4A7C15ULL) ^ (f.count + 0xBF58476D1CE4E5B9ULL * (seq + 1));
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;  // splitmix64's finaliser
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  x ^= x >> 31;
+  return x == 0 ? 1 : x;
+}
 
 struct alignas(64) CallStatus {
   std::atomic<std::uint64_t> started{0};    // sequence + 1 of the latest call started
@@ -141,8 +157,13 @@ struct alignas(64) CallStatus {
   // sequence + 1 of the latest small allreduce this rank failed (its
   // deadline, abort, a peer gone): a peer that completes that call later
   // (its slots were all written) must not return it as a success
-  // (shm/small_allreduce.cc, CommunicatorImpl::runSmallAllreduce).
+  // (shm/small_collective.cc, CommunicatorImpl::runSmallAllreduce).
   std::atomic<std::uint64_t> failed{0};
+  // The owner's own: digests through its latest started call (digestSeq =
+  // its sequence + 1) and through the call before it. Peers do not read them.
+  std::uint64_t ownDigest = 0;
+  std::uint64_t priorDigest = 0;
+  std::uint64_t digestSeq = 0;
   alignas(64) FlightEntry ring[kFlightRingEntries];
   // ring[i]'s completion time (coarseWallNs; 0 while in flight), apart from
   // the entry: peers read an entry right when its owner's call returns (the
@@ -153,7 +174,12 @@ struct alignas(64) CallStatus {
   // The owner's side (a handful of relaxed stores and one release).
   void recordStart(std::uint64_t seq, const Fingerprint& f, const char* algorithm = nullptr,
                    std::uint32_t wireFormat = 0) {
-    writeEntry(seq, f, algorithm, wireFormat);
+    if (digestSeq != seq + 1) {  // a call recorded again keeps the digest before it
+      priorDigest = digestSeq == seq ? ownDigest : 0;
+      digestSeq = seq + 1;
+    }
+    ownDigest = chainDigest(priorDigest, seq, f);
+    writeEntry(seq, f, algorithm, wireFormat, ownDigest);
     started.store(seq + 1, std::memory_order_release);
   }
   // A call this rank's argument checks rejected (it raised kInvalidArgument
@@ -163,7 +189,7 @@ struct alignas(64) CallStatus {
   // rank may have rejected the same bad call and be about to retry.
   void recordRejected(std::uint64_t seq, Fingerprint f) {
     f.rejected = true;
-    writeEntry(seq, f, nullptr, 0);
+    writeEntry(seq, f, nullptr, 0, 0);
   }
   void recordEnd(std::uint64_t seq) {
     FlightEntry& e = ring[seq % kFlightRingEntries];
@@ -185,6 +211,21 @@ struct alignas(64) CallStatus {
     std::atomic_thread_fence(std::memory_order_acquire);
     return same && e.tag.load(std::memory_order_relaxed) == before;
   }
+  // Whether entry `seq` is written and carries `digest` (every call through
+  // `seq` equal to the reader's, chainDigest); false also while being written.
+  bool holdsDigest(std::uint64_t seq, std::uint64_t digest) const {
+    const FlightEntry& e = ring[seq % kFlightRingEntries];
+    const std::uint64_t before = e.tag.load(std::memory_order_acquire);
+    if (before != seq + 1) return false;
+    const bool same = e.digest.load(std::memory_order_relaxed) == digest;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return same && e.tag.load(std::memory_order_relaxed) == before;
+  }
+  // The owner's digest through call `seq`, if still in its ring (else 0).
+  std::uint64_t digestOf(std::uint64_t seq) const {
+    const FlightEntry& e = ring[seq % kFlightRingEntries];
+    return e.tag.load(std::memory_order_relaxed) == seq + 1 ? e.digest.load(std::memory_order_relaxed) : 0;
+  }
   // The same entry as the header `rank` would have sent for call `seq`
   // (executor/executor.h: node peers exchange no header message). kGone: the
   // owner is more than kFlightRingEntries calls ahead and the entry was
@@ -195,7 +236,8 @@ struct alignas(64) CallStatus {
 
  private:
   // Entry `seq`, seqlocked: tag cleared, fields written, tag stored last.
-  void writeEntry(std::uint64_t seq, const Fingerprint& f, const char* algorithm, std::uint32_t wireFormat) {
+  void writeEntry(std::uint64_t seq, const Fingerprint& f, const char* algorithm, std::uint32_t wireFormat,
+                  std::uint64_t digest) {
     FlightEntry& e = ring[seq % kFlightRingEntries];
     e.tag.store(0, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);
@@ -205,6 +247,7 @@ struct alignas(64) CallStatus {
     e.startNs.store(coarseWallNs(), std::memory_order_relaxed);
     endNs[seq % kFlightRingEntries].store(0, std::memory_order_relaxed);
     e.wire.store(wireFormat, std::memory_order_relaxed);
+    e.digest.store(digest, std::memory_order_relaxed);
     e.tag.store(seq + 1, std::memory_order_release);
   }
 };

@@ -90,8 +90,8 @@ class ShmEngine final : public transport::SharedMemoryEngine {
   // 32 KiB where the node is oversubscribed, else 8 KiB at 2 ranks and the
   // 4 KiB measured earlier above. Every rank of a node computes the same.
   std::size_t smallAllreduceAutoBytes() const override;
-  int smallAllreduce(const transport::SmallAllreduceCall& call, core::Fingerprint& theirs,
-                     const std::function<void()>& poll) override;  // small_allreduce.cc
+  int smallCollective(const transport::SmallCall& call, core::Fingerprint& theirs,
+                      const std::function<void()>& poll) override;  // small_collective.cc
 
   // Used by the per-collective steps (shm_allreduce.cc, shm_gather.cc).
   int rank() const { return rank_; }
@@ -162,11 +162,16 @@ class ShmEngine final : public transport::SharedMemoryEngine {
   std::uint64_t nextSequence_ = 0;
   std::uint64_t completed_ = 0;  // collectives finished (all before this number)
   std::uint64_t nextChunk_ = 0;
-  // Small allreduce: per slot, sequence + 1 of the call that last used it
+  // Small collectives: per slot, sequence + 1 of the call that last wrote it
   // (0: none); and sequence + 1 of the latest call every rank is known to
   // have started (a rank that started call q has finished reading q - 1's slots).
   std::uint64_t smallSlotUse_[2] = {0, 0};
+  std::uint64_t broadcastRingUse_[kBroadcastRingEntries] = {};
   std::uint64_t smallAllStarted_ = 0;
+  // Until every rank has started call `atLeast` - 1 (smallAllStarted_ >=
+  // atLeast): reads the peers' call status, and keeps the smallest value seen.
+  template <typename Wait>
+  void awaitAllStarted(std::uint64_t atLeast, Wait& wait);
   std::uint64_t advances_ = 0;  // progress() calls that moved something
 };
 

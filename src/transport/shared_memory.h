@@ -56,36 +56,51 @@ struct SharedMemoryCall {
   std::size_t sendListOffsetBytes = 0;
 };
 
-// An allreduce small enough for SharedMemoryEngine::smallAllreduce: the
+// A collective small enough for SharedMemoryEngine::smallCollective: the
 // caller's blocking call, run while no other collective is in flight here.
-struct SmallAllreduceCall {
-  const void* send = nullptr;  // may equal recv (in place)
-  void* recv = nullptr;
+// What each rank puts in its slot (at most smallAllreduceBytes()):
+//   allreduce: send (count elements); allgather: send (count elements, this
+//   rank's block, equal counts); reduce_scatter: send (size() x count
+//   elements); broadcast: the root's recv (count elements), the others none.
+struct SmallCall {
+  Collective collective = Collective::kAllreduce;
+  const void* send = nullptr;  // may equal recv (in place); unused by broadcast
+  void* recv = nullptr;        // allgather: size() x count elements
   std::size_t count = 0;
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;  // not kAvg
+  int root = 0;                  // broadcast
   // The owning communicator's call number, equal on every rank, and the
-  // call's fingerprint: written beside the data and compared by every rank.
+  // call's fingerprint: written beside the data and compared by every rank
+  // that reads the slot.
   std::uint64_t sequence = 0;
   core::Fingerprint fingerprint;
   bool compare = true;  // false: the fingerprint is not compared (BOOSTCOMM_FINGERPRINTS=0)
+  // Elements this rank writes into its slot (0 for a broadcast receiver).
+  std::size_t slotCount(int rank, int size) const {
+    if (collective == Collective::kReduceScatter) return count * static_cast<std::size_t>(size);
+    if (collective == Collective::kBroadcast && rank != root) return 0;
+    return count;
+  }
 };
 
 class SharedMemoryEngine {
  public:
-  // Largest payload smallAllreduce takes (its slot).
+  // Largest slot payload smallCollective takes (SmallCall::slotCount bytes).
   virtual std::size_t smallAllreduceBytes() const = 0;
   // Largest payload it takes by default (BOOSTCOMM_SHM_SMALL_BYTES=-1): where
   // it beats the engine's chunked path and the backend (shm/engine.h).
   virtual std::size_t smallAllreduceAutoBytes() const = 0;
-  // Runs `call` to completion: every rank writes its input and fingerprint
-  // into its slot and reduces all slots in rank order itself (every rank
-  // ends with the same bits). Returns -1, or the first rank whose
-  // fingerprint differs from this rank's (its fingerprint in `theirs`; the
-  // result is then not written). `poll` runs every few thousand polls while
-  // waiting and ends the wait by throwing (deadline, abort, a peer gone).
-  virtual int smallAllreduce(const SmallAllreduceCall& call, core::Fingerprint& theirs,
-                             const std::function<void()>& poll) = 0;
+  // Runs `call` to completion: the ranks that have input write it and the
+  // fingerprint into their slot; every rank reads the slots it needs (all,
+  // or a broadcast's root) and combines them in rank order (every rank ends
+  // with the same bits). Returns -1, or the first rank whose fingerprint
+  // differs from this rank's (its fingerprint in `theirs`; the result is
+  // then not written). `poll` runs every few thousand polls while waiting
+  // and ends the wait by throwing (deadline, abort, a peer gone). A
+  // broadcast root reads nobody's slot: its caller checks its receivers'
+  // fingerprints later (CommunicatorImpl's pending root check).
+  virtual int smallCollective(const SmallCall& call, core::Fingerprint& theirs, const std::function<void()>& poll) = 0;
 
   virtual ~SharedMemoryEngine() = default;
 

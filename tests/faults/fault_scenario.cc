@@ -38,6 +38,12 @@
 // prints "OK returned normally", which the driver rejects.
 //   redop_shm    allreduce sum vs max through shared memory
 //   root         broadcast root 0 vs root 1 (shared memory)
+//   root_small   broadcast root 0 vs root 1 on the default path (the small
+//                broadcast: both are roots and return), then a broadcast both
+//                root at 0 (rank 1 must raise there: its pending check as a
+//                root; never take the first call's data as the second's),
+//                then finalize() (rank 0, root of both, raises there)
+//   root_small_fin  the mismatched broadcast, then finalize(): it raises
 //   extra        rank 1 calls one more allreduce than rank 0, which finalizes
 //   config_algo / config_strategy / config_cache: rank 1 runs with another
 //                BOOSTCOMM_ALGO / BOOSTCOMM_STRATEGY, rank 0 alone with
@@ -193,6 +199,18 @@ void runScenario(Communicator& comm, const std::string& scenario, int good, cons
     viaNative.algorithm = "native";
     comm.broadcast(View(v.data(), v.size(), DataType::kFloat32), rank == 1 ? 1 : 0,
                    scenario == "root" ? viaShm : viaNative);
+  } else if (scenario == "root_small" || scenario == "root_small_fin") {
+    std::vector<float> v(1000, static_cast<float>(rank + 1));
+    comm.broadcast(View(v.data(), v.size(), DataType::kFloat32), rank == 1 ? 1 : 0);
+    if (v[999] != static_cast<float>(rank + 1)) std::printf("rank %d: WRONG root's buffer changed\n", rank);
+    if (scenario == "root_small_fin") {
+      comm.finalize();
+      return;
+    }
+    v.assign(v.size(), rank == 0 ? 7.0f : -1.0f);
+    comm.broadcast(View(v.data(), v.size(), DataType::kFloat32), 0);
+    if (v[0] != 7.0f) std::printf("rank %d: WRONG second broadcast gave %g\n", rank, v[0]);
+    comm.finalize();  // rank 0 roots both: it checks them in a batch, or here
   } else if (scenario == "extra") {
     if (rank == 1) goodCalls(comm, 1, "");
     comm.finalize();

@@ -1,4 +1,4 @@
-// The shared-memory small allreduce (src/shm/small_allreduce.cc): blocking
+// The shared-memory small allreduce (src/shm/small_collective.cc): blocking
 // allreduces up to BOOSTCOMM_SHM_SMALL_BYTES on a one-node communicator,
 // where the selection says native or shm. Under mpirun; own main, non-zero exit
 // when any rank saw a failure.
