@@ -107,9 +107,14 @@ const AlgorithmInfo& SelectionMap::choose(const CollectiveSpec& spec) const {
 }
 
 std::size_t SelectionMap::topChoiceUpTo(const AlgorithmInfo& algorithm) const {
+  return topChoiceUpTo(algorithm.collective, {&algorithm});
+}
+
+std::size_t SelectionMap::topChoiceUpTo(Collective coll, std::initializer_list<const AlgorithmInfo*> algorithms) const {
   std::size_t upTo = 0;
-  for (const SelectionRange& r : ranges(algorithm.collective)) {
-    if (r.top() != &algorithm) break;
+  for (const SelectionRange& r : ranges(coll)) {
+    const AlgorithmInfo* top = r.top();
+    if (top == nullptr || std::find(algorithms.begin(), algorithms.end(), top) == algorithms.end()) break;
     upTo = r.maxBytes;
   }
   return upTo;

@@ -36,6 +36,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,6 +82,9 @@ class SelectionMap {
   // Largest B such that `algorithm` is the top choice for every payload in
   // [0, B] of its collective; 0 when it is not the top choice at 0 bytes.
   std::size_t topChoiceUpTo(const AlgorithmInfo& algorithm) const;
+  // The same for a set: every top choice in [0, B] is one of `algorithms`
+  // (null entries ignored), all of collective `coll`.
+  std::size_t topChoiceUpTo(Collective coll, std::initializer_list<const AlgorithmInfo*> algorithms) const;
   // "allreduce: [0, 4095] native (table); [4096, inf] ring (tuned, table: shm)" ...
   std::string describe() const;
 

@@ -274,11 +274,9 @@ void CommunicatorImpl::checkConsistency(const CollectiveSpec& spec) {
   }
 }
 
-const AlgorithmInfo& CommunicatorImpl::prepare(const CallArgs& args, const CallOptions& options) {
-  checkUsable();
-  CollectiveSpec& spec = spec_;
+void CommunicatorImpl::validate(const CallArgs& args) {
   try {
-    validateAndDescribe(args, rank_, size_, spec);
+    validateAndDescribe(args, rank_, size_, spec_);
   } catch (const Error& e) {
     // Peers that entered this call wait for us: say in our call status that
     // it was rejected here, so they report it instead of waiting out the
@@ -290,6 +288,12 @@ const AlgorithmInfo& CommunicatorImpl::prepare(const CallArgs& args, const CallO
     }
     throw;
   }
+}
+
+const AlgorithmInfo& CommunicatorImpl::prepare(const CallArgs& args, const CallOptions& options) {
+  checkUsable();
+  CollectiveSpec& spec = spec_;
+  validate(args);
   auto describe = [&] {
     spec.chunkBytes = chunkBytes_;
     spec.maxChunks = maxChunks_;
@@ -385,10 +389,13 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
   }
   // Small broadcasts this rank roots are checked in batches; any other call
   // checks them first (verifyPendingRoot).
-  if (rootPendingFrom_ != 0 &&
-      !(small && args.collective == Collective::kBroadcast && args.root == rank_ &&
-        sequence_ + 1 - rootPendingFrom_ < kRootPendingBatch)) {
-    verifyPendingRoot();
+  if (rootPendingFrom_ != 0) {
+    const bool rootAgain = small && args.collective == Collective::kBroadcast && args.root == rank_;
+    if (!rootAgain) {
+      verifyPendingRoot();
+    } else if (sequence_ + 1 - rootPendingFrom_ >= kRootPendingBatch) {
+      verifyPendingRoot(/*complete=*/false);
+    }
   }
   const std::uint64_t fingerprintCount =
       args.collective == Collective::kAllgather ? count * static_cast<std::size_t>(size_) : count;
@@ -554,7 +561,7 @@ void CommunicatorImpl::runSmall(const CallArgs& args, std::size_t count, const c
   core::raise(ErrorCategory::kMismatch, rank_, core::describeMismatch(rank_, fingerprint, culprit, theirs, sequence_));
 }
 
-void CommunicatorImpl::verifyPendingRoot() {
+void CommunicatorImpl::verifyPendingRoot(bool complete) {
   // The root of small broadcasts [from, sequence_) returned without reading
   // anything; its receivers published their fingerprints before they read
   // its entries, and by now (kRootPendingBatch calls later, or its next
@@ -564,12 +571,20 @@ void CommunicatorImpl::verifyPendingRoot() {
   // themselves for it: each finds the other here. Their entries are found
   // by sequence (shm/small_collective.cc), so no later call can take the
   // data of a call the ranks disagreed on.
-  // The batch costs one line per peer: their digest of every call through
-  // the last one (StallInspector::digestsAgree); only where it differs (or
-  // a peer is behind) is it checked call by call, to name the call.
+  // A batch costs one line per peer: its digest of every call through its
+  // latest one (StallInspector::agreedThrough). Calls a receiver has not
+  // reached stay pending, unless `complete`: a root that waited for its
+  // receivers to catch up would lose the lead the ring gives it. Only
+  // where a digest differs (or a receiver is far behind) are the calls
+  // checked one by one, to name the call.
   const std::uint64_t from = rootPendingFrom_ - 1;
+  const std::uint64_t last = sequence_ - 1;
+  const std::uint64_t agreed = inspector_->agreedThrough(complete ? last : from, last);
+  if (agreed != 0) {
+    rootPendingFrom_ = agreed > last ? 0 : agreed + 1;
+    return;
+  }
   rootPendingFrom_ = 0;
-  if (inspector_->digestsAgree(sequence_ - 1)) return;
   for (std::uint64_t seq = from; seq < sequence_; ++seq) inspector_->prefetchPeers(seq);
   for (std::uint64_t seq = from; seq < sequence_; ++seq) {
     verifyNativeReturn(seq, "seen by the broadcast's root when it checked its receivers, calls later");
@@ -678,9 +693,26 @@ bool CommunicatorImpl::tryFastAllreduce(const CallArgs& args, const CallOptions&
   return runNativeDirectly(args, recv.count, options);
 }
 
+bool CommunicatorImpl::tryFastSmall(const CallArgs& args, const CallOptions& options) {
+  const FastSmall& fast = fastSmall_[static_cast<std::size_t>(args.collective)];
+  if (fast.small == 0 || args.listed() || args.varying || !options.algorithm.empty() || options.wire.has_value() ||
+      finalized_ || engine_->failure() || inspector_->unusable() || !engine_->idle()) {
+    return false;
+  }
+  // The map's payload (CollectiveSpec::payloadBytes) before validation:
+  // the larger buffer (reduce_scatter's send, allgather's recv).
+  const std::size_t count = std::max(args.send.count, args.recv.count);
+  const unsigned dtype = static_cast<unsigned>(args.recv.dtype);
+  if (dtype >= kNumDataTypes || count > fast.small / dataTypeSize(args.recv.dtype)) return false;
+  validate(args);  // a bad argument raises here as on the general path
+  if (spec_.payloadBytes() > fast.native && !takesSmall(args, spec_.count, options)) return false;
+  return runNativeDirectly(args, spec_.count, options);
+}
+
 void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
   executor::EngineLock lock(*engine_);
   if (fastNativeMaxBytes_ > 0 && !args.listed() && tryFastAllreduce(args, options)) return;
+  if (tryFastSmall(args, options)) return;
   const AlgorithmInfo& algo = prepare(args, options);
   const OnlineSelection::Trial trial = trial_;
   const auto start = std::chrono::steady_clock::now();

@@ -143,8 +143,16 @@ class CommunicatorImpl {
   // backend takes ~0.3 us here, so every 10 ns of ours is 3%). False when the
   // call needs the general path, which then also reports any bad argument.
   bool tryFastAllreduce(const CallArgs& args, const CallOptions& options);
+  // The same door for a small blocking broadcast, allgather or
+  // reduce_scatter (fastSmall_): validated as every call is, then run as a
+  // small collective (or native where the map says so) without selection.
+  // False when the call needs the general path.
+  bool tryFastSmall(const CallArgs& args, const CallOptions& options);
+  // validateAndDescribe into spec_; a call it rejects is recorded as such
+  // in this rank's call status before the error propagates.
+  void validate(const CallArgs& args);
   // Merges the selection layers into selection_ and derives
-  // fastNativeMaxBytes_ from it; after every change of a setting.
+  // fastNativeMaxBytes_ and fastSmall_ from it; after every change of a setting.
   void rebuildSelection();
   // The one door from a blocking native call to the backend's blocking
   // collective, or to the small allreduce (native or shm selected, no
@@ -173,8 +181,10 @@ class CommunicatorImpl {
   void verifyNativeReturn(std::uint64_t seq,
                           const char* seen = "seen when the backend call returned; its result is not valid");
   // The pending check of the small broadcasts this rank rooted (rootPendingFrom_):
-  // at its next call (runNativeDirectly, launch) and at finalize.
-  void verifyPendingRoot();
+  // at its next call (runNativeDirectly, launch) and at finalize, all of
+  // them (`complete`); at a further small broadcast it roots after
+  // kRootPendingBatch of them, those its receivers have reached.
+  void verifyPendingRoot(bool complete = true);
   // Binds spec_'s schedule to the call's buffers and queues it on the engine.
   std::uint64_t launch(const algorithms::AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options,
                        bool blocking, std::shared_ptr<WorkState> work);
@@ -235,6 +245,13 @@ class CommunicatorImpl {
   algorithms::SelectionTable userSelection_;  // BOOSTCOMM_SELECTION's rules only (the "selection" layer)
   algorithms::SelectionMap selection_;  // every layer merged (rebuildSelection)
   std::size_t fastNativeMaxBytes_ = 0;  // allreduce payloads up to this go straight to the backend
+  // Per collective, the payloads tryFastSmall takes: up to `native` the
+  // map's top choice is native, up to `small` native or shm (0: none).
+  struct FastSmall {
+    std::size_t native = 0;
+    std::size_t small = 0;
+  };
+  std::array<FastSmall, kNumCollectives> fastSmall_{};
   // Of those, payloads up to this run as the shm engine's small allreduce
   // (BOOSTCOMM_SHM_SMALL_BYTES, capped by the engine; 0 without an engine).
   std::size_t smallAllreduceBytes_ = 0;

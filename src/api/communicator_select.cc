@@ -128,11 +128,27 @@ void CommunicatorImpl::rebuildSelection() {
   // check or a default deadline needs the general path for every call, and so
   // does every call until the first one ran its setup (prepare: firstCallSetup).
   fastNativeMaxBytes_ = 0;
+  fastSmall_ = {};
   if (checkConsistency_ || explicitTimeout_ || configAgreementPending_) return;
   const AlgorithmInfo* native = algorithms::findAlgorithm(Collective::kAllreduce, "native");
   fastNativeMaxBytes_ = std::min<std::size_t>(selection_.topChoiceUpTo(*native), static_cast<std::size_t>(INT_MAX));
   // Sizes that online selection may still try must reach onlineChoice().
-  if (model_ && online_.enabled()) fastNativeMaxBytes_ = std::min(fastNativeMaxBytes_, OnlineSelection::kMinBytes - 1);
+  const std::size_t onlineFloor = model_ && online_.enabled() ? OnlineSelection::kMinBytes - 1 : kAnyBytes;
+  fastNativeMaxBytes_ = std::min(fastNativeMaxBytes_, onlineFloor);
+  // The small collectives' door (tryFastSmall): what the small path may
+  // replace (native or shm), within the slot.
+  if (smallAllreduceBytes_ == 0) return;
+  for (Collective c : {Collective::kBroadcast, Collective::kAllgather, Collective::kReduceScatter}) {
+    const AlgorithmInfo* nat = algorithms::findAlgorithm(c, "native");
+    const AlgorithmInfo* shm = algorithms::findAlgorithm(c, "shm");
+    if (nat == nullptr || !algoOverride_[static_cast<std::size_t>(c)].empty()) continue;
+    FastSmall& fast = fastSmall_[static_cast<std::size_t>(c)];
+    // An allgather's slot holds one rank's block of the payload.
+    const std::size_t slot = c == Collective::kAllgather ? smallAllreduceBytes_ * static_cast<std::size_t>(size_)
+                                                         : smallAllreduceBytes_;
+    fast.small = std::min({selection_.topChoiceUpTo(c, {nat, shm}), slot, onlineFloor});
+    fast.native = std::min(selection_.topChoiceUpTo(*nat), fast.small);
+  }
 }
 
 const AlgorithmInfo* CommunicatorImpl::onlineChoice(const CollectiveSpec& spec, const CallOptions& options) {

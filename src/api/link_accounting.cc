@@ -26,6 +26,7 @@ void LinkAccounting::configure(const algorithms::NodeLayout& layout, int rank) {
   layout_ = &layout;
   rank_ = rank;
   cache_.clear();
+  lastKey_ = Key{-1, 0, 0, 0, 0};
   meter_.configure(layout.nodeOfRank, rank,
                    [this](const executor::NativeCall& call, int comm, DataType dtype) { return model(call, comm, dtype); });
   meter_.setEnabled(core::tunableBool(core::kTunableLinkStats));
@@ -33,10 +34,17 @@ void LinkAccounting::configure(const algorithms::NodeLayout& layout, int rank) {
 
 executor::LevelBytes LinkAccounting::model(const executor::NativeCall& call, int comm, DataType dtype) {
   const Key key{static_cast<int>(call.collective), call.count, static_cast<int>(dtype), call.root, comm};
-  if (auto it = cache_.find(key); it != cache_.end()) return it->second;
-  if (cache_.size() >= kMaxCachedShapes) cache_.clear();
-  const executor::LevelBytes bytes = algorithms::nativeLinkBytes(call, comm, dtype, *layout_, rank_);
-  cache_.emplace(key, bytes);
+  if (key == lastKey_) return lastBytes_;
+  executor::LevelBytes bytes;
+  if (auto it = cache_.find(key); it != cache_.end()) {
+    bytes = it->second;
+  } else {
+    if (cache_.size() >= kMaxCachedShapes) cache_.clear();
+    bytes = algorithms::nativeLinkBytes(call, comm, dtype, *layout_, rank_);
+    cache_.emplace(key, bytes);
+  }
+  lastKey_ = key;
+  lastBytes_ = bytes;
   return bytes;
 }
 

@@ -30,6 +30,10 @@ class LinkAccounting {
   const algorithms::NodeLayout* layout_ = nullptr;
   int rank_ = 0;
   std::map<Key, executor::LevelBytes> cache_;
+  // The latest shape looked up, before the map: a loop of one call shape
+  // (a training step's small calls, a benchmark) costs a compare, not a find.
+  Key lastKey_{-1, 0, 0, 0, 0};
+  executor::LevelBytes lastBytes_{};
 };
 
 }  // namespace boostcomm::detail

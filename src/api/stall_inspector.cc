@@ -142,17 +142,24 @@ std::string StallInspector::verifyReturned(std::uint64_t seq) const {
   return {};
 }
 
-bool StallInspector::digestsAgree(std::uint64_t seq) const {
-  const std::uint64_t digest = own_->digestOf(seq);
-  if (digest == 0) return false;
+std::uint64_t StallInspector::agreedThrough(std::uint64_t least, std::uint64_t last) const {
+  std::uint64_t agreed = last + 1;
   for (const CallStatus* peer : peers_) {
-    if (peer == nullptr || peer == own_ || peer->holdsDigest(seq, digest)) continue;  // the common case
-    const auto limit = std::chrono::steady_clock::now() + std::chrono::microseconds(kRootWaitUs);
-    while (peer->started.load(std::memory_order_acquire) <= seq && std::chrono::steady_clock::now() < limit)
-      std::this_thread::yield();
-    if (!peer->holdsDigest(seq, digest)) return false;
+    if (peer == nullptr || peer == own_) continue;
+    std::uint64_t started = peer->started.load(std::memory_order_acquire);
+    if (started <= least) {
+      const auto limit = std::chrono::steady_clock::now() + std::chrono::microseconds(kRootWaitUs);
+      while ((started = peer->started.load(std::memory_order_acquire)) <= least &&
+             std::chrono::steady_clock::now() < limit)
+        std::this_thread::yield();
+      if (started <= least) return 0;
+    }
+    const std::uint64_t q = std::min(started - 1, last);
+    const std::uint64_t digest = own_->digestOf(q);
+    if (digest == 0 || !peer->holdsDigest(q, digest)) return 0;
+    agreed = std::min(agreed, q + 1);
   }
-  return true;
+  return agreed;
 }
 
 void StallInspector::check(std::chrono::steady_clock::duration waited) {

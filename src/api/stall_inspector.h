@@ -73,12 +73,14 @@ class StallInspector final : public executor::WaitMonitor {
   // root depends on nobody: it waits for its peers' fingerprints at most
   // kRootWaitUs (a peer that is later than that is left to the watchdog).
   std::string verifyReturned(std::uint64_t seq) const;
-  // Whether every node peer's entry of call `seq` carries this rank's digest
-  // of its calls through `seq` (FlightEntry::digest): then those calls all
-  // matched, checked with one line per peer. A peer that has not started
-  // `seq` is waited for at most kRootWaitUs. False where a digest differs or
-  // a peer stayed behind: verifyReturned, call by call, then says which.
-  bool digestsAgree(std::uint64_t seq) const;
+  // How far every node peer's calls are known to equal this rank's, up to
+  // call `last`: each peer's latest started call q, checked by its digest
+  // of every call through q (FlightEntry::digest): one line per peer, and
+  // no wait for a peer that is behind, unless it has not started call
+  // `least` (waited for at most kRootWaitUs). Returns the smallest such
+  // q + 1 over the peers, or 0 where a digest differs or a peer stayed
+  // behind `least`: verifyReturned, call by call, then says which.
+  std::uint64_t agreedThrough(std::uint64_t least, std::uint64_t last) const;
   // Starts fetching the node peers' entries of call `seq` into this core's
   // cache, so verifyReturned finds them there (a peer's entry is a cache
   // line transfer, ~0.15 us on these VMs, otherwise paid after the call).
