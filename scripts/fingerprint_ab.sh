@@ -27,13 +27,21 @@ latency() {  # ns, or 0 when there is no probe or it printed nothing
   [[ -x "$probe" ]] && { v=$("$probe" 0.5 2>/dev/null | awk '/^core_latency:/ {print $7}') || v=""; }
   [[ $v =~ ^[0-9]+$ ]] && echo "$v" || echo 0
 }
+# Times come from the bench's JSON (--output; full precision: the table's
+# two decimals are a 3% step at 0.3 us), as "BYTES - ALGORITHM TIME_US".
+json=$(mktemp)
+trap 'rm -f "$json"' EXIT
 for _ in $(seq "$rounds"); do
   before=$(latency)
-  out=$(mpirun -np "$ranks" "${export_fp[@]}" "$root/build/tools/boostcomm" bench --interleave --fingerprints-ab "$@" |
-    grep -E '^ +[0-9]+[KM]? +[0-9]+ +[a-z_:]+(@nofp)? ' || true)
+  rm -f "$json"
+  mpirun -np "$ranks" "${export_fp[@]}" "$root/build/tools/boostcomm" bench --interleave --fingerprints-ab \
+    --output "$json" "$@" >/dev/null || true
   after=$(latency)
   echo "round $before $after"
-  echo "$out"
+  [[ -s "$json" ]] && python3 -c '
+import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    print(r["bytes"], "-", r["algorithm"], r["time_us"])' "$json"
 done | python3 -c '
 import collections, statistics as st, sys
 rounds = []  # per round: (mode, {(size, algo): time})
@@ -56,8 +64,8 @@ def summary(selected, label):
         v = [t[(size, algo)] for t in both]
         off = [t[(size, algo + "@nofp")] for t in both]
         r = [a / b - 1 for a, b in zip(v, off)]
-        print(f"{label:>5} {size:>6} {algo:10} fp {st.median(v):8.2f} us  nofp {st.median(off):8.2f} us  "
-              f"median ratio {100 * st.median(r):+5.1f}%  rounds " + " ".join(f"{100 * x:+.0f}" for x in r))
+        print(f"{label:>5} {size:>6} {algo:10} fp {st.median(v):8.3f} us  nofp {st.median(off):8.3f} us  "
+              f"median ratio {100 * st.median(r):+5.1f}%  rounds " + " ".join(f"{100 * x:+.1f}" for x in r))
 print("# modes of the rounds: " + " ".join(m for m, _ in rounds))
 summary(rounds, "all")
 for mode in ("fast", "slow", "mixed"):
