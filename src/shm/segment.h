@@ -63,36 +63,33 @@ struct alignas(kLineBytes) Descriptor {
   std::uint64_t fingerprintCount = 0;
 };
 
-// Slots of the small allreduce (small_collective.cc), two per rank: call
-// number q uses slot q % 2. The first line holds the call's sequence and
-// fingerprint beside the first 32 bytes of data, so a peer reads a small
-// call's check and data in one line transfer; the fingerprint costs no
-// extra message and no extra read.
-inline constexpr std::size_t kSmallAllreduceBytes = 32768;
-struct alignas(kLineBytes) SmallSlot {
+// A small collective's payload beside its call's sequence and fingerprint
+// (small_collective.cc): the first line holds both with the first 32 bytes
+// of data, so a peer reads a small call's check and data in one line
+// transfer; the fingerprint costs no extra message and no extra read.
+template <std::size_t Bytes>
+struct alignas(kLineBytes) TaggedSlot {
   std::atomic<std::uint64_t> tag{0};  // sequence + 1 of the call held, stored last (release)
   std::uint64_t word = 0;             // its Fingerprint::word()
   std::uint64_t count = 0;            // its element count
   std::uint64_t reserved = 0;
-  char data[kSmallAllreduceBytes];
+  char data[Bytes];
 };
+
+// Slots of the small collectives, two per rank: call number q uses slot q % 2.
+inline constexpr std::size_t kSmallAllreduceBytes = 32768;
+using SmallSlot = TaggedSlot<kSmallAllreduceBytes>;
 static_assert(offsetof(SmallSlot, data) == 32);
 
-// The small broadcast's ring (small_collective.cc): payloads up to
-// kBroadcastRingBytes, call q in entry q % kBroadcastRingEntries of the
-// root. A root reuses an entry only once every rank has started a later
-// call than the one it held, so a root may run that many calls ahead of its
-// receivers, as the backend's eager messages let it (two slots held it in
-// step with them: 2.5x slower than MPI_Bcast at 8-128 B).
+// The small broadcast's ring: payloads up to kBroadcastRingBytes, call q in
+// entry q % kBroadcastRingEntries of the root. A root reuses an entry only
+// once every rank has started a later call than the one it held, so a root
+// may run that many calls ahead of its receivers, as the backend's eager
+// messages let it (two slots held it in step with them: 2.5x slower than
+// MPI_Bcast at 8-128 B).
 inline constexpr std::size_t kBroadcastRingEntries = 16;
 inline constexpr std::size_t kBroadcastRingBytes = 224;
-struct alignas(kLineBytes) BroadcastEntry {
-  std::atomic<std::uint64_t> tag{0};  // sequence + 1 of the call held, stored last (release)
-  std::uint64_t word = 0;             // its Fingerprint::word()
-  std::uint64_t count = 0;            // its element count
-  std::uint64_t reserved = 0;
-  char data[kBroadcastRingBytes];
-};
+using BroadcastEntry = TaggedSlot<kBroadcastRingBytes>;
 static_assert(sizeof(BroadcastEntry) == 4 * kLineBytes);
 
 struct RankControl {

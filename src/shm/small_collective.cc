@@ -66,6 +66,26 @@ class Waiter {
   std::uint32_t spins_ = 0;
 };
 
+// Writes this rank's input (`bytes` of `data`) and the call's fingerprint
+// into `slot`, its tag last (release).
+template <std::size_t Bytes>
+void publishSlot(TaggedSlot<Bytes>& slot, const transport::SmallCall& call, const void* data, std::size_t bytes) {
+  slot.word = call.fingerprint.word();
+  slot.count = call.fingerprint.count;
+  if (bytes > 0) std::memcpy(slot.data, data, bytes);
+  slot.tag.store(call.sequence + 1, std::memory_order_release);
+}
+
+// Waits until `slot` holds the call; whether its fingerprint differs from
+// the call's (then in `theirs`; never with call.compare false).
+template <std::size_t Bytes>
+bool differs(const TaggedSlot<Bytes>& slot, const transport::SmallCall& call, Waiter& wait, core::Fingerprint& theirs) {
+  while (slot.tag.load(std::memory_order_acquire) != call.sequence + 1) wait();
+  if (!call.compare || (slot.word == call.fingerprint.word() && slot.count == call.fingerprint.count)) return false;
+  theirs = core::Fingerprint::fromWord(slot.word, slot.count);
+  return true;
+}
+
 }  // namespace
 
 std::size_t ShmEngine::smallAllreduceAutoBytes() const {
@@ -98,7 +118,6 @@ int ShmEngine::smallCollective(const transport::SmallCall& call, core::Fingerpri
   const std::size_t parity = call.sequence % 2;
   const std::uint64_t tag = call.sequence + 1;
   Waiter wait(poll);
-  SmallSlot& mine = control(rank_).small[parity];
 
   if (broadcast && call.count * elementBytes <= kBroadcastRingBytes) {
     // The broadcast ring: the root writes its entry of the call and returns;
@@ -106,22 +125,14 @@ int ShmEngine::smallCollective(const transport::SmallCall& call, core::Fingerpri
     // everywhere (every rank has started a later one) before its reuse.
     const std::size_t index = call.sequence % kBroadcastRingEntries;
     if (writes) {
-      BroadcastEntry& entry = control(rank_).broadcastRing[index];
       const std::uint64_t previous = broadcastRingUse_[index];
       if (previous != 0) awaitAllStarted(previous + 1, wait);
-      entry.word = call.fingerprint.word();
-      entry.count = call.fingerprint.count;
-      if (bytes > 0) std::memcpy(entry.data, call.recv, bytes);
-      entry.tag.store(tag, std::memory_order_release);
+      publishSlot(control(rank_).broadcastRing[index], call, call.recv, bytes);
       broadcastRingUse_[index] = tag;
       return -1;
     }
     const BroadcastEntry& entry = control(call.root).broadcastRing[index];
-    while (entry.tag.load(std::memory_order_acquire) != tag) wait();
-    if (call.compare && (entry.word != call.fingerprint.word() || entry.count != call.fingerprint.count)) {
-      theirs = core::Fingerprint::fromWord(entry.word, entry.count);
-      return call.root;
-    }
+    if (differs(entry, call, wait, theirs)) return call.root;
     if (call.count > 0) std::memcpy(call.recv, entry.data, call.count * elementBytes);
     if (size_ == 2) smallAllStarted_ = std::max(smallAllStarted_, tag);
     return -1;
@@ -132,24 +143,14 @@ int ShmEngine::smallCollective(const transport::SmallCall& call, core::Fingerpri
     // started a later one (CallStatus::started > that call's sequence + 1).
     const std::uint64_t previous = smallSlotUse_[parity];
     if (previous != 0) awaitAllStarted(previous + 1, wait);
-    mine.word = call.fingerprint.word();
-    mine.count = call.fingerprint.count;
-    if (bytes > 0) std::memcpy(mine.data, broadcast ? call.recv : call.send, bytes);
-    mine.tag.store(tag, std::memory_order_release);
+    publishSlot(control(rank_).small[parity], call, broadcast ? call.recv : call.send, bytes);
     smallSlotUse_[parity] = tag;
   }
   if (broadcast && writes) return -1;  // the root's data is its own; its check comes later
 
-  const std::uint64_t word = call.fingerprint.word();
-  const std::uint64_t count = call.fingerprint.count;
   for (int r = 0; r < size_; ++r) {
     if (r == rank_ || (broadcast && r != call.root)) continue;
-    const SmallSlot& peer = control(r).small[parity];
-    while (peer.tag.load(std::memory_order_acquire) != tag) wait();
-    if (call.compare && (peer.word != word || peer.count != count)) {
-      theirs = core::Fingerprint::fromWord(peer.word, peer.count);
-      return r;
-    }
+    if (differs(control(r).small[parity], call, wait, theirs)) return r;
   }
   // Every rank has started this call when every peer's slot was read.
   if (!broadcast || size_ == 2) smallAllStarted_ = std::max(smallAllStarted_, tag);

@@ -6,11 +6,15 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "boostcomm/communicator.h"
+#include "boostcomm/error.h"
 
 namespace boostcomm::testing {
 
@@ -45,5 +49,51 @@ class MpiReport {
   Communicator& comm_;
   int failures_ = 0;
 };
+
+// Runs `call`, a collective that ranks make differently: it must raise
+// Error{kMismatch} whose words contain every one of `words`; anything else
+// is a failure named `name`. Then finalizes `comm` (a mismatch leaves it
+// unusable; its finalize may report the failure again).
+inline void expectMismatch(MpiReport& report, Communicator& comm, const std::string& name,
+                           const std::function<void()>& call, const std::vector<std::string>& words) {
+  try {
+    call();
+    report.fail(name + " mismatch: no error");
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    const bool named = std::all_of(words.begin(), words.end(),
+                                   [&](const std::string& w) { return what.find(w) != std::string::npos; });
+    if (e.category() != ErrorCategory::kMismatch || !named) report.fail(name + " mismatch: unexpected error: " + what);
+  }
+  try {
+    comm.finalize();
+  } catch (const Error&) {
+    // finalize of a failed communicator may report the failure again
+  }
+}
+
+// The main of a test of the shared-memory engine's paths: MPI initialised
+// here (finalizing a communicator does not end it), `sections` run on a
+// world communicator with a report, or SKIPPED where the engine is off
+// (BOOSTCOMM_SHM=0). Returns the exit code.
+inline int runShmTest(int argc, char** argv, const std::function<void(MpiReport&, Communicator&)>& sections) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rc = 0;
+  {
+    auto comm = Communicator::createMpiWorld();
+    const std::vector<std::string> algos = comm->algorithms(Collective::kAllreduce);
+    if (std::find(algos.begin(), algos.end(), "shm") == algos.end()) {
+      if (comm->rank() == 0) std::printf("SKIPPED: no shared-memory engine (BOOSTCOMM_SHM=0?)\n");
+      comm->finalize();
+    } else {
+      MpiReport report(*comm);
+      sections(report, *comm);
+      rc = report.finish();
+    }
+  }
+  MPI_Finalize();
+  return rc;
+}
 
 }  // namespace boostcomm::testing

@@ -189,55 +189,29 @@ void mismatch(const char* name, DataType theirType, std::size_t theirCount, Redu
   const DataType dtype = culprit ? theirType : DataType::kFloat32;
   const std::size_t count = culprit ? theirCount : 8;
   const ReduceOp op = culprit ? theirOp : ReduceOp::kSum;
-  try {
-    comm->allreduce(ConstView(in.data(), count, dtype), View(out.data(), count, dtype), op);
-    fail(*comm, std::string(name) + " mismatch: no error");
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    if (e.category() != ErrorCategory::kMismatch || what.find(mineWords) == std::string::npos ||
-        what.find(theirWords) == std::string::npos) {
-      fail(*comm, std::string(name) + " mismatch: unexpected error: " + what);
-    }
-  }
-  try {
-    comm->finalize();
-  } catch (const Error&) {
-    // finalize of a failed communicator may report the failure again
-  }
+  expectMismatch(
+      *gReport, *comm, name,
+      [&] { comm->allreduce(ConstView(in.data(), count, dtype), View(out.data(), count, dtype), op); },
+      {mineWords, theirWords});
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  // MPI is ours, so that finalizing a communicator does not end it.
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  int rc = 0;
-  {
-    auto comm = Communicator::createMpiWorld();
-    MpiReport report(*comm);
+  return runShmTest(argc, argv, [](MpiReport& report, Communicator&) {
     gReport = &report;
-    const std::vector<std::string> algos = comm->algorithms(Collective::kAllreduce);
-    if (std::find(algos.begin(), algos.end(), "shm") == algos.end()) {
-      if (comm->rank() == 0) std::printf("SKIPPED: no shared-memory engine (BOOSTCOMM_SHM=0?)\n");
-      comm->finalize();
-    } else {
-      report.section("path", pathTaken);
-      report.section("sweep", sweep);
-      report.section("reuse", reuse);
-      report.section("deadline on one rank", deadlineOnOneRank);
-      report.section("op", [](Communicator&) {
-        mismatch("op", DataType::kFloat32, 8, ReduceOp::kMax, "allreduce float32 x8 sum", "allreduce float32 x8 max");
-      });
-      report.section("dtype", [](Communicator&) {
-        mismatch("dtype", DataType::kInt32, 8, ReduceOp::kSum, "allreduce float32 x8 sum", "allreduce int32 x8 sum");
-      });
-      report.section("count", [](Communicator&) {
-        mismatch("count", DataType::kFloat32, 9, ReduceOp::kSum, "allreduce float32 x8 sum", "allreduce float32 x9 sum");
-      });
-      rc = report.finish();
-    }
-  }
-  MPI_Finalize();
-  return rc;
+    report.section("path", pathTaken);
+    report.section("sweep", sweep);
+    report.section("reuse", reuse);
+    report.section("deadline on one rank", deadlineOnOneRank);
+    report.section("op", [](Communicator&) {
+      mismatch("op", DataType::kFloat32, 8, ReduceOp::kMax, "allreduce float32 x8 sum", "allreduce float32 x8 max");
+    });
+    report.section("dtype", [](Communicator&) {
+      mismatch("dtype", DataType::kInt32, 8, ReduceOp::kSum, "allreduce float32 x8 sum", "allreduce int32 x8 sum");
+    });
+    report.section("count", [](Communicator&) {
+      mismatch("count", DataType::kFloat32, 9, ReduceOp::kSum, "allreduce float32 x8 sum", "allreduce float32 x9 sum");
+    });
+  });
 }

@@ -202,56 +202,32 @@ void mismatch(const char* name, std::size_t theirCount, DataType theirType, int 
   const std::size_t count = culprit ? theirCount : 8;
   const DataType dtype = culprit ? theirType : DataType::kFloat32;
   const int root = culprit ? theirRoot : 0;
-  try {
-    comm->broadcast(View(data.data(), count, dtype), root);
-    comm->allreduce(std::span<const float>(warm), std::span<float>(warm), ReduceOp::kSum);
-    fail(*comm, std::string(name) + " mismatch: no error");
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    if (e.category() != ErrorCategory::kMismatch || what.find("broadcast float32 x8 root 0") == std::string::npos ||
-        what.find(theirWords) == std::string::npos) {
-      fail(*comm, std::string(name) + " mismatch: unexpected error: " + what);
-    }
-  }
-  try {
-    comm->finalize();
-  } catch (const Error&) {
-    // finalize of a failed communicator may report the failure again
-  }
+  expectMismatch(
+      *gReport, *comm, name,
+      [&] {
+        comm->broadcast(View(data.data(), count, dtype), root);
+        comm->allreduce(std::span<const float>(warm), std::span<float>(warm), ReduceOp::kSum);
+      },
+      {"broadcast float32 x8 root 0", theirWords});
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  // MPI is ours, so that finalizing a communicator does not end it.
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  int rc = 0;
-  {
-    auto comm = Communicator::createMpiWorld();
-    MpiReport report(*comm);
+  return runShmTest(argc, argv, [](MpiReport& report, Communicator& comm) {
     gReport = &report;
-    const std::vector<std::string> algos = comm->algorithms(Collective::kAllreduce);
-    if (std::find(algos.begin(), algos.end(), "shm") == algos.end()) {
-      if (comm->rank() == 0) std::printf("SKIPPED: no shared-memory engine (BOOSTCOMM_SHM=0?)\n");
-      comm->finalize();
-    } else {
-      report.section("path", pathTaken);
-      report.section("sweep", sweep);
-      report.section("ring reuse", ringReuse);
-      const int last = comm->size() - 1;
-      report.section("count", [](Communicator&) {
-        mismatch("count", 9, DataType::kFloat32, 0, "broadcast float32 x9 root 0");
-      });
-      report.section("dtype", [](Communicator&) {
-        mismatch("dtype", 8, DataType::kInt32, 0, "broadcast int32 x8 root 0");
-      });
-      report.section("root", [last](Communicator&) {
-        mismatch("root", 8, DataType::kFloat32, last, "broadcast float32 x8 root " + std::to_string(last));
-      });
-      rc = report.finish();
-    }
-  }
-  MPI_Finalize();
-  return rc;
+    report.section("path", pathTaken);
+    report.section("sweep", sweep);
+    report.section("ring reuse", ringReuse);
+    const int last = comm.size() - 1;
+    report.section("count", [](Communicator&) {
+      mismatch("count", 9, DataType::kFloat32, 0, "broadcast float32 x9 root 0");
+    });
+    report.section("dtype", [](Communicator&) {
+      mismatch("dtype", 8, DataType::kInt32, 0, "broadcast int32 x8 root 0");
+    });
+    report.section("root", [last](Communicator&) {
+      mismatch("root", 8, DataType::kFloat32, last, "broadcast float32 x8 root " + std::to_string(last));
+    });
+  });
 }
