@@ -20,12 +20,12 @@
 #include <cstdio>
 #include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "boostcomm/boostcomm.h"
 #include "common/collective_case.h"
 #include "common/mpi_report.h"
+#include "common/small_path.h"
 #include "common/test_data.h"
 
 namespace {
@@ -37,30 +37,10 @@ MpiReport* gReport = nullptr;
 
 void fail(const Communicator& /*comm*/, const std::string& what) { gReport->fail(what); }
 
-std::uint64_t fnv(const std::vector<unsigned char>& bytes) {
-  std::uint64_t h = 1469598103934665603ULL;
-  for (unsigned char b : bytes) h = (h ^ b) * 1099511628211ULL;
-  return h;
-}
-
-// Whether the flight recorder's latest entry ran as the small allreduce.
-bool lastRanSmall(const Communicator& comm) {
-  const std::string record = comm.flightRecord();
-  const std::size_t last = record.rfind("\"algorithm\"");
-  const std::string small = "\"algorithm\": \"shm_small\"";
-  return last != std::string::npos && record.compare(last, small.size(), small) == 0;
-}
-
-// The documented default limit (shm/engine.h, smallAllreduceAutoBytes).
-std::size_t limitBytes(const Communicator& comm) {
-  const unsigned threads = std::thread::hardware_concurrency();
-  if (threads > 0 && static_cast<unsigned>(comm.size()) > threads) return 32768;
-  return comm.size() == 2 ? 8192 : 4096;
-}
 
 void sweep(Communicator& comm) {
   for (DataType dtype : kAllDataTypes) {
-    const std::size_t limit = limitBytes(comm) / dataTypeSize(dtype);
+    const std::size_t limit = smallLimitBytes(comm) / dataTypeSize(dtype);
     for (ReduceOp op : kAllReduceOps) {
       for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{13}, std::size_t{31}, std::size_t{127},
                                 std::size_t{509}, limit - 1, limit, limit + 1}) {
@@ -75,15 +55,7 @@ void sweep(Communicator& comm) {
           const CaseOutcome out = runCase(comm, spec);
           if (!out.error.empty()) fail(comm, describe(spec, comm.size()) + ": " + out.error);
           // Every rank computes the whole reduction itself: same bits everywhere.
-          std::uint64_t mine = fnv(out.result);
-          std::vector<std::uint64_t> all(static_cast<std::size_t>(comm.size()));
-          MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
-          for (std::uint64_t h : all) {
-            if (h != mine) {
-              fail(comm, describe(spec, comm.size()) + ": results differ across ranks");
-              break;
-            }
-          }
+          if (!sameOnEveryRank(out.result)) fail(comm, describe(spec, comm.size()) + ": results differ across ranks");
         }
       }
     }
@@ -109,7 +81,7 @@ void pathTaken(Communicator& comm) {
   comm.allreduce(std::span<const float>(x), std::span<float>(y.data(), 1024), ReduceOp::kSum, shm);
   if (lastRanSmall(comm)) fail(comm, "an explicit shm ran as shm_small");
   // At the limit it runs, one element beyond it not.
-  const std::size_t limit = limitBytes(comm) / sizeof(float);
+  const std::size_t limit = smallLimitBytes(comm) / sizeof(float);
   std::vector<float> big(limit + 1, 1.0f), bigOut(limit + 1);
   comm.allreduce(std::span<const float>(big.data(), limit), std::span<float>(bigOut.data(), limit), ReduceOp::kSum);
   if (!lastRanSmall(comm)) fail(comm, std::to_string(limit * 4) + " bytes (the limit) did not run as shm_small");

@@ -20,12 +20,12 @@
 #include <cstdio>
 #include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "boostcomm/boostcomm.h"
 #include "common/collective_case.h"
 #include "common/mpi_report.h"
+#include "common/small_path.h"
 #include "common/test_data.h"
 
 namespace {
@@ -37,28 +37,6 @@ MpiReport* gReport = nullptr;
 
 void fail(const Communicator& /*comm*/, const std::string& what) { gReport->fail(what); }
 
-std::uint64_t fnv(const std::vector<unsigned char>& bytes) {
-  std::uint64_t h = 1469598103934665603ULL;
-  for (unsigned char b : bytes) h = (h ^ b) * 1099511628211ULL;
-  return h;
-}
-
-// The flight recorder's algorithm of this rank's latest call.
-std::string lastAlgorithm(const Communicator& comm) {
-  const std::string record = comm.flightRecord();
-  const std::string key = "\"algorithm\": \"";
-  const std::size_t at = record.rfind(key);
-  if (at == std::string::npos) return {};
-  const std::size_t from = at + key.size();
-  return record.substr(from, record.find('"', from) - from);
-}
-
-// The documented default slot limit (shm/engine.h, smallAllreduceAutoBytes).
-std::size_t limitBytes(const Communicator& comm) {
-  const unsigned threads = std::thread::hardware_concurrency();
-  if (threads > 0 && static_cast<unsigned>(comm.size()) > threads) return 32768;
-  return comm.size() == 2 ? 8192 : 4096;
-}
 
 constexpr std::size_t kRingBytes = 224;  // shm/segment.h, kBroadcastRingBytes
 
@@ -86,7 +64,7 @@ void pathTaken(Communicator& comm) {
   expectPath(comm, "a reduce_scatter of 8 floats per rank", true);
   if (y[7] != static_cast<float>(n)) fail(comm, "the small reduce_scatter is wrong");
   // Beyond the slot: allgather's slot is one rank's block, reduce_scatter's all of them.
-  const std::size_t limit = limitBytes(comm) / sizeof(float);
+  const std::size_t limit = smallLimitBytes(comm) / sizeof(float);
   std::vector<float> big(limit + 1, 1.0f), bigOut((limit + 1) * static_cast<std::size_t>(n));
   comm.broadcast(std::span<float>(big.data(), limit), 0);
   expectPath(comm, "a broadcast at the limit", true);
@@ -121,8 +99,8 @@ void sweep(Communicator& comm) {
     for (DataType dtype : kAllDataTypes) {
       const std::size_t size = dataTypeSize(dtype);
       const std::size_t slot = coll == TestCollective::kReduceScatter
-                                   ? limitBytes(comm) / size / static_cast<std::size_t>(comm.size())
-                                   : limitBytes(comm) / size;
+                                   ? smallLimitBytes(comm) / size / static_cast<std::size_t>(comm.size())
+                                   : smallLimitBytes(comm) / size;
       std::vector<std::size_t> counts = {0, 1, 7, 13, 31, 127, slot};
       if (coll == TestCollective::kBroadcast) {
         counts.push_back(kRingBytes / size);
@@ -133,14 +111,10 @@ void sweep(Communicator& comm) {
         if (expectsInvalidArgument(spec)) continue;
         const CaseOutcome out = runCase(comm, spec);
         if (!out.error.empty()) fail(comm, describe(spec, comm.size()) + ": " + out.error);
-        if (spec.count > 0 && lastAlgorithm(comm) != "shm_small")
+        if (spec.count > 0 && !lastRanSmall(comm))
           fail(comm, describe(spec, comm.size()) + " did not run as shm_small");
         if (!resultsReplicated(spec)) continue;
-        std::uint64_t mine = fnv(out.result);
-        std::vector<std::uint64_t> all(static_cast<std::size_t>(comm.size()));
-        MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
-        if (std::any_of(all.begin(), all.end(), [&](std::uint64_t h) { return h != mine; }))
-          fail(comm, describe(spec, comm.size()) + ": results differ across ranks");
+        if (!sameOnEveryRank(out.result)) fail(comm, describe(spec, comm.size()) + ": results differ across ranks");
       }
     }
   }
