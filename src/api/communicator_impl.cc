@@ -518,10 +518,12 @@ void CommunicatorImpl::runSmall(const CallArgs& args, std::size_t count, const c
   call.compare = fingerprints_;
   // Waits end as the engine's do: the wait monitor's checks (a mismatch the
   // watchdog saw, abort, a peer gone) and the deadline, as Error{kTimeout}.
-  // The clock starts at the first poll (a few thousand pauses or yields, a
-  // millisecond or two, into a wait): most calls never wait that long, and
-  // a clock read costs a tenth of an 8-byte call. The callable holds one
-  // pointer, so std::function keeps it without allocating.
+  // The clock starts at the first poll, the wait's first yield (after 64
+  // pauses, a few microseconds): most calls never wait that long, and a
+  // clock read costs a tenth of an 8-byte call. A peer that gave up on the
+  // call (CallStatus::failed: its deadline or abort, maybe before it wrote
+  // its slot) ends the wait too, as Error{kTimeout} naming it. The callable
+  // holds one pointer, so std::function keeps it without allocating.
   struct Poll {
     CommunicatorImpl* self;
     Collective collective;
@@ -537,6 +539,9 @@ void CommunicatorImpl::runSmall(const CallArgs& args, std::size_t count, const c
                                           std::to_string(deadline->count()) + " ms"
                                     : std::string(),
                                self->rank_);
+      // Only after a while: a peer that failed on a mismatch wrote its slot
+      // first, and this rank is about to find that mismatch in it.
+      if (waited > std::chrono::milliseconds(100)) self->raiseIfPeerFailed(collective);
     }
   } state{this, args.collective, deadlineFor(options), std::nullopt};
   const std::function<void()> poll = [&state] { state(); };
@@ -546,19 +551,23 @@ void CommunicatorImpl::runSmall(const CallArgs& args, std::size_t count, const c
     // Every slot was written, but a peer may have given up on the call
     // meanwhile (its deadline passed while this rank was stopped or slow):
     // then the call failed there, and must not succeed here.
-    for (std::size_t r = 0; r < nodeStatus_.size(); ++r) {
-      const core::CallStatus* peer = nodeStatus_[r];
-      if (peer == nullptr || peer == status_ || peer->failed.load(std::memory_order_acquire) != sequence_ + 1) continue;
-      core::raise(ErrorCategory::kTimeout, rank_,
-                  std::string(toString(args.collective)) + " (seq " + std::to_string(sequence_) + ") failed on rank " +
-                      std::to_string(r) +
-                      " before this rank completed it (its deadline passed, or it was aborted): the call failed");
-    }
+    raiseIfPeerFailed(args.collective);
     return;
   }
   // Every rank that reads a peer's slot finds the difference there.
   inspector_->dumpFlight("mismatch");  // before the raise: the caller's process may end right after it
   core::raise(ErrorCategory::kMismatch, rank_, core::describeMismatch(rank_, fingerprint, culprit, theirs, sequence_));
+}
+
+void CommunicatorImpl::raiseIfPeerFailed(Collective collective) const {
+  for (std::size_t r = 0; r < nodeStatus_.size(); ++r) {
+    const core::CallStatus* peer = nodeStatus_[r];
+    if (peer == nullptr || peer == status_ || peer->failed.load(std::memory_order_acquire) != sequence_ + 1) continue;
+    core::raise(ErrorCategory::kTimeout, rank_,
+                std::string(toString(collective)) + " (seq " + std::to_string(sequence_) + ") failed on rank " +
+                    std::to_string(r) +
+                    " before this rank completed it (its deadline passed, or it was aborted): the call failed");
+  }
 }
 
 void CommunicatorImpl::verifyPendingRoot(bool complete) {
@@ -893,7 +902,15 @@ void CommunicatorImpl::finalize() {
   std::exception_ptr pending;
   if (!engine_->failure()) {
     try {
-      if (rootPendingFrom_ != 0) verifyPendingRoot();
+      if (rootPendingFrom_ != 0) {
+        try {
+          verifyPendingRoot();
+        } catch (const Error& e) {
+          // Also said here: a finalize run by the destructor cannot raise.
+          std::fprintf(stderr, "boostcomm: error: rank %d: %s\n", rank_, e.detail().c_str());
+          throw;
+        }
+      }
       engine_->drain(deadlineFor({}), "finalize", rank_);
     } catch (...) {
       pending = std::current_exception();

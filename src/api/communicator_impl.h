@@ -185,6 +185,9 @@ class CommunicatorImpl {
   // them (`complete`); at a further small broadcast it roots after
   // kRootPendingBatch of them, those its receivers have reached.
   void verifyPendingRoot(bool complete = true);
+  // Error{kTimeout} if a node peer marked the current call failed
+  // (CallStatus::failed): a small collective must not succeed here then.
+  void raiseIfPeerFailed(Collective collective) const;
   // Binds spec_'s schedule to the call's buffers and queues it on the engine.
   std::uint64_t launch(const algorithms::AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options,
                        bool blocking, std::shared_ptr<WorkState> work);

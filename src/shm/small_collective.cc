@@ -58,7 +58,9 @@ class Waiter {
     } else {
       sched_yield();
     }
-    if (spins_ % kPollEvery == 0) poll_();
+    // The first poll comes with the first yield (its caller's deadline
+    // clock starts there), then every kPollEvery waits.
+    if (spins_ == kSpinsBeforeYield || spins_ % kPollEvery == 0) poll_();
   }
 
  private:
@@ -111,7 +113,9 @@ int ShmEngine::smallCollective(const transport::SmallCall& call, core::Fingerpri
   const std::size_t elementBytes = dataTypeSize(call.dtype);
   const std::size_t bytes = call.slotCount(rank_, size_) * elementBytes;
   BC_INTERNAL(bytes <= kSmallAllreduceBytes, "smallCollective of " << bytes << " bytes");
-  BC_INTERNAL(call.op != ReduceOp::kAvg, "smallCollective does not divide (kAvg)");
+  BC_INTERNAL(call.op != ReduceOp::kAvg ||
+                  (call.collective != Collective::kAllreduce && call.collective != Collective::kReduceScatter),
+              "smallCollective does not divide (kAvg)");
   BC_INTERNAL(queue_.size() == head_, "smallCollective with shm collectives in flight");
   const bool broadcast = call.collective == Collective::kBroadcast;
   const bool writes = !broadcast || call.root == rank_;

@@ -44,6 +44,7 @@
 //                root; never take the first call's data as the second's),
 //                then finalize() (rank 0, root of both, raises there)
 //   root_small_fin  the mismatched broadcast, then finalize(): it raises
+//   root_ring    root_small with 8 floats (the broadcast ring, <= 224 B)
 //   extra        rank 1 calls one more allreduce than rank 0, which finalizes
 //   config_algo / config_strategy / config_cache: rank 1 runs with another
 //                BOOSTCOMM_ALGO / BOOSTCOMM_STRATEGY, rank 0 alone with
@@ -199,10 +200,10 @@ void runScenario(Communicator& comm, const std::string& scenario, int good, cons
     viaNative.algorithm = "native";
     comm.broadcast(View(v.data(), v.size(), DataType::kFloat32), rank == 1 ? 1 : 0,
                    scenario == "root" ? viaShm : viaNative);
-  } else if (scenario == "root_small" || scenario == "root_small_fin") {
-    std::vector<float> v(1000, static_cast<float>(rank + 1));
+  } else if (scenario == "root_small" || scenario == "root_small_fin" || scenario == "root_ring") {
+    std::vector<float> v(scenario == "root_ring" ? 8 : 1000, static_cast<float>(rank + 1));
     comm.broadcast(View(v.data(), v.size(), DataType::kFloat32), rank == 1 ? 1 : 0);
-    if (v[999] != static_cast<float>(rank + 1)) std::printf("rank %d: WRONG root's buffer changed\n", rank);
+    if (v.back() != static_cast<float>(rank + 1)) std::printf("rank %d: WRONG root's buffer changed\n", rank);
     if (scenario == "root_small_fin") {
       comm.finalize();
       return;

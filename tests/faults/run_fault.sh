@@ -154,6 +154,11 @@ case $scenario in
   root|root_native)
     expect "$out" "rank 0: CAUGHT mismatch .*broadcast float32 x1000 root 0.*broadcast float32 x1000 root 1" "rank 0 raises kMismatch"
     expect "$out" "rank 1: CAUGHT mismatch .*broadcast float32 x1000 root 1.*broadcast float32 x1000 root 0" "rank 1 raises kMismatch" ;;
+  root_ring)
+    expect "$out" "rank 0: CAUGHT mismatch .*rank 0: broadcast float32 x8 root 0, seq 500; rank 1: broadcast float32 x8 root 1" \
+      "rank 0 raises kMismatch naming both roots"
+    expect "$out" "rank 1: CAUGHT mismatch .*rank 1: broadcast float32 x8 root 1, seq 500; rank 0: broadcast float32 x8 root 0" \
+      "rank 1 raises kMismatch naming both roots" ;;
   root_small|root_small_fin)
     # Both took themselves for the root and returned; the pending check of
     # their next call (or of finalize) compares the receivers' fingerprints.
