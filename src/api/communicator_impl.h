@@ -155,8 +155,8 @@ class CommunicatorImpl {
   // fastNativeMaxBytes_ and fastSmall_ from it; after every change of a setting.
   void rebuildSelection();
   // The one door from a blocking native call to the backend's blocking
-  // collective, or to the small allreduce (native or shm selected, no
-  // deadline), without a schedule; false when the call needs the executor.
+  // collective (no deadline), or to the small collectives (native or shm
+  // selected), without a schedule; false when the call needs the executor.
   bool runNativeDirectly(const CallArgs& args, std::size_t count, const CallOptions& options);
   // Whether a blocking call (`count`: CollectiveSpec::count) may take the
   // small collectives (one node, slot payload at most smallAllreduceBytes_,

@@ -131,7 +131,7 @@ struct alignas(64) FlightEntry {  // one cache line: a peer's read of an entry i
   // The chained digest of the fingerprints of every call the owner started,
   // through this one (chainDigest; 0 in a rejected entry): equal digests at
   // a sequence mean equal calls up to it (but for a 2^-64 collision), so
-  // one line per peer checks a batch of calls (StallInspector::digestsAgree).
+  // one line per peer checks a batch of calls (StallInspector::agreedThrough).
   std::atomic<std::uint64_t> digest{0};
 };
 static_assert(sizeof(FlightEntry) == 64);
@@ -154,16 +154,11 @@ struct alignas(64) CallStatus {
   // The inode of the owner's /proc/self/ns/pid: a peer's pid means something
   // to this process (its liveness can be probed) only in the same namespace.
   std::atomic<std::uint64_t> pidNamespace{0};
-  // sequence + 1 of the latest small allreduce this rank failed (its
+  // sequence + 1 of the latest small collective this rank failed (its
   // deadline, abort, a peer gone): a peer that completes that call later
   // (its slots were all written) must not return it as a success
-  // (shm/small_collective.cc, CommunicatorImpl::runSmallAllreduce).
+  // (shm/small_collective.cc, CommunicatorImpl::raiseIfPeerFailed).
   std::atomic<std::uint64_t> failed{0};
-  // The owner's own: digests through its latest started call (digestSeq =
-  // its sequence + 1) and through the call before it. Peers do not read them.
-  std::uint64_t ownDigest = 0;
-  std::uint64_t priorDigest = 0;
-  std::uint64_t digestSeq = 0;
   alignas(64) FlightEntry ring[kFlightRingEntries];
   // ring[i]'s completion time (coarseWallNs; 0 while in flight), apart from
   // the entry: peers read an entry right when its owner's call returns (the
@@ -174,12 +169,10 @@ struct alignas(64) CallStatus {
   // The owner's side (a handful of relaxed stores and one release).
   void recordStart(std::uint64_t seq, const Fingerprint& f, const char* algorithm = nullptr,
                    std::uint32_t wireFormat = 0) {
-    if (digestSeq != seq + 1) {  // a call recorded again keeps the digest before it
-      priorDigest = digestSeq == seq ? ownDigest : 0;
-      digestSeq = seq + 1;
-    }
-    ownDigest = chainDigest(priorDigest, seq, f);
-    writeEntry(seq, f, algorithm, wireFormat, ownDigest);
+    // The chain continues from the entry of call seq - 1 (sequences advance
+    // by one per started call; a rejected call reuses its sequence).
+    const std::uint64_t previous = seq == 0 ? 0 : digestOf(seq - 1);
+    writeEntry(seq, f, algorithm, wireFormat, chainDigest(previous, seq, f));
     started.store(seq + 1, std::memory_order_release);
   }
   // A call this rank's argument checks rejected (it raised kInvalidArgument
