@@ -38,10 +38,12 @@ for _ in $(seq "$rounds"); do
     --output "$json" "$@" >/dev/null || true
   after=$(latency)
   echo "round $before $after"
-  [[ -s "$json" ]] && python3 -c '
+  if [[ -s "$json" ]]; then  # a failed round adds no rows (its mode line stays)
+    python3 -c '
 import json, sys
 for r in json.load(open(sys.argv[1]))["results"]:
     print(r["bytes"], "-", r["algorithm"], r["time_us"])' "$json"
+  fi
 done | python3 -c '
 import collections, statistics as st, sys
 rounds = []  # per round: (mode, {(size, algo): time})
