@@ -1,7 +1,8 @@
 # boostcomm: the two commands are
-#   make demo   install missing Debian packages, build, replay ResNet-50 training on 2 ranks
+#   make demo   install missing Debian packages and the Python environment (.venv,
+#               torch 2.13.0 CPU), build, replay ResNet-50 training on 2 ranks
 #               (baseline / fused / boosted before-after table, and its chart)
-#   make test   install missing Debian packages, build, run every test (ctest)
+#   make test   the same set-up, build, run every test (ctest)
 # `make help` lists the rest. Variables below can be overridden:
 #   make test BUILD_TYPE=Debug CTEST_ARGS='-R mpi'
 #   make demo NP=4 DEMO_ARGS='replay --model bert-large --comm-share 0.38 --steps 3'
@@ -28,15 +29,19 @@ CTEST_ARGS ?= -LE torchsuite_ws3
 # Default per-test limit (tests that set TIMEOUT keep theirs): a deadlocked
 # MPI test fails in minutes instead of eating the CI budget.
 CTEST_TIMEOUT ?= 300
-# SKIP_DEPS=1 skips the Debian package check (other distributions, no network).
+# SKIP_DEPS=1 skips the Debian package check and the virtual environment
+# (other distributions, no network: pass PYTHON=an interpreter with torch).
 SKIP_DEPS  ?= 0
+# The project's Python environment (scripts/make_venv.sh, python/requirements.txt):
+# the interpreter the Python module and torch backend are built for and tested with.
+VENV       ?= .venv
 
 BOOSTCOMM_CLI := $(BUILD_DIR)/tools/boostcomm
 DEMO_JSON     := $(BUILD_DIR)/demo_replay.json
 DEMO_ARGS     ?= replay --model resnet50 --comm-share 0.28 --steps 5 --output $(DEMO_JSON)
 DEMO_PNG      := $(BUILD_DIR)/demo_replay.png
-# Debian's interpreter (python3-matplotlib); the package from the source tree, as plotting reads JSON only.
-PYTHON        ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
+PYTHON        ?= $(abspath $(VENV))/bin/python
+# The package from the source tree, as plotting reads JSON only (matplotlib from the environment).
 PLOT          := PYTHONPATH=python $(PYTHON) -m boostcomm.plot
 BENCH_JSON    := $(BUILD_DIR)/demo_bench.json
 BENCH_ARGS    ?= bench -b 8 -e 16M -f 4 -c allreduce -d float32 -o sum -n 20 -w 5 --output $(BENCH_JSON)
@@ -48,7 +53,7 @@ MPI_ENV := source scripts/mpirun_local.sh
 export OMPI_ALLOW_RUN_AS_ROOT ?= 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM ?= 1
 
-.PHONY: help deps configure build test demo bench plots install install-check clean asan ubsan asan-ubsan tsan
+.PHONY: help deps configure build test demo bench plots install install-check clean asan ubsan asan-ubsan tsan torch-check
 
 help:
 	@echo "make demo           deps + build + 2-rank 'boostcomm replay' of ResNet-50 (JSON in $(DEMO_JSON), chart $(DEMO_PNG))"
@@ -58,22 +63,24 @@ help:
 	@echo "make build          deps + configure + compile into $(BUILD_DIR)/ (the default goal)"
 	@echo "make install        install to PREFIX=$(PREFIX)"
 	@echo "make install-check  install to a temporary prefix and build examples/consumer against it"
-	@echo "make deps           only install missing Debian packages (scripts/install_deps.sh)"
+	@echo "make deps           only install missing Debian packages and the Python environment $(VENV)"
+	@echo "make torch-check    the torch backend's tests on torch 2.14.1 (a second environment, .venv-2.14: ~5.5 GB)"
 	@echo "make asan|ubsan|asan-ubsan|tsan  sanitizer build in build-asan/ (build-ubsan/, ...), then its unit + MPI suites"
 	@echo "make clean          remove $(BUILD_DIR)/"
-	@echo "variables: BUILD_DIR BUILD_TYPE JOBS CTEST_JOBS NP PREFIX CMAKE_ARGS CTEST_ARGS CTEST_TIMEOUT DEMO_ARGS BENCH_ARGS SKIP_DEPS PYTHON SAN_CTEST_ARGS SAN_TARGETS"
+	@echo "variables: BUILD_DIR BUILD_TYPE JOBS CTEST_JOBS NP PREFIX CMAKE_ARGS CTEST_ARGS CTEST_TIMEOUT DEMO_ARGS BENCH_ARGS SKIP_DEPS VENV PYTHON SAN_CTEST_ARGS SAN_TARGETS"
 
 deps:
 ifeq ($(SKIP_DEPS),1)
 	@echo "deps: skipped (SKIP_DEPS=1)"
 else
 	@scripts/install_deps.sh
+	@scripts/make_venv.sh $(VENV)
 endif
 
 # Re-running configure is cheap (seconds) and picks up changed BUILD_TYPE or
 # CMAKE_ARGS; the build itself stays incremental.
 configure: deps
-	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_ARGS)
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DPython3_EXECUTABLE=$(PYTHON) $(CMAKE_ARGS)
 
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
@@ -95,7 +102,7 @@ bench: build
 	@echo "bench: results written to $(BENCH_JSON)"
 
 plots: build
-	scripts/make_plots.sh $(BUILD_DIR) docs/img
+	PYTHON=$(PYTHON) scripts/make_plots.sh $(BUILD_DIR) docs/img
 
 install: build
 	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
@@ -105,6 +112,16 @@ install-check: build
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+# The torch backend on the newest torch we check (run it when the backend
+# changes; CI tests TORCH_PIN's twin in .venv): its own environment and
+# build tree, then the Python tests (torch's suite included).
+TORCH_CHECK_PIN  ?= torch==2.14.1
+TORCH_CHECK_VENV ?= .venv-torch-check
+torch-check: deps
+	scripts/make_venv.sh $(TORCH_CHECK_VENV) $(TORCH_CHECK_PIN)
+	$(MAKE) test SKIP_DEPS=1 BUILD_DIR=build-torch-check PYTHON=$(abspath $(TORCH_CHECK_VENV))/bin/python \
+	  CTEST_ARGS='-L python'
 
 # Sanitizer builds (docs/RELIABILITY.md, "Sanitizers", has their last results):
 # each its own tree, RelWithDebInfo with the sanitizer on every object and

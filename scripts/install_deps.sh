@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages that boostcomm needs to build, test and run.
+# Installs the Debian packages (12 or 13) that boostcomm needs to build, test and run;
+# Python packages go into a virtual environment (scripts/make_venv.sh).
 #
 # Idempotent and quiet when nothing is missing: dpkg-query decides which
 # packages are absent, and only then does apt run (one `apt-get update`, one
@@ -26,18 +27,11 @@ readonly kPackages=(
   googletest
   libbenchmark-dev
   python3
-  # Python module and PyTorch backend (python/): Debian's pybind11 matches torch's.
+  # Python module and PyTorch backend (python/): the interpreter's headers;
+  # torch, pybind11, numpy, mpi4py, pytest and matplotlib come from PyPI
+  # into the project's virtual environment (scripts/make_venv.sh).
   python3-dev
-  pybind11-dev
-  python3-pybind11
-  python3-numpy
-  python3-pytest
-  python3-mpi4py
-  python3-torch
-  libtorch-dev
-  python3-torchvision  # DDP on torchvision models: scripts/compare_builds.sh, examples/python
-  python3-matplotlib   # charts from the tools' JSON: python3 -m boostcomm.plot (docs/PLOTS.md)
-  python3-sklearn      # the digits dataset of examples/python/wire_digits_train.py (docs/WIRE.md)
+  python3-venv
 )
 
 check_only=0

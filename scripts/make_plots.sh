@@ -19,8 +19,8 @@ out=${2:-docs/img}
 np=${NP:-2}
 cli=$build/tools/boostcomm
 data=$build/plots
-python=python3
-[[ -x /usr/bin/python3 ]] && python=/usr/bin/python3  # Debian's, where python3-matplotlib is
+# The project's environment (matplotlib; `make plots` passes PYTHON).
+python=${PYTHON:-.venv/bin/python}
 [[ -x $cli ]] || { echo "make_plots: $cli not found (run make build first)" >&2; exit 1; }
 mkdir -p "$data" "$out"
 # shellcheck source=scripts/mpirun_local.sh

@@ -16,8 +16,12 @@ broadcast, allgather, _allgather_base, allgather_coalesced, reduce_scatter,
 _reduce_scatter_base, reduce, gather, scatter, alltoall_base
 (all_to_all_single), alltoall, send, recv, recvAnysource (isend / irecv /
 batch_isend_irecv), barrier, monitored_barrier (monitored_barrier() below:
-torch 1.13's dist.monitored_barrier accepts gloo only), sequence numbers,
-on contiguous dense CPU tensors. The group timeout
+torch's dist.monitored_barrier accepts gloo only), sequence numbers,
+allgather_into_tensor_coalesced, reduce_scatter_tensor_coalesced,
+_coalescing_manager, PREMUL_SUM, and ProcessGroup.split_group (torch's
+dist.split_group asks for an accelerator), on contiguous dense CPU tensors.
+torch 2.x: the backend is registered for the CPU device
+(init_process_group("boostcomm") or "cpu:boostcomm"). The group timeout
 (init_process_group(timeout=...), new_group(timeout=...)) bounds every wait.
 
 Transport (BOOSTCOMM_TORCH_TRANSPORT, docs/PYTHON.md): a group that is the
@@ -40,7 +44,7 @@ from . import _state
 from . import _boostcomm_torch as _T
 from ._boostcomm_torch import ProcessGroupBoostcomm
 
-__all__ = ["ProcessGroupBoostcomm", "init_process_group", "new_process_group", "new_store_process_group", "hook",
+__all__ = ["ProcessGroupBoostcomm", "backend_of", "init_process_group", "new_process_group", "new_store_process_group", "hook",
            "HookState", "monitored_barrier", "abort_process_group", "set_wire", "get_wire", "wire_counts"]
 
 BACKEND = "boostcomm"
@@ -94,32 +98,27 @@ def new_store_process_group(store, rank, world_size, timeout=datetime.timedelta(
     return _wrap(comm, rank, world_size, timeout)
 
 
-def _group_ranks_from_caller():
-    """The global ranks of the group torch is creating, or None. torch 1.13
-    accepts duplicates in new_group(ranks) and hands the creator only (rank,
-    size): a group [0, 0] would wait for a second member that never comes.
-    Its caller, _new_process_group_helper, holds the list."""
-    frame = sys._getframe(2)
-    ranks = frame.f_locals.get("global_ranks_in_group") if frame.f_code.co_name == "_new_process_group_helper" else None
-    return list(ranks) if isinstance(ranks, (list, tuple)) else None
-
-
-def _create(store, rank, world_size, timeout):
-    # c10d's creator signature (1.13). MPI when this group is an MPI job's
-    # whole world, else the store rendezvous (docs/PYTHON.md, "Transports").
-    ranks = _group_ranks_from_caller()
-    if ranks is not None and len(set(ranks)) != len(ranks):
+def _create(dist_backend_opts, backend_options):
+    """c10d's creator (extended API, torch 2.x): torch hands the group's prefix
+    store, its rank and size, timeout and the global ranks of its members. MPI
+    when this group is an MPI job's whole world, else the store rendezvous
+    (docs/PYTHON.md, "Transports")."""
+    rank, world_size = dist_backend_opts.group_rank, dist_backend_opts.group_size
+    timeout = dist_backend_opts.timeout
+    ranks = list(dist_backend_opts.global_ranks_in_group)
+    if len(set(ranks)) != len(ranks):
         twice = sorted({r for r in ranks if ranks.count(r) > 1})
         raise ValueError(f"boostcomm: new_group ranks {ranks} contain duplicates (rank(s) {twice} more than once); "
-                         f"each rank may appear once")
+                         f"each rank may appear once (rank {rank})")
     mode = _T.torch_transport()
-    if mode == "mpi" or (mode == "auto" and _launched_by_mpi() and _C.launcher_size() == world_size):
+    whole_world = _launched_by_mpi() and _C.launcher_size() == world_size and (not ranks or ranks == list(range(world_size)))
+    if mode == "mpi" or (mode == "auto" and whole_world):
         return new_process_group(rank, world_size, timeout)
-    return new_store_process_group(store, rank, world_size, timeout)
+    return new_store_process_group(dist_backend_opts.store, rank, world_size, timeout)
 
 
 if BACKEND.upper() not in dist.Backend._plugins:
-    dist.Backend.register_backend(BACKEND, _create)
+    dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["cpu"])
 
 
 def _free_port():
@@ -192,15 +191,28 @@ def hook(state, bucket):
     return result
 
 
-def _boostcomm_group(group, what):
+def backend_of(group=None):
+    """The boostcomm backend (ProcessGroupBoostcomm) behind `group` (default:
+    the default group) for CPU tensors, or None where that is another backend."""
     pg = group if group is not None else dist.distributed_c10d._get_default_group()
-    if not isinstance(pg, ProcessGroupBoostcomm):
-        raise ValueError(f"boostcomm.torch.{what}: {pg!r} is not a boostcomm process group")
-    return pg
+    if isinstance(pg, ProcessGroupBoostcomm):
+        return pg
+    try:
+        backend = pg._get_backend(torch.device("cpu"))
+    except (RuntimeError, AttributeError):
+        return None
+    return backend if isinstance(backend, ProcessGroupBoostcomm) else None
+
+
+def _boostcomm_group(group, what):
+    backend = backend_of(group)
+    if backend is None:
+        raise ValueError(f"boostcomm.torch.{what}: {group!r} is not a boostcomm process group")
+    return backend
 
 
 def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
-    """dist.monitored_barrier for boostcomm groups (torch 1.13's accepts gloo only).
+    """dist.monitored_barrier for boostcomm groups (torch's accepts gloo only).
 
     Rank 0 waits up to `timeout` (default: the group's) for every rank and
     raises naming the first rank that did not arrive (all of them with

@@ -131,7 +131,7 @@ void registerErrors(py::module_& m) {
       PyErr_NewExceptionWithDoc("boostcomm.Error", "A boostcomm failure; .category and .rank say what and where.",
                                 PyExc_RuntimeError, nullptr));
   auto sub = [&](const char* name, PyObject* builtin) {
-    py::tuple bases = builtin ? py::make_tuple(base, py::handle(builtin)) : py::make_tuple(base);
+    py::tuple bases = builtin ? py::tuple(py::make_tuple(base, py::handle(builtin))) : py::tuple(py::make_tuple(base));
     return py::reinterpret_steal<py::object>(PyErr_NewException(name, bases.ptr(), nullptr));
   };
   invalid = sub("boostcomm.InvalidArgumentError", PyExc_ValueError);

@@ -1,9 +1,9 @@
 // boostcomm._boostcomm_torch: the c10d backend. boostcomm/torch.py registers
 // it with torch.distributed under the name "boostcomm".
 //
-// The class is bound as a subclass of torch's own ProcessGroup Python type,
-// which only works when this module and torch share pybind11's internals
-// (same pybind11, compiler and C++ ABI: Debian's pybind11 for Debian's torch).
+// The class is bound as a subclass of torch's own Backend Python type, which
+// only works when this module and torch share pybind11's internals (torch's
+// bundled pybind11, the same compiler and C++ ABI: python/CMakeLists.txt).
 #include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
 #include <torch/csrc/utils/pybind.h>
@@ -36,8 +36,7 @@ PYBIND11_MODULE(_boostcomm_torch, m) {
       "torch_transport", [] { return std::string(boostcomm::core::tunableEnum(boostcomm::core::kTunableTorchTransport)); },
       "BOOSTCOMM_TORCH_TRANSPORT, validated: auto, mpi or store.");
 
-  py::class_<ProcessGroupBoostcomm, BC_C10D_BASE, c10::intrusive_ptr<ProcessGroupBoostcomm>>(m,
-                                                                                            "ProcessGroupBoostcomm")
+  py::class_<ProcessGroupBoostcomm, c10d::Backend, c10::intrusive_ptr<ProcessGroupBoostcomm>>(m, "ProcessGroupBoostcomm")
       .def(py::init([](std::shared_ptr<boostcomm::Communicator> comm, int rank, int size,
                        std::chrono::milliseconds timeout) {
              py::gil_scoped_release release;

@@ -72,7 +72,7 @@ void WorkBoostcomm::complete(std::exception_ptr error) {
 
 ProcessGroupBoostcomm::ProcessGroupBoostcomm(std::shared_ptr<Communicator> comm, int rank, int size,
                                              std::chrono::milliseconds timeout)
-    : BC_C10D_BASE(rank, size), timeout_(timeout) {
+    : c10d::Backend(rank, size), timeout_(timeout) {
   TORCH_CHECK(comm != nullptr, "boostcomm: null communicator");
   TORCH_CHECK(comm->rank() == rank && comm->size() == size, "boostcomm: process group rank ", rank, " of ", size,
               " does not match the communicator (rank ", comm->rank(), " of ", comm->size(),
@@ -85,9 +85,17 @@ ProcessGroupBoostcomm::ProcessGroupBoostcomm(std::shared_ptr<Communicator> comm,
   // this group's communicator: a rank that never joins an op fails it with
   // a timeout error instead of hanging.
   if (timeout.count() > 0) comm_->setTimeout(timeout);
-#if TORCH_VERSION_MAJOR < 2
-  init();
-#endif
+}
+
+c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupBoostcomm::getBackendOptions() {
+  return c10::make_intrusive<Options>(getBackendName(), timeout_);
+}
+
+void ProcessGroupBoostcomm::setTimeout(std::chrono::milliseconds timeout) {
+  TORCH_CHECK(timeout.count() > 0, "boostcomm: set_timeout: timeout must be positive, got ", timeout.count(),
+              " ms (rank ", rank_, ")");
+  timeout_ = timeout;
+  comm_->setTimeout(timeout);
 }
 
 ProcessGroupBoostcomm::~ProcessGroupBoostcomm() {
@@ -125,6 +133,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::enqueue(c10d::OpType type,
                                                               std::function<Work(Communicator&)> start,
                                                               std::function<void()> after, bool collective) {
   auto work = c10::make_intrusive<WorkBoostcomm>(rank_, type, std::move(outputs));
+  {
+    std::lock_guard lock(coalescingMutex_);
+    if (coalescing_) coalesced_.push_back(work);
+  }
   if (closed_.load()) {
     work->complete(std::make_exception_ptr(
         Error(ErrorCategory::kFinalized, rank_, "boostcomm process group used after shutdown")));
@@ -194,6 +206,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allreduce(std::vector<at::
   const at::Tensor& t = single(tensors, "allreduce");
   const View v = viewOf(t, "allreduce tensor");
   const ReduceOp op = reduceOpOf(opts.reduceOp);
+  premultiplyInPlace(t, opts.reduceOp);
   return enqueue(c10d::OpType::ALLREDUCE, tensors, [this, t, v, op](Communicator& c) {
     feedBack(t, op);
     Work w = c.allreduceAsync(v, v, op);
@@ -213,6 +226,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allreduce_coalesced(
   views.reserve(tensors.size());
   for (const at::Tensor& t : tensors) views.push_back(viewOf(t, "allreduce_coalesced tensor"));
   const ReduceOp op = reduceOpOf(opts.reduceOp);
+  for (const at::Tensor& t : tensors) premultiplyInPlace(t, opts.reduceOp);
   return enqueue(c10d::OpType::ALLREDUCE_COALESCED, tensors,
                  [this, views = std::move(views), op](Communicator& c) {
                    Work w = c.allreduceManyAsync(views, op);
@@ -324,7 +338,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce_scatter(std::vector
       viewOf(t, "reduce_scatter input");
       flat.push_back(t.reshape({-1}));
     }
-    at::Tensor packed = at::cat(flat);
+    at::Tensor packed = premultiplied(at::cat(flat), opts.reduceOp);
     const View send = viewOf(packed, "reduce_scatter buffer");
     const View recv = viewOf(out, "reduce_scatter output");
     return enqueue(c10d::OpType::REDUCE_SCATTER, outputs,
@@ -339,6 +353,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce_scatter(std::vector
                 "boostcomm: reduce_scatter input ", r, " must match the output's size and dtype");
     // In place (the output is one of the inputs): that block is read from a copy.
     if (overlaps(ins[r], out)) ins[r] = ins[r].clone();
+    ins[r] = premultiplied(ins[r], opts.reduceOp);
     send.push_back(viewOf(ins[r], "reduce_scatter input"));
   }
   const View recv = viewOf(out, "reduce_scatter output");
@@ -352,11 +367,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::_reduce_scatter_base(at::T
   const RejectGuard rejected(*comm_, Collective::kReduceScatter);
   TORCH_CHECK(input.numel() == output.numel() * size_ && output.scalar_type() == input.scalar_type(),
               "boostcomm: _reduce_scatter_base input must hold world_size x output elements of the output's dtype");
-  const View send = viewOf(input, "reduce_scatter input");
-  const View recv = viewOf(output, "reduce_scatter output");
+  viewOf(input, "reduce_scatter input");  // checks before any copy
   const ReduceOp op = reduceOpOf(opts.reduceOp);
+  at::Tensor in = premultiplied(input, opts.reduceOp);
+  const View send = viewOf(in, "reduce_scatter input");
+  const View recv = viewOf(output, "reduce_scatter output");
   return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, {output},
-                 [send, recv, op, input](Communicator& c) { return c.reduceScatterAsync(send, recv, op); });
+                 [send, recv, op, in](Communicator& c) { return c.reduceScatterAsync(send, recv, op); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::barrier(const c10d::BarrierOptions& opts) {

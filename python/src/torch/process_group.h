@@ -8,21 +8,13 @@
 // futures must complete by themselves) copies results out and completes the
 // c10::ivalue::Future that DDP chains its bucket callbacks on.
 //
-// PyTorch 1.x: c10d::ProcessGroup is the class backends subclass. 2.x
-// splits it into ProcessGroup (dispatch) and c10d::Backend (what backends
-// implement, same virtuals); BC_C10D_BASE selects the one to derive from.
+// torch 2.x: a c10d::Backend (what torch's ProcessGroup dispatches a device's
+// ops to), registered for the CPU device by boostcomm/torch.py.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/csrc/distributed/c10d/Work.hpp>
-#include <torch/version.h>
-
-#if TORCH_VERSION_MAJOR >= 2
 #include <torch/csrc/distributed/c10d/Backend.hpp>
-#define BC_C10D_BASE ::c10d::Backend
-#else
-#define BC_C10D_BASE ::c10d::ProcessGroup
-#endif
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <array>
 #include <atomic>
@@ -88,13 +80,31 @@ class RejectGuard {
   int exceptions_;
 };
 
-class ProcessGroupBoostcomm : public BC_C10D_BASE {
+class ProcessGroupBoostcomm : public ::c10d::Backend {
  public:
   // comm must be a communicator of exactly these rank and size (the world).
   ProcessGroupBoostcomm(std::shared_ptr<Communicator> comm, int rank, int size, std::chrono::milliseconds timeout);
   ~ProcessGroupBoostcomm() override;
 
   const std::string getBackendName() const override { return "boostcomm"; }
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+  // The group timeout (torch's _set_default_timeout, set_timeout): bounds every later wait.
+  void setTimeout(std::chrono::milliseconds timeout) override;
+
+  // dist.split_group / new_group(use_local_synchronization): a subgroup of
+  // this group's ranks `ranks` (ranks of this group), rendezvousing through
+  // `store` (the prefix store torch made for the new group) on the store
+  // transport. Called by the members only.
+  bool supportsSplitting() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
+
+  // _coalescing_manager: the ops between start and end are launched as they
+  // come (each its own collective, in the same order on every rank); end
+  // returns one Work that completes when all of them did.
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts = c10d::BroadcastOptions()) override;
@@ -118,6 +128,13 @@ class ProcessGroupBoostcomm : public BC_C10D_BASE {
       const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
       at::Tensor& output, at::Tensor& input,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+  // process_group_coalesced.cc: one collective over many (output, input) pairs.
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
   // process_group_rooted.cc
@@ -157,10 +174,10 @@ class ProcessGroupBoostcomm : public BC_C10D_BASE {
   std::string flightRecord() const { return comm_->flightRecord(); }
   // Waits for the ops in flight, then refuses new ones (local, no
   // communication). The communicator stays alive for its owner to finalise.
-  void shutdown();
+  void shutdown() override;
   // Abandons this rank's ops in flight (Communicator::abort: they complete
   // with an error at once) and refuses new ones. Local, any thread.
-  void abort();
+  void abort() override;
 
   // Wire format of this group's float32 allreduces (boostcomm.torch.set_wire;
   // process_group_wire.cc). Collective: every rank passes the same wire
@@ -204,6 +221,10 @@ class ProcessGroupBoostcomm : public BC_C10D_BASE {
   std::atomic<bool> async_{true};
   std::atomic<bool> closed_{false};
   std::atomic<std::uint64_t> sequence_{0};
+  // Between startCoalescing and endCoalescing: the Works launched so far.
+  std::mutex coalescingMutex_;
+  bool coalescing_ = false;
+  std::vector<c10::intrusive_ptr<c10d::Work>> coalesced_;
   std::mutex keptMutex_;
   std::vector<at::Tensor> kept_;
   mutable std::mutex feedbackMutex_;

@@ -38,6 +38,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce(std::vector<at::Ten
   const ReduceOp op = reduceOpOf(opts.reduceOp);
   const bool root = opts.rootRank == rank_;
   at::Tensor target = root ? t : t.clone();
+  premultiplyInPlace(target, opts.reduceOp);
   const View v = viewOf(target, "reduce tensor");
   return enqueue(c10d::OpType::REDUCE, tensors,
                  [v, op, target](Communicator& c) { return c.allreduceAsync(v, v, op); });

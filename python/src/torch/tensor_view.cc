@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <optional>
+
 namespace boostcomm::python {
 
 DataType dataTypeOf(at::ScalarType type, const char* what) {
@@ -67,15 +69,38 @@ View viewOf(const at::Tensor& tensor, const char* what) {
 
 ReduceOp reduceOpOf(const c10d::ReduceOp& op) {
   switch (op.op_) {
-    case c10d::ReduceOp::SUM: return ReduceOp::kSum;
+    case c10d::ReduceOp::SUM:
+    case c10d::ReduceOp::PREMUL_SUM: return ReduceOp::kSum;
     case c10d::ReduceOp::AVG: return ReduceOp::kAvg;
     case c10d::ReduceOp::PRODUCT: return ReduceOp::kProd;
     case c10d::ReduceOp::MIN: return ReduceOp::kMin;
     case c10d::ReduceOp::MAX: return ReduceOp::kMax;
     default:
       TORCH_CHECK(false, "boostcomm: reduce op ", static_cast<int>(op.op_),
-                  " is not supported; supported: SUM, AVG, PRODUCT, MIN, MAX");
+                  " is not supported; supported: SUM, AVG, PRODUCT, MIN, MAX, PREMUL_SUM");
   }
+}
+
+namespace {
+
+// The factor of a PREMUL_SUM as a scalar (a one-element tensor factor is read once).
+std::optional<c10::Scalar> premulFactor(const c10d::ReduceOp& op) {
+  if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return std::nullopt;
+  const auto* supplement = dynamic_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
+  TORCH_CHECK(supplement != nullptr, "boostcomm: PREMUL_SUM without its factor");
+  if (supplement->tensor_factor.defined()) return supplement->tensor_factor.item();
+  return c10::Scalar(supplement->double_factor);
+}
+
+}  // namespace
+
+at::Tensor premultiplied(const at::Tensor& input, const c10d::ReduceOp& op) {
+  const auto factor = premulFactor(op);
+  return factor ? input.mul(*factor) : input;
+}
+
+void premultiplyInPlace(const at::Tensor& tensor, const c10d::ReduceOp& op) {
+  if (const auto factor = premulFactor(op)) tensor.mul_(*factor);
 }
 
 }  // namespace boostcomm::python

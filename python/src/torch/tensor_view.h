@@ -23,6 +23,13 @@ View rawBytesOf(const at::Tensor& tensor, const char* what);
 // Whether the memory of a and b overlaps (an in-place use of an op).
 bool overlaps(const at::Tensor& a, const at::Tensor& b);
 DataType dataTypeOf(at::ScalarType type, const char* what);
+// PREMUL_SUM maps to kSum: its factor is applied to the input first
+// (premultiplied / premultiplyInPlace), as NCCL multiplies before it sums.
 ReduceOp reduceOpOf(const c10d::ReduceOp& op);
+// PREMUL_SUM: input * factor in the input's dtype (a new tensor); any other
+// op: the input itself. For ops whose input must stay as the caller left it.
+at::Tensor premultiplied(const at::Tensor& input, const c10d::ReduceOp& op);
+// PREMUL_SUM: tensor *= factor (for in-place ops: allreduce, reduce).
+void premultiplyInPlace(const at::Tensor& tensor, const c10d::ReduceOp& op);
 
 }  // namespace boostcomm::python
