@@ -56,7 +56,8 @@ REPLAY_COMPUTE=${REPLAY_COMPUTE:-fixed}
 COMPUTE_RESNET50_S=${COMPUTE_RESNET50_S:-0.040}
 COMPUTE_BERT_S=${COMPUTE_BERT_S:-0.285}
 DDP_MODEL=${DDP_MODEL:-resnet18}
-PY=/usr/bin/python3  # Debian's interpreter: the one python3-torch and the module are built for
+HERE0=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PY=${PY:-$HERE0/.venv/bin/python}  # the project's environment (make deps): torch 2.13.0
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TABLE_PY=$HERE/compare_table.py
 
@@ -100,8 +101,8 @@ for repo in "$BEFORE" "$AFTER"; do
   [[ -z "$newer" ]] || echo "compare_builds: WARNING: $repo has sources newer than its build (e.g. ${newer//$'\n'/, }); run make build there" >&2
 done
 if [[ " $CASES " == *" ddp "* ]]; then
-  "$PY" -c "import torch, torchvision" 2>/dev/null || {
-    echo "compare_builds: $PY cannot import torch and torchvision (apt-get install python3-torch python3-torchvision)" >&2
+  "$PY" -c "import torch" 2>/dev/null || {
+    echo "compare_builds: $PY cannot import torch (make deps creates .venv with it)" >&2
     exit 1
   }
 fi
@@ -134,9 +135,9 @@ import boostcomm
 where = os.path.realpath(boostcomm.__file__)
 if not where.startswith(os.path.realpath(repo) + os.sep):
     sys.exit(f"ddp_torchvision: imported boostcomm from {where}, not from {repo}")
-import torchvision
 import ddp_benchmark as db
-db.MODELS["cnn"] = lambda: getattr(torchvision.models, arch)(num_classes=10)
+import image_models  # torchvision's models, or the same ResNets where torchvision does not import
+db.MODELS["cnn"] = lambda: image_models.build(arch, num_classes=10)
 out = None
 if "--json" in sys.argv:
     out = sys.argv[sys.argv.index("--json") + 1]
@@ -146,7 +147,7 @@ rc = db.main()
 if out and os.environ.get("OMPI_COMM_WORLD_RANK", "0") == "0" and os.path.exists(out):
     with open(out) as f:
         result = json.load(f)
-    result["model"] = f"torchvision.{arch}"
+    result["model"] = f"{image_models.source()}.{arch}"
     result["boostcomm_module"] = where
     with open(out, "w") as f:
         json.dump(result, f, indent=1)

@@ -108,7 +108,7 @@ def main():
     p.add_argument("--model", choices=["mlp", "transformer", "cnn"], default="mlp")
     p.add_argument("--torchvision", metavar="ARCH",
                    help="with --model cnn: torchvision.models.ARCH(num_classes=10) instead of the small CNN "
-                        "(e.g. resnet18, resnet50; python3-torchvision)")
+                        "(e.g. resnet18, resnet50; without torchvision, image_models.py's ResNets)")
     p.add_argument("--batch", type=int, default=16, help="per rank")
     p.add_argument("--steps", type=int, default=10, help="steps per timed block")
     p.add_argument("--reps", type=int, default=7, help="timed blocks per configuration (median)")
@@ -125,10 +125,12 @@ def main():
     if args.torchvision:
         if args.model != "cnn":
             p.error("--torchvision needs --model cnn (its 3x32x32 image batches)")
-        import torchvision
-        if not hasattr(torchvision.models, args.torchvision):
-            p.error(f"--torchvision: torchvision.models has no '{args.torchvision}'")
-        MODELS["cnn"] = lambda: getattr(torchvision.models, args.torchvision)(num_classes=10)
+        import image_models  # torchvision's models, or the same ResNets without torchvision
+        try:
+            image_models.build(args.torchvision, num_classes=10)
+        except (ValueError, AttributeError) as error:
+            p.error(f"--torchvision: {error}")
+        MODELS["cnn"] = lambda: image_models.build(args.torchvision, num_classes=10)
     torch.set_num_threads(args.threads)
     boostcomm.configure_overlap(enable=args.overlap == "on", overlap_stages=args.stages)
     bct.init_process_group("gloo")

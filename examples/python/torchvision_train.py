@@ -1,14 +1,15 @@
 """Train a torchvision model with unchanged DDP code on the boostcomm backend,
 launched any way PyTorch jobs are launched.
 
-The data is scikit-learn's bundled digits set (python3-sklearn: 1797 real 8x8
-images of 10 digits), upsampled to --size x --size RGB so a torchvision
+The model is torchvision's where torchvision imports, else the same ResNet
+from image_models.py (torch 2.13.0's CPU build has no matching torchvision on
+PyPI). The data is scikit-learn's bundled digits set (1797 real 8x8
+images of 10 digits), upsampled to --size x --size RGB so an
 ImageNet architecture accepts it; each rank trains on its own shard and the
 held-out fifth is scored at the end. The training loop is plain PyTorch.
 
-    # torchrun (Debian's torch 1.13 on Python 3.11 needs --redirects 1 --tee 1)
-    python3 -m torch.distributed.run --standalone --nproc_per_node 2 --redirects 1 --tee 1 \\
-        examples/python/torchvision_train.py
+    # torchrun
+    torchrun --standalone --nproc_per_node 2 examples/python/torchvision_train.py
     # env:// by hand, one command per rank
     MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 WORLD_SIZE=2 RANK=0 python3 examples/python/torchvision_train.py &
     MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 WORLD_SIZE=2 RANK=1 python3 examples/python/torchvision_train.py
@@ -32,10 +33,10 @@ import time
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-import torchvision
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import boostcomm.torch as bct
+import image_models
 
 
 def launched_by_mpi():
@@ -69,7 +70,8 @@ def digits(size):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="resnet18", help="a torchvision.models constructor (resnet18, resnet50, ...)")
+    p.add_argument("--model", default="resnet18", help="a torchvision.models constructor (resnet18, resnet50, ...; without torchvision: "
+                        "resnet18/34/50/101 from image_models.py)")
     p.add_argument("--backend", choices=["boostcomm", "gloo"], default="boostcomm")
     p.add_argument("--init", default="env://", help="env:// (torchrun, or RANK/WORLD_SIZE/MASTER_* set) or file://PATH")
     p.add_argument("--steps", type=int, default=60)
@@ -82,7 +84,7 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
 
     torch.manual_seed(1)  # the same initial weights on every rank (DDP broadcasts rank 0's anyway)
-    model = DDP(getattr(torchvision.models, args.model)(num_classes=10))
+    model = DDP(image_models.build(args.model, num_classes=10))
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     (train_x, train_y), (test_x, test_y) = digits(args.size)
     shard_x, shard_y = train_x[rank::world], train_y[rank::world]

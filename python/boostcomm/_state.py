@@ -22,7 +22,7 @@ _lock = threading.Lock()
 default_comm = None          # the comm_init communicator
 strategy = None              # last configure_comm_strategy arguments (tuple)
 overlap = {"enable": True, "stages": 2, "buffer_strategy": "segment_list"}
-_process_groups = []         # weak references to ProcessGroupBoostcomm objects
+_process_groups = []         # ProcessGroupBoostcomm objects (strong references, see register_process_group)
 _communicators = []          # every communicator we made, in creation order (strong references)
 last_engine = None           # weak reference to the last OverlapEngine
 
@@ -35,8 +35,13 @@ def _ref(obj):
 
 
 def register_process_group(pg):
+    """Kept until exit: torch 2.x holds a group's backend in C++ only, so the
+    Python object the creator returned (and a weak reference to it) would go
+    while the backend lives on; settings (configure_overlap) and statistics
+    must still reach it, and its thread must be stopped at exit. A destroyed
+    group (torch calls its shutdown) refuses new ops and costs no thread."""
     with _lock:
-        _process_groups.append(_ref(pg))
+        _process_groups.append(pg)
 
 
 def register_communicator(comm):
@@ -50,7 +55,7 @@ def register_communicator(comm):
 
 def process_groups():
     with _lock:
-        return [pg for pg in (r() for r in _process_groups) if pg is not None]
+        return list(_process_groups)
 
 
 @atexit.register

@@ -115,7 +115,9 @@ def alltoall(rank, size):
 
 
 def sequence_numbers(rank, size):
-    pg = dist.distributed_c10d._get_default_group()
+    # torch 2.x's ProcessGroup answers for gloo, nccl and ucc only ("ProcessGroup
+    # custom does not yet support sequence numbers"); the backend itself answers.
+    pg = bct.backend_of()
     before = pg._get_sequence_number_for_group()
     dist.all_reduce(torch.ones(3))
     dist.broadcast(torch.ones(3), 0)
@@ -185,12 +187,9 @@ def bad_input(rank, size):
 
     base = torch.arange(12.0).reshape(3, 4)
     raises(lambda: dist.all_reduce(base.t()), ["not contiguous"], "non-contiguous allreduce")
-    # Non-CPU tensors: Debian's torch has no CUDA; "meta" tensors stand in. For
-    # most ops torch's dispatcher refuses them before the backend; all_gather
-    # reaches it.
-    meta = torch.ones(3, device="meta")
-    raises(lambda: dist.all_gather([torch.empty_like(meta) for _ in range(size)], meta), ["device meta"],
-           "meta-device all_gather")
+    # Non-CPU tensors cannot reach the backend here: the CPU build has no other
+    # device, and torch 2.x's meta kernels of the c10d ops take "meta" tensors
+    # without calling any backend (tensor_view.cc's device check stays untested).
     sparse = torch.sparse_coo_tensor([[0, 2]], [1.0, 2.0], (4,))
     raises(lambda: dist.all_reduce(sparse), ["Sparse", "dense"], "sparse allreduce")
     raises(lambda: dist.send(torch.ones(2), size + 3), ["rank"], "send to an out-of-range rank")
@@ -209,17 +208,15 @@ def bad_input(rank, size):
             u = torch.ones(2)
             dist.all_reduce(u, group=others)
             check(torch.all(u == 2), "member op beside a non-member")
-    # Duplicate ranks: torch 1.13 accepts them and only the members call the
-    # backend, so rank 0 refuses at once and the others leave torch's store
-    # barrier at the group timeout with torch's own error.
+    # Duplicate ranks: torch 2.x refuses them on every rank before any backend
+    # (the backend's creator refuses them too, naming the rank, should torch not).
     t0 = time.monotonic()
     try:
         dist.new_group([0, 0], timeout=datetime.timedelta(seconds=4))
         check(False, "new_group([0, 0]) was accepted")
     except (RuntimeError, ValueError) as e:
         text = str(e)
-        check(("duplicates" in text) if rank == 0 else ("imed out" in text or "imeout" in text),
-              f"duplicate ranks: {text}")
+        check("duplicate" in text, f"duplicate ranks: {text}")
     check(time.monotonic() - t0 < 30, "duplicate ranks took too long")
     t = torch.ones(4)
     dist.all_reduce(t)
@@ -346,7 +343,7 @@ def main():
     elif part == "rejected":
         rejected_case(rank, size)
     print(f"rank {rank}: ok", flush=True)
-    os._exit(0)  # torch 1.13's process groups can hang at interpreter exit
+    os._exit(0)  # no interpreter teardown: ranks end together with their output flushed
 
 
 if __name__ == "__main__":

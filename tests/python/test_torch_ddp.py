@@ -89,13 +89,15 @@ def test_flight_record_has_the_python_stack_of_each_op(groups):
     _, bc = groups
     t = torch.ones(4)
     c10d_marker_step(t, bc)
-    record = json.loads(bc._flight_record())
+    record = json.loads(bct.backend_of(bc)._flight_record())
     last = [e for e in record["entries"] if e["seq"] == record["started"] - 1][0]
     stack = last["python_stack"]
     lines, first = inspect.getsourcelines(c10d_marker_step)
     line = first + next(i for i, text in enumerate(lines) if "the marked op" in text)
     assert stack[0].endswith(" in all_reduce") and "distributed_c10d.py" in stack[0], stack
-    assert stack[1].endswith(f"test_torch_ddp.py:{line} in c10d_marker_step"), stack
+    # torch 2.x wraps the collectives in logging decorators (c10d_logger.py): their frames come next.
+    ours = [s for s in stack[1:] if "/torch/" not in s]
+    assert ours and ours[0].endswith(f"test_torch_ddp.py:{line} in c10d_marker_step"), stack
 
 
 def wait_completed(works, seconds=30.0):

@@ -3,6 +3,7 @@
 #include <gloo/transport/tcp/attr.h>
 #include <gloo/transport/tcp/device.h>
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -78,10 +79,34 @@ std::string nodeKey() {
   return hostName() + "|" + ns;
 }
 
+// Which shared object Gloo's functions bind to in this process. The torch
+// wheel compiles its own Gloo (another version) into libtorch_cpu and exports
+// its symbols; should ours ever bind there (libtorch_cpu in the global
+// scope, loaded RTLD_GLOBAL before us), every call would run that version's
+// code on our version's objects. Measured: with the package's import order
+// (_boostcomm, hence libboostcomm and libgloo, before _boostcomm_torch) every
+// Gloo symbol binds to libgloo (LD_DEBUG=bindings); this keeps it a checked
+// fact instead of an assumption.
+void checkGlooBinding(int rank) {
+  Dl_info info{};
+  const auto create = &gloo::transport::tcp::CreateDevice;  // resolved through the GOT: the bound definition
+  if (dladdr(reinterpret_cast<void*>(create), &info) == 0 || info.dli_fname == nullptr) return;
+  const std::string file = info.dli_fname;
+  Dl_info self{};  // a Gloo linked statically into libboostcomm is ours too
+  const bool inSelf = dladdr(reinterpret_cast<void*>(&checkGlooBinding), &self) != 0 && self.dli_fname != nullptr &&
+                      file == self.dli_fname;
+  if (inSelf || file.find("libgloo") != std::string::npos) return;
+  throw Error(ErrorCategory::kTransport, rank,
+              "Gloo's functions bind to " + file + ", not to the libgloo boostcomm was built against (another "
+              "Gloo, e.g. torch's, was loaded into the global symbol scope first); import boostcomm before "
+              "loading that library with RTLD_GLOBAL");
+}
+
 }  // namespace
 
 
 std::shared_ptr<gloo::transport::Device> GlooTransport::createDevice(int rank) {
+  checkGlooBinding(rank);
   gloo::transport::tcp::attr attr;
   std::string host = core::tunableString(core::kTunableGlooHostname);
   // torch's rendezvous address (torchrun, env://): the address peers reach
