@@ -62,7 +62,8 @@ help:
 	@echo "make test           deps + build + ctest (unit, MPI and large-count tests)"
 	@echo "make build          deps + configure + compile into $(BUILD_DIR)/ (the default goal)"
 	@echo "make install        install to PREFIX=$(PREFIX)"
-	@echo "make install-check  install to a temporary prefix and build examples/consumer against it"
+	@echo "make install-check  install to a temporary prefix and build examples/consumer against it;"
+	@echo "                    pip install . into a fresh environment and run a torchrun job on it"
 	@echo "make deps           only install missing Debian packages and the Python environment $(VENV)"
 	@echo "make torch-check    the torch backend's tests on torch 2.14.1 (a second environment, .venv-2.14: ~5.5 GB)"
 	@echo "make asan|ubsan|asan-ubsan|tsan  sanitizer build in build-asan/ (build-ubsan/, ...), then its unit + MPI suites"
@@ -109,6 +110,7 @@ install: build
 
 install-check: build
 	examples/consumer/check.sh $(BUILD_DIR) $(BUILD_DIR)/install-check $(NP)
+	scripts/pip_check.sh $(BUILD_DIR)/pip-check
 
 clean:
 	rm -rf $(BUILD_DIR)
