@@ -1,7 +1,8 @@
 """DDP step time: boostcomm backend vs gloo, same model, same run.
 
-    mpirun -np 2 --oversubscribe --bind-to none /usr/bin/python3 \
+    mpirun -np 2 --oversubscribe --bind-to none .venv/bin/python \
         examples/python/ddp_benchmark.py --model mlp --reps 7
+    torchrun --standalone --nproc-per-node 2 examples/python/ddp_benchmark.py --model bert
 
 For each backend the step is also timed under DDP's no_sync() (same model,
 same data, no gradient communication): that is the compute floor, and
@@ -51,6 +52,22 @@ class SmallTransformer(torch.nn.Module):
         return self.head(self.encoder(self.embed(tokens)))
 
 
+class BertLike(torch.nn.Module):
+    """A BERT-base-like encoder cut to 6 layers: d_model 768, 12 heads, FF 3072,
+    vocab 10000, sequence 64 (57.9M parameters, 232 MB of float32 gradients)."""
+
+    def __init__(self, vocab=10000, d_model=768, layers=6):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, d_model)
+        layer = torch.nn.TransformerEncoderLayer(d_model, nhead=12, dim_feedforward=3072, dropout=0.0,
+                                                 batch_first=True)
+        self.encoder = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = torch.nn.Linear(d_model, vocab)
+
+    def forward(self, tokens):
+        return self.head(self.encoder(self.embed(tokens)))
+
+
 class SmallCNN(torch.nn.Module):
     """Conv 3->32->64 on 32x32 images, 10 classes (~0.55M parameters)."""
 
@@ -66,7 +83,7 @@ class SmallCNN(torch.nn.Module):
         return self.out(torch.relu(self.head(self.features(x).flatten(1))))
 
 
-MODELS = {"mlp": mlp, "transformer": SmallTransformer, "cnn": SmallCNN}
+MODELS = {"mlp": mlp, "transformer": SmallTransformer, "cnn": SmallCNN, "bert": BertLike}
 
 
 def batch_of(name, batch, gen):
@@ -76,6 +93,9 @@ def batch_of(name, batch, gen):
     if name == "transformer":
         return (torch.randint(0, 1000, (batch, 32), generator=gen),
                 torch.randint(0, 1000, (batch, 32), generator=gen))
+    if name == "bert":
+        return (torch.randint(0, 10000, (batch, 64), generator=gen),
+                torch.randint(0, 10000, (batch, 64), generator=gen))
     return torch.randn(batch, 3, 32, 32, generator=gen), torch.randint(0, 10, (batch,), generator=gen)
 
 
@@ -105,7 +125,7 @@ def block(ddp, opt, data, steps, sync, barrier_group):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", choices=["mlp", "transformer", "cnn"], default="mlp")
+    p.add_argument("--model", choices=["mlp", "transformer", "cnn", "bert"], default="mlp")
     p.add_argument("--torchvision", metavar="ARCH",
                    help="with --model cnn: torchvision.models.ARCH(num_classes=10) instead of the small CNN "
                         "(e.g. resnet18, resnet50; without torchvision, image_models.py's ResNets)")
