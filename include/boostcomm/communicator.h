@@ -226,9 +226,10 @@ class Communicator {
   // (docs/RELIABILITY.md, "Rejected calls"). Not collective; no effect on the
   // next call made here.
   void reportRejectedCall(Collective collective);
-  // This rank's flight recorder as JSON: its last 64 collectives (sequence,
+  // This rank's flight recorder as JSON: its last 256 collectives (sequence,
   // call, started or completed). Also dumped to BOOSTCOMM_TRACE_DIR at a
-  // stall, mismatch or deadline; `boostcomm trace analyze DIR` compares ranks.
+  // stall, mismatch, peer exit or deadline, each dump a new file (rank-N.json,
+  // rank-N.2.json, ...); `boostcomm trace analyze DIR` compares ranks.
   std::string flightRecord() const;
   // Node layout in use: "1x4", "2x2", "3+1" ... (detected, or declared by
   // BOOSTCOMM_RANKS_PER_NODE / BOOSTCOMM_NODE_LAYOUT).

@@ -2,7 +2,7 @@
 //
 //   SIGUSR1 (on demand; mpirun forwards it to every rank): the handler only
 //     sets a flag; the watchdog's next tick (<= 0.5 s) writes every live
-//     communicator's rank-N.json with reason "signal".
+//     communicator's next dump (rank-N.json, rank-N.K.json) with reason "signal".
 //   SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT (fatal): the handler writes the
 //     dumps itself, async-signal-safely (StallInspector::dumpFlightFromSignal:
 //     atomic loads, a static buffer, open/write/close), then restores the

@@ -65,7 +65,12 @@ bool processGone(std::uint32_t pid) {
 
 StallInspector::StallInspector(int rank, CallStatus* own, std::vector<CallStatus*> peers, std::int64_t warnMs,
                                std::int64_t deadlineMs)
-    : rank_(rank), own_(own), peers_(std::move(peers)), warnMs_(warnMs), deadlineMs_(deadlineMs) {
+    : rank_(rank),
+      own_(own),
+      peers_(std::move(peers)),
+      warnMs_(warnMs),
+      deadlineMs_(deadlineMs),
+      createdNs_(core::coarseWallNs()) {
   own_->pidNamespace.store(pidNamespaceId(), std::memory_order_relaxed);
 }
 
@@ -362,7 +367,8 @@ void putJsonText(core::FixedWriter& w, std::string_view text) {
 
 }  // namespace
 
-void StallInspector::writeFlight(core::FixedWriter& w, const char* reason, bool withCallers) const {
+void StallInspector::writeFlight(core::FixedWriter& w, const char* reason, std::uint64_t dump,
+                                 bool withCallers) const {
   // Async-signal-safe (dumpFlightFromSignal) without callers' stacks: loads,
   // getpid and FixedWriter only.
   const core::CallerFormatter formatter = withCallers ? core::callerFormatter() : nullptr;
@@ -372,6 +378,7 @@ void StallInspector::writeFlight(core::FixedWriter& w, const char* reason, bool 
   w.put("{");
   if (reason != nullptr) w.put("\"reason\": \"").put(reason).put("\", ");
   w.put("\"rank\": ").put(static_cast<std::uint64_t>(rank_)).put(", \"pid\": ").put(static_cast<std::uint64_t>(getpid()));
+  if (dump != 0) w.put(", \"dump\": ").put(dump);
   w.put(", \"started\": ").put(started).put(", \"completed\": ").put(completed);
   w.put(", \"size\": ").put(static_cast<std::uint64_t>(worldSize())).put(", \"peers\": [");
   // What this rank sees of its node's peers and of the ranks that answered
@@ -418,7 +425,7 @@ void StallInspector::writeFlight(core::FixedWriter& w, const char* reason, bool 
     w.put("}");
     first = false;
   }
-  w.put("\n], \"dumped_ns\": ").put(core::coarseWallNs()).put("}\n");
+  w.put("\n], \"created_ns\": ").put(createdNs_).put(", \"dumped_ns\": ").put(core::coarseWallNs()).put("}\n");
 }
 
 std::size_t StallInspector::flightCapacity() const {
@@ -430,20 +437,32 @@ std::size_t StallInspector::flightCapacity() const {
 std::string StallInspector::flightJson(const char* reason) const {
   std::string out(flightCapacity(), '\0');
   core::FixedWriter w(out.data(), out.size());
-  writeFlight(w, reason, true);
+  writeFlight(w, reason, 0, true);
   out.resize(w.size());
   return out;
+}
+
+void StallInspector::putDumpSuffix(core::FixedWriter& w, std::uint64_t dump) {
+  if (dump > 1) w.put(".").put(std::min(dump, kFlightDumpsKept));
+  w.put(".json");
 }
 
 std::string StallInspector::dumpFlight(const char* reason) const {
   const std::string dir = core::tunableString(core::kTunableTraceDir);
   if (dir.empty()) return {};
-  const std::string path = dir + "/rank-" + std::to_string(rank_) + ".json";
+  const std::uint64_t dump = dumps_.fetch_add(1, std::memory_order_relaxed) + 1;
+  char suffix[32];
+  core::FixedWriter name(suffix, sizeof suffix);
+  putDumpSuffix(name, dump);
+  const std::string path = dir + "/rank-" + std::to_string(rank_) + std::string(suffix, name.size());
   // Per writer: the watchdog and a waiting caller may both dump.
   static std::atomic<unsigned> writers{0};
   const std::string tmp = path + ".tmp" + std::to_string(getpid()) + "." + std::to_string(writers++);
   {
-    const std::string json = flightJson(reason);
+    std::string json(flightCapacity(), '\0');
+    core::FixedWriter w(json.data(), json.size());
+    writeFlight(w, reason, dump, true);
+    json.resize(w.size());
     std::ofstream out(tmp);
     if (!out) return {};
     out << json;
@@ -454,10 +473,17 @@ std::string StallInspector::dumpFlight(const char* reason) const {
 }
 
 void StallInspector::dumpFlightFromSignal(const char* reason, char* buffer, std::size_t capacity) const {
-  if (signalPath_[0] == '\0') return;
+  if (signalPrefix_[0] == '\0') return;
+  const std::uint64_t dump = dumps_.fetch_add(1, std::memory_order_relaxed) + 1;
+  char path[sizeof signalPrefix_ + 32];
+  core::FixedWriter name(path, sizeof path - 1);
+  name.put(signalPrefix_);
+  putDumpSuffix(name, dump);
+  if (name.overflowed()) return;
+  path[name.size()] = '\0';
   core::FixedWriter w(buffer, capacity);
-  writeFlight(w, reason, false);  // no callers' stacks: their formatter is not async-signal-safe
-  const int fd = ::open(signalPath_, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  writeFlight(w, reason, dump, false);  // no callers' stacks: their formatter is not async-signal-safe
+  const int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return;
   std::size_t done = 0;
   while (done < w.size()) {
@@ -470,8 +496,8 @@ void StallInspector::dumpFlightFromSignal(const char* reason, char* buffer, std:
 
 void StallInspector::prepareSignalDump() {
   const std::string dir = core::tunableString(core::kTunableTraceDir);
-  const std::string path = dir.empty() ? std::string() : dir + "/rank-" + std::to_string(rank_) + ".json";
-  std::snprintf(signalPath_, sizeof signalPath_, "%s", path.size() < sizeof signalPath_ ? path.c_str() : "");
+  const std::string prefix = dir.empty() ? std::string() : dir + "/rank-" + std::to_string(rank_);
+  std::snprintf(signalPrefix_, sizeof signalPrefix_, "%s", prefix.size() < sizeof signalPrefix_ ? prefix.c_str() : "");
 }
 
 }  // namespace boostcomm::detail

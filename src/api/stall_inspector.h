@@ -114,11 +114,24 @@ class StallInspector final : public executor::WaitMonitor {
   // The flight recorder as JSON (this rank's ring and counters; `reason`:
   // why it is written, null on demand).
   std::string flightJson(const char* reason = nullptr) const;
-  // Writes flightJson() to $BOOSTCOMM_TRACE_DIR/rank-<rank>.json if set;
-  // returns the path written, or empty.
+  // Writes the flight record (with reason and dump number) to a new file in
+  // $BOOSTCOMM_TRACE_DIR if set; returns the path written, or empty.
+  //
+  // Dump files. A dump never replaces an earlier one of the same process:
+  // the first that explains a failure (a stall at the moment a peer was
+  // missing) is often followed by less telling ones (the same call dumped
+  // again when the stopped peer, resumed, exited: by then it had started
+  // the call too), and `boostcomm trace analyze` reads them all and picks.
+  // Dump k of this communicator goes to rank-<rank>.json (k = 1) or
+  // rank-<rank>.<k>.json (k = 2 .. kFlightDumpsKept); beyond that each dump
+  // replaces rank-<rank>.<kFlightDumpsKept>.json, so a long job that stalls
+  // now and then keeps its first dumps and its latest, and a bounded number
+  // of files. The JSON's "dump" field holds k (also past the cap).
   std::string dumpFlight(const char* reason) const;
+  static constexpr std::uint64_t kFlightDumpsKept = 8;
   // The same from a signal handler (api/flight_signals.h): async-signal-safe,
-  // into `buffer`, to the path prepareSignalDump() formatted beforehand.
+  // into `buffer`, to the next dump's path (from the prefix that
+  // prepareSignalDump() formatted beforehand).
   void dumpFlightFromSignal(const char* reason, char* buffer, std::size_t capacity) const;
   void prepareSignalDump();
   // Bytes the JSON can take (entries, peers, callers' stacks).
@@ -129,7 +142,10 @@ class StallInspector final : public executor::WaitMonitor {
  private:
   // withCallers: each entry's "python_stack" (not from a signal handler:
   // formatting callers' stacks is not async-signal-safe).
-  void writeFlight(core::FixedWriter& w, const char* reason, bool withCallers) const;
+  // dump: the dump's number k (0: not a dump, no "dump" field).
+  void writeFlight(core::FixedWriter& w, const char* reason, std::uint64_t dump, bool withCallers) const;
+  // "<dir>/rank-<rank>" + the suffix of dump k (".json", ".<k>.json", capped).
+  static void putDumpSuffix(core::FixedWriter& w, std::uint64_t dump);
   void poison(const std::string& message);
   // The watchdog's liveness probe of node peers (while this rank waits):
   // true, with the words, once a peer's process is gone or a zombie.
@@ -190,7 +206,12 @@ class StallInspector final : public executor::WaitMonitor {
   std::chrono::steady_clock::time_point auditNextAt_{};
   std::string auditMismatch_;  // what answerAudit found, raised by tick
 
-  char signalPath_[512] = {};  // the dump's path for the signal handler ("" none)
+  // When this communicator was created (wall ns): with the pid, tells a
+  // dump of this communicator from one of an earlier job in the same
+  // directory (pids repeat, across containers above all).
+  const std::uint64_t createdNs_;
+  char signalPrefix_[512] = {};  // "<dir>/rank-<rank>" for the signal handler ("" none)
+  mutable std::atomic<std::uint64_t> dumps_{0};  // dumps written or begun (lock-free: signal handlers take one)
 
   std::atomic<bool> poisoned_{false};
   std::atomic<bool> aborted_{false};

@@ -47,6 +47,13 @@ namespace {
 // kIdlePollsBeforeYield; 4096 pauses made 3 ranks on 2 cores 15x slower).
 constexpr std::uint32_t kSpinsBeforeYield = 64;
 constexpr std::uint32_t kPollEvery = 4096;
+// ... or this long after the last poll, whichever comes first. A yield is
+// ~1.5 us on an idle core (4096 of them ~6 ms) but a whole time slice when
+// another process wants the core: 4096 took 6.3 s beside a busy loop (`yes`)
+// on this 2-core host, and the deadline (and the abort, peer-exit and
+// mismatch checks) of a waiting call came seconds late (faults.extra's
+// kTimeout at 8.6 s instead of 4 s). A clock read (~20 ns) per yield bounds it.
+constexpr auto kPollInterval = std::chrono::milliseconds(5);
 
 class Waiter {
  public:
@@ -55,17 +62,22 @@ class Waiter {
     ++spins_;
     if (spins_ < kSpinsBeforeYield) {
       cpuPause();
-    } else {
-      sched_yield();
+      return;
     }
+    sched_yield();
     // The first poll comes with the first yield (its caller's deadline
-    // clock starts there), then every kPollEvery waits.
-    if (spins_ == kSpinsBeforeYield || spins_ % kPollEvery == 0) poll_();
+    // clock starts there), then every kPollEvery waits or kPollInterval.
+    const auto now = std::chrono::steady_clock::now();
+    if (spins_ == kSpinsBeforeYield || spins_ % kPollEvery == 0 || now - lastPoll_ >= kPollInterval) {
+      lastPoll_ = now;
+      poll_();
+    }
   }
 
  private:
   const std::function<void()>& poll_;
   std::uint32_t spins_ = 0;
+  std::chrono::steady_clock::time_point lastPoll_{};
 };
 
 // Writes this rank's input (`bytes` of `data`) and the call's fingerprint

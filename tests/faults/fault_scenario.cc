@@ -11,6 +11,17 @@
 //   stop         rank 1 stops itself (SIGSTOP) before the next allreduce; rank 0
 //                must report the stall naming rank 1 and fail at its deadline,
 //                then resumes rank 1 (SIGCONT) and ends the job.
+//   stop_exit    stop, with the dumps in the order of issue 39's flake, on
+//                purpose: rank 0's stall dump (rank 1 missing from call 200)
+//                first; then, resumed, rank 1 starts call 200 and exits, and
+//                rank 0 waits for its second dump of the same call ("peer
+//                exited", rank 1 started it by then, less telling)
+//   late_stop    the other order: less telling dumps first. Rank 1 stops
+//                before call 100; rank 0's stall dump (rank 1 missing from
+//                call 100) makes a thread of rank 0 resume it at once, and the
+//                call completes (a late rank); rank 0 dumps on demand
+//                (SIGUSR1, every rank in step); then rank 1 stops before call
+//                200 for good: stall dump, deadline, as in stop
 //   slow         rank 1 sleeps half the deadline before each of 50 allreduces:
 //                no error, no warning, right results
 //   kill_shm     rank 1 SIGKILLs itself in the middle of a 64 MiB shm allreduce
@@ -124,6 +135,21 @@ void configure(const std::string& scenario) {
 
 bool startsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
+// Waits until `path` exists (a flight record renamed into place); false after 30 s.
+bool waitForFile(const std::string& path) {
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (access(path.c_str(), F_OK) != 0) {
+    if (std::chrono::steady_clock::now() > limit) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+std::string traceFile(const char* name) {
+  const char* dir = std::getenv("BOOSTCOMM_TRACE_DIR");
+  return std::string(dir != nullptr ? dir : ".") + "/" + name;
+}
+
 // Runs the scenario's faulty part; returns normally only if nothing was raised.
 void runScenario(Communicator& comm, const std::string& scenario, int good, const int* pids) {
   const int rank = comm.rank();
@@ -137,6 +163,37 @@ void runScenario(Communicator& comm, const std::string& scenario, int good, cons
     }
   } else if (scenario == "stop") {
     if (rank == 1) raise(SIGSTOP);
+    goodCalls(comm, 1, "");
+  } else if (scenario == "stop_exit") {
+    if (rank == 1) {
+      raise(SIGSTOP);
+      // Resumed after rank 0's deadline: start call `good` (asynchronously:
+      // rank 0 left it) and exit while rank 0 still waits in it.
+      std::vector<float> v(1000, 2.0f);
+      Work work = comm.allreduceAsync(ConstView(v.data(), v.size(), DataType::kFloat32),
+                                      View(v.data(), v.size(), DataType::kFloat32), ReduceOp::kSum);
+      std::_Exit(0);
+    }
+    goodCalls(comm, 1, "");
+  } else if (scenario == "late_stop") {
+    std::thread resumer;
+    if (rank == 1) {
+      raise(SIGSTOP);
+    } else {
+      resumer = std::thread([pids] {
+        if (!waitForFile(traceFile("rank-0.json"))) std::printf("rank 0: WRONG no stall dump of the late call\n");
+        kill(pids[1], SIGCONT);
+      });
+    }
+    goodCalls(comm, good, "");  // the first completes once rank 1 is resumed
+    if (rank == 0) {
+      resumer.join();
+      raise(SIGUSR1);  // the watchdog's next tick dumps (reason "signal")
+      if (!waitForFile(traceFile("rank-0.2.json"))) std::printf("rank 0: WRONG no on-demand dump\n");
+    } else {
+      announceFault(rank, "late_stop (the second stop)");
+      raise(SIGSTOP);
+    }
     goodCalls(comm, 1, "");
   } else if (scenario == "kill_shm" || scenario == "kill_inter") {
     // The killer fires while the next (large) call is in flight.
@@ -221,7 +278,6 @@ void runScenario(Communicator& comm, const std::string& scenario, int good, cons
     std::printf("rank %d: unknown scenario %s\n", rank, scenario.c_str());
     std::exit(2);
   }
-  (void)pids;
 }
 
 }  // namespace
@@ -242,7 +298,7 @@ int main(int argc, char** argv) {
   // Process faults announce themselves at the moment they strike; for the
   // rest the fault is the call that follows.
   const bool announcesItself = startsWith(scenario, "kill_") || startsWith(scenario, "exit") || scenario == "abort" ||
-                               scenario == "sigterm" || scenario == "callback_throw";
+                               scenario == "sigterm" || scenario == "callback_throw" || scenario == "late_stop";
   if (rank == 1 && !announcesItself && scenario != "slow" && !startsWith(scenario, "config_"))
     announceFault(rank, scenario.c_str());
   const auto start = std::chrono::steady_clock::now();
@@ -254,9 +310,14 @@ int main(int argc, char** argv) {
                 secondsSince(start), e.what());
   }
   std::fflush(stdout);
-  if (scenario == "stop") {
+  if (scenario == "stop" || scenario == "stop_exit" || scenario == "late_stop") {
     // The stopped peer cannot finalize with us: resume it and end the job.
     if (rank == 0) kill(pids[1], SIGCONT);
+    // stop_exit: rank 1 starts the call and exits; rank 0's watchdog sees it
+    // gone and dumps again (mpirun keeps rank 0 alive: orte_enable_recovery).
+    if (scenario == "stop_exit" && rank == 0 && !waitForFile(traceFile("rank-0.2.json")))
+      std::printf("rank 0: WRONG no second dump after rank 1 exited\n");
+    std::fflush(stdout);
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 0);
   }

@@ -17,7 +17,8 @@ export BOOSTCOMM_STALL_WARN_MS=${BOOSTCOMM_STALL_WARN_MS:-1000}
 good=500
 deadline_ms=600000  # the built-in default, where the scenario does not set one
 case $scenario in
-  stop) deadline_ms=4000; good=200 ;;
+  stop|stop_exit) deadline_ms=4000; good=200 ;;
+  late_stop) deadline_ms=4000; good=100 ;;
   slow) deadline_ms=600; good=20 ;;
   count_shm|count_16m_*) good=20 ;;
   kill_shm|kill_inter) deadline_ms=4000; good=3 ;;
@@ -27,6 +28,9 @@ esac
 [ "$deadline_ms" = 600000 ] || export BOOSTCOMM_TIMEOUT_MS=$deadline_ms
 np=2
 launch=("$mpiexec" -np 2 --oversubscribe --bind-to none)
+# stop_exit: rank 0 outlives rank 1's exit until it has dumped again (mpirun
+# would otherwise end the job about a second after the exit; a race).
+[ "$scenario" = stop_exit ] && launch+=(--mca orte_enable_recovery 1)
 if [ "${FAULT_EMU:-0}" = 1 ]; then
   np=4
   launch=("$(dirname "$0")/../../scripts/emucluster.sh" run -- -np 4 --npernode 2
@@ -39,6 +43,7 @@ rc=$?
 end=$(date +%s.%N)
 elapsed=$(echo "$end - $start" | bc)
 cat "$out" "$err" >"$all"
+dumps=$(cd "$trace" && ls rank-*.json 2>/dev/null | tr '\n' ' ')
 # Time to report: from the injected fault (or from the start) to the end.
 fault_at=$(sed -n 's/^rank [0-9]*: FAULT .* at \([0-9.]*\)$/\1/p' "$out" | head -1)
 since_fault=$(echo "$end - ${fault_at:-$start}" | bc)
@@ -47,6 +52,7 @@ if [ "${FAULT_QUIET:-0}" != 1 ]; then
   echo "--- scenario $scenario: mpirun rc $rc after ${elapsed} s (${since_fault} s after the fault)"
   echo "--- stdout"; cat "$out"
   echo "--- stderr"; grep -v '^\s*$' "$err" | head -40
+  echo "--- flight records: $dumps"
   echo "--- trace analyze"; cat "$analysis"
 fi
 fail=0
@@ -84,6 +90,40 @@ case $scenario in
       "rank 0 warns naming rank 1 and its last completed call"
     expect "$out" "rank 0: CAUGHT timeout after [0-9.]+ s: .*within 4000 ms.*not reached by rank 1" \
       "rank 0 fails at its deadline naming rank 1"
+    expect "$analysis" "first collective not reached by every rank: seq 200 .*" "trace analyze names seq 200"
+    expect "$analysis" "missing ranks: \{1\}" "trace analyze names the missing rank" ;;
+  stop_exit)
+    # The flake of issue 39, provoked: the stall dump, then a dump of the same
+    # call once rank 1 had started it too. Neither replaces the other.
+    expect "$err" "boostcomm: warning: rank 0: a collective has waited .* not reached by rank 1 .*flight record .*/rank-0.json" \
+      "rank 0 warns naming rank 1 (first dump: rank-0.json)"
+    expect "$out" "rank 0: CAUGHT timeout after [0-9.]+ s: .*within 4000 ms.*not reached by rank 1" \
+      "rank 0 fails at its deadline naming rank 1"
+    expect "$err" "rank 0: rank 1 \(pid [0-9]+\) on this node exited while rank 0 waits in seq 200.*last started seq 200" \
+      "rank 0 names the exited rank 1, which had started seq 200"
+    expect "$trace/rank-0.json" '"reason": "stall", "rank": 0, "pid": [0-9]+, "dump": 1, "started": 201, "completed": 200' \
+      "rank-0.json: the stall dump, rank 0 waiting in seq 200"
+    expect "$trace/rank-0.json" '\{"rank": 1, "started": 200, ' "rank-0.json: rank 1 had not started seq 200"
+    expect "$trace/rank-0.2.json" '"reason": "peer exited", "rank": 0, "pid": [0-9]+, "dump": 2, ' \
+      "rank-0.2.json: the second dump (peer exited), kept beside the first"
+    expect "$trace/rank-0.2.json" '\{"rank": 1, "started": 201, ' "rank-0.2.json: rank 1 had started seq 200 by then"
+    expect "$analysis" "^at rank 0's stall dump \(rank-0.json\)" "trace analyze judges at the stall dump"
+    expect "$analysis" "first collective not reached by every rank: seq 200 .*" "trace analyze names seq 200"
+    expect "$analysis" "missing ranks: \{1\}" "trace analyze names the missing rank" ;;
+  late_stop)
+    # The other order: the dumps before the telling one say less (a late rank
+    # that caught up; an on-demand dump with the ranks in step).
+    expect "$trace/rank-0.json" '"reason": "stall", "rank": 0, "pid": [0-9]+, "dump": 1, "started": 101, "completed": 100' \
+      "rank-0.json: the first stall dump, rank 0 waiting in seq 100"
+    expect "$trace/rank-0.2.json" '"reason": "signal", "rank": 0, "pid": [0-9]+, "dump": 2, "started": 200, "completed": 200' \
+      "rank-0.2.json: the on-demand dump, every call completed"
+    expect "$trace/rank-0.3.json" '"reason": "stall", "rank": 0, "pid": [0-9]+, "dump": 3, "started": 201, "completed": 200' \
+      "rank-0.3.json: the second stall dump, rank 0 waiting in seq 200"
+    expect "$out" "rank 0: CAUGHT timeout after [0-9.]+ s: .*within 4000 ms.*not reached by rank 1" \
+      "rank 0 fails at its deadline naming rank 1"
+    expect "$analysis" "rank 0's stall dump \(rank-0.json\), rank\(s\) \{1\} had not started seq 100; .*completed later" \
+      "trace analyze calls the stall at seq 100 a late rank"
+    expect "$analysis" "^at rank 0's stall dump \(rank-0.3.json\)" "trace analyze judges at the second stall dump"
     expect "$analysis" "first collective not reached by every rank: seq 200 .*" "trace analyze names seq 200"
     expect "$analysis" "missing ranks: \{1\}" "trace analyze names the missing rank" ;;
   slow)

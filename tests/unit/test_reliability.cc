@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -161,6 +162,53 @@ TEST(StallInspector, FlightRecordListsRecentCalls) {
   EXPECT_NE(dumped.find("\"algorithm\": \"ring\", \"state\": \"in flight\""), std::string::npos) << dumped;
   std::remove(path.c_str());
   rmdir(dir);
+}
+
+std::string readText(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// A later dump never replaces an earlier one (issue 39): dump k goes to
+// rank-0.json, rank-0.2.json, ... up to kFlightDumpsKept files, the last of
+// which then holds the latest; the fatal-signal path numbers on.
+TEST(StallInspector, EachDumpIsANewFileUpToTheCap) {
+  Pair p;
+  p.a.recordStart(0, allreduce(4));  // rank 0 waits in seq 0; rank 1 has not started it
+  char dir[] = "/tmp/bc_dumps_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string d = dir;
+  core::setTunableOverride("BOOSTCOMM_TRACE_DIR", d);
+  p.inspector->prepareSignalDump();
+  EXPECT_EQ(p.inspector->dumpFlight("stall"), d + "/rank-0.json");
+  p.b.recordStart(0, allreduce(4));  // now both have: the next dump says less
+  EXPECT_EQ(p.inspector->dumpFlight("peer exited"), d + "/rank-0.2.json");
+  const std::string first = readText(d + "/rank-0.json");
+  EXPECT_EQ(first.rfind("{\"reason\": \"stall\", \"rank\": 0, \"pid\": ", 0), 0u) << first;
+  EXPECT_NE(first.find("\"dump\": 1, \"started\": 1, \"completed\": 0"), std::string::npos) << first;
+  EXPECT_NE(first.find("{\"rank\": 1, \"started\": 0, \"completed\": 0}"), std::string::npos) << first;
+  const std::string second = readText(d + "/rank-0.2.json");
+  EXPECT_EQ(second.rfind("{\"reason\": \"peer exited\", ", 0), 0u) << second;
+  EXPECT_NE(second.find("\"dump\": 2, "), std::string::npos) << second;
+  EXPECT_NE(second.find("{\"rank\": 1, \"started\": 1, \"completed\": 0}"), std::string::npos) << second;
+  static char buffer[1 << 16];
+  p.inspector->dumpFlightFromSignal("fatal signal", buffer, sizeof buffer);  // dump 3
+  EXPECT_NE(readText(d + "/rank-0.3.json").find("\"reason\": \"fatal signal\", \"rank\": 0, "), std::string::npos);
+  const std::uint64_t kept = detail::StallInspector::kFlightDumpsKept;
+  for (std::uint64_t k = 4; k <= kept + 2; ++k) {
+    const std::string reason = "dump " + std::to_string(k);
+    EXPECT_EQ(p.inspector->dumpFlight(reason.c_str()), d + "/rank-0." + std::to_string(std::min(k, kept)) + ".json");
+  }
+  core::clearTunableOverride("BOOSTCOMM_TRACE_DIR");
+  // The first dumps stay; the last file holds the latest, numbered as such.
+  EXPECT_EQ(readText(d + "/rank-0.json"), first);
+  EXPECT_EQ(readText(d + "/rank-0.2.json"), second);
+  const std::string last = readText(d + "/rank-0." + std::to_string(kept) + ".json");
+  EXPECT_NE(last.find("\"reason\": \"dump " + std::to_string(kept + 2) + "\""), std::string::npos) << last;
+  EXPECT_NE(last.find("\"dump\": " + std::to_string(kept + 2) + ", "), std::string::npos) << last;
+  std::remove((d + "/rank-0.json").c_str());
+  for (std::uint64_t k = 2; k <= kept; ++k) std::remove((d + "/rank-0." + std::to_string(k) + ".json").c_str());
+  EXPECT_EQ(rmdir(dir), 0) << "files left beyond rank-0." << kept << ".json";
 }
 
 // The communicator records its calls: the flight record of an in-process
