@@ -28,7 +28,7 @@ except ImportError as _error:  # not built here, or its libraries (libmpi ...) a
     # native calls then raise this error (boostcomm/_unbuilt.py says why).
     from . import _unbuilt
     _C = _unbuilt.install(__name__ + "._boostcomm", _error)
-from . import _state
+from . import _launch, _state
 
 __version__ = _C.__version__
 Error = _C.Error
@@ -46,7 +46,7 @@ __all__ = [
     "detect_topology", "configure_comm_strategy", "reduce_scatter_autotune",
     "configure_overlap", "get_overlap_stats", "DistributedOptimizer",
     "configure_overlap", "get_overlap_stats", "get_link_stats",
-    "Error", "InvalidArgumentError", "MismatchError", "TimeoutError", "FinalizedError",
+    "Error", "InvalidArgumentError", "MismatchError", "TimeoutError", "FinalizedError", "FallbackWarning",
 ]
 
 
@@ -55,17 +55,40 @@ def available_devices():
     return ["cpu"]
 
 
+def _device_error(prefix, device):
+    """Why `device` cannot be used here, naming what can (None when it can)."""
+    if device in available_devices():
+        return None
+    where = {"npu": "Ascend NPUs (HCCL)", "cuda": "NVIDIA GPUs (NCCL)", "gpu": "GPUs", "xpu": "Intel GPUs"}
+    what = f" ({where[device]})" if device in where else ""
+    return InvalidArgumentError(
+        prefix + f"device '{device}'{what} is not available in this build, which runs collectives on CPU "
+        f"tensors only; available: {', '.join(available_devices())}. Keep the tensors on the CPU "
+        "(no .npu()/.cuda()) and pass device='cpu'")
+
+
 def _agree(local_error):
     """Collective: raise on every rank when any rank's arguments are bad.
 
     A rank with a bad argument must not leave the others waiting inside the
-    collective constructor, so all ranks agree first.
+    collective that follows, so all ranks agree first: over MPI's control
+    communicator, or over the default communicator when comm_init joined
+    through the c10d store (no MPI there).
     """
-    failed = _C.ranks_that_failed(local_error is None)
+    comm = _state.default_comm
+    if _state.transport == "tcp" and comm is not None and not comm.finalized:
+        import numpy
+        flags = numpy.empty((comm.size, 1), numpy.int32)
+        comm.all_gather(numpy.array([0 if local_error is None else 1], numpy.int32), flags, None, False)
+        failed = [r for r in range(comm.size) if flags[r, 0] and r != comm.rank]
+        rank = comm.rank
+    else:
+        failed = [r for r in _C.ranks_that_failed(local_error is None) if r != _C.launcher_rank()]
+        rank = _C.launcher_rank()
     if local_error is not None:
         raise local_error
     if failed:
-        raise MismatchError(f"[boostcomm rank {_C.launcher_rank()}] rank(s) {failed} passed invalid "
+        raise MismatchError(f"[boostcomm rank {rank}] rank(s) {failed} passed invalid "
                             "arguments to this collective call (see their error)")
 
 
@@ -74,30 +97,48 @@ def _agree(local_error):
 def comm_init(rank=None, world_size=None, device_id=0, device="cpu"):
     """Join the job's communicator (collective over all ranks).
 
-    rank / world_size must be what the launcher (mpirun, srun) assigned; None
-    takes them from it. device: one of available_devices(); device_id: the
-    local device index (recorded; CPU collectives ignore it). Initialises MPI
-    unless the application (or mpi4py) already did. Returns the Communicator;
-    calling it again with the same arguments returns the same one.
+    rank / world_size must be what the launcher assigned (mpirun, srun,
+    torchrun); None takes them from it. device: one of available_devices()
+    (another, e.g. "npu" or "cuda", raises naming the available ones);
+    device_id: the local device index (recorded; CPU collectives ignore it).
+    Under mpirun/srun the communicator is the MPI world (MPI is initialised
+    unless the application or mpi4py already did); under torchrun or env://
+    (or after torch.distributed.init_process_group without mpirun) it
+    rendezvouses through torch's c10d store and runs over Gloo's TCP pairs
+    (boostcomm/_launch.py). Returns the Communicator; calling it again
+    returns the same one. A bad argument on one rank raises on every rank.
     """
-    _C.ensure_mpi()
-    true_rank, true_size = _C.launcher_rank(), _C.launcher_size()
-    error = None
+    transport = _state.transport or _launch.transport()
+    if transport == "tcp":
+        job = _state.store_job or _launch.StoreJob()
+        true_rank, true_size = job.rank, job.size
+        launcher = f"torchrun --nproc_per_node {true_size}"
+    else:
+        _C.ensure_mpi()
+        true_rank, true_size = _C.launcher_rank(), _C.launcher_size()
+        launcher = f"mpirun -np {true_size}"
     prefix = f"[boostcomm rank {true_rank}] comm_init: "
-    if device not in available_devices():
-        error = InvalidArgumentError(prefix + f"device '{device}' is not supported by this build; "
-                                     f"available: {', '.join(available_devices())}")
-    elif not isinstance(device_id, int) or device_id < 0:
+    error = _device_error(prefix, device)
+    if error is None and (not isinstance(device_id, int) or isinstance(device_id, bool) or device_id < 0):
         error = InvalidArgumentError(prefix + f"device_id must be a non-negative int, got {device_id!r}")
-    elif world_size is not None and world_size != true_size:
+    elif error is None and world_size is not None and world_size != true_size:
         error = InvalidArgumentError(prefix + f"world_size={world_size}, but the launcher started "
-                                     f"{true_size} processes (e.g. mpirun -np {true_size})")
-    elif rank is not None and rank != true_rank:
+                                     f"{true_size} processes (e.g. {launcher})")
+    elif error is None and rank is not None and rank != true_rank:
         error = InvalidArgumentError(prefix + f"rank={rank}, but the launcher started this process as "
                                      f"rank {true_rank} of {true_size}")
-    _agree(error)
+    if transport == "tcp":
+        store = job.agree(error, "comm_init")
+        _state.store_job = job
+    else:
+        _agree(error)
+    _state.transport = transport
     if _state.default_comm is None or _state.default_comm.finalized:
-        _state.default_comm = _state.register_communicator(_C.Communicator.world())
+        if transport == "tcp":
+            native = job.communicator("comm_init", store)
+        else:
+            native = _C.Communicator.world()
+        _state.default_comm = _state.register_communicator(native)
         _state.default_comm_device = (device, device_id)
     return Communicator(_state.default_comm)
 
@@ -442,21 +483,89 @@ def detect_topology(probe=True):
     return TopologyInfo(_C.detect_topology(comm, probe), comm.node_layout)
 
 
+class FallbackWarning(UserWarning):
+    """A setting named something this build does not have; a stated substitute is used."""
+
+
+# Links of other machines (accelerator fabrics, RDMA NICs and their collective
+# libraries): a program written for them runs here on the substitute named in
+# the warning, which configure_comm_strategy prints.
+_LINKS_ELSEWHERE = {
+    "nvlink": "NVIDIA's GPU-to-GPU link", "hccs": "Ascend's NPU-to-NPU link", "xgmi": "AMD's GPU-to-GPU link",
+    "roce": "RDMA over Converged Ethernet", "rocev2": "RDMA over Converged Ethernet",
+    "rccl": "AMD's collective library (RoCE)", "rdma": "RDMA", "infiniband": "InfiniBand", "ib": "InfiniBand",
+    "nccl": "NVIDIA's collective library", "hccl": "Ascend's collective library",
+}
+
+
+def _links(transport):
+    """The links this build's collectives can use, per phase of a hierarchical
+    collective: {protocol name: the intra-node algorithm it means (None: no change)}."""
+    p2p = "tcp" if transport == "tcp" else "mpi"
+    intra = {"auto": None, "shm": "shm", p2p: "ring"}
+    inter = {"auto": None, p2p: None}
+    return intra, inter
+
+
+def _protocol(prefix, argument, value, available):
+    """(protocol, warning) for one *_node_protocol argument, or raises."""
+    name = str(value).lower()
+    if name in available:
+        return name, None
+    if name in _LINKS_ELSEWHERE:
+        return "auto", (f"boostcomm: {argument}={value!r} ({_LINKS_ELSEWHERE[name]}) is not in this CPU build; "
+                        f"using 'auto' (available: {', '.join(available)})")
+    raise InvalidArgumentError(prefix + f"{argument} {value!r} is unknown; available in this build: "
+                               f"{', '.join(available)} (links of other machines, such as "
+                               f"{', '.join(sorted(_LINKS_ELSEWHERE)[:4])}, fall back to 'auto' with a warning)")
+
+
 def configure_comm_strategy(strategy="auto", intra_algorithm="auto", inter_algorithm="auto",
-                            collective_algorithm="auto"):
+                            collective_algorithm="auto", intra_node_protocol="auto", inter_node_protocol="auto"):
     """How collectives use the machine layout (collective).
 
-    strategy: flat | topology_aware | auto. intra_algorithm, inter_algorithm:
-    the algorithms of the two phases of hierarchical allreduce (C++
-    CommStrategy::intraAlgorithm / interAlgorithm, BOOSTCOMM_HIER_INTRA_ALGO /
-    BOOSTCOMM_HIER_INTER_ALGO); "auto" is the built-in choice of the phase.
-    intra_algorithm: auto (shm when the node's ranks share a segment, else
-    ring) | shm | ring. inter_algorithm: auto (ring) | ring | rhd | native.
-    collective_algorithm: auto or an algorithm name. Applies to the default
-    communicator and to boostcomm process groups created afterwards."""
+    strategy: flat | topology_aware | auto. The two phases of a hierarchical
+    collective (topology_aware on several nodes), named by link or by algorithm:
+      intra_node_protocol: auto | shm (the node's shared-memory segment) |
+        mpi or tcp (the transport's point-to-point link: MPI under mpirun,
+        Gloo's TCP pairs under torchrun), i.e. intra_algorithm shm or ring;
+      inter_node_protocol: auto | mpi or tcp (the one link between nodes here);
+      intra_algorithm: auto (shm when the node's ranks share a segment, else
+        ring) | shm | ring; inter_algorithm: auto (ring) | ring | rhd | native
+        (C++ CommStrategy::intraAlgorithm / interAlgorithm,
+        BOOSTCOMM_HIER_INTRA_ALGO / BOOSTCOMM_HIER_INTER_ALGO).
+    Links of other machines (nvlink, hccs, roce, rccl, ...) fall back to
+    'auto' with a one-line FallbackWarning; unknown names raise listing the
+    available ones. collective_algorithm: auto or an algorithm name. Applies
+    to the default communicator and to boostcomm process groups created
+    afterwards. Returns the settings applied (a dict)."""
+    comm = _default()
+    prefix = f"[boostcomm rank {comm.rank}] configure_comm_strategy: "
+    intra_links, inter_links = _links(_state.transport)
+    error, warnings_ = None, []
+    try:
+        intra, warning = _protocol(prefix, "intra_node_protocol", intra_node_protocol, list(intra_links))
+        warnings_.append(warning)
+        inter, warning = _protocol(prefix, "inter_node_protocol", inter_node_protocol, list(inter_links))
+        warnings_.append(warning)
+        wanted = intra_links[intra]
+        if wanted is not None:
+            if intra_algorithm not in ("auto", wanted):
+                raise InvalidArgumentError(prefix + f"intra_node_protocol={intra_node_protocol!r} means "
+                                           f"intra_algorithm {wanted!r}, but intra_algorithm={intra_algorithm!r}")
+            intra_algorithm = wanted
+    except InvalidArgumentError as e:
+        error = e
+    _agree(error)
     args = (strategy, intra_algorithm, inter_algorithm, collective_algorithm)
-    _default().configure_comm_strategy(*args)
+    comm.configure_comm_strategy(*args)
     _state.strategy = args
+    for warning in filter(None, warnings_):  # after the collective call: every rank has configured
+        import warnings
+        warnings.warn(warning, FallbackWarning, stacklevel=2)
+    return {"strategy": strategy, "intra_node_protocol": intra, "inter_node_protocol": inter,
+            "intra_algorithm": intra_algorithm, "inter_algorithm": inter_algorithm,
+            "collective_algorithm": collective_algorithm}
 
 
 class AutotuneResult:
@@ -483,6 +592,20 @@ def reduce_scatter_autotune(input_tensor, reduce_op="sum", auto_strategy=True, o
         output = _empty_like(input_tensor, (n // comm.size,))
     info = _C.reduce_scatter_autotune(comm, input_tensor, output, reduce_op, auto_strategy)
     return AutotuneResult(output, info)
+
+
+def get_link_stats(reset=False, per_node=False):
+    """Bytes and busy time per link level (intra_node, inter_node) of the
+    default communicator (docs/OVERLAP.md, "Link accounting").
+
+    per_node=False: this rank's counters (local). per_node=True: collective,
+    every rank gets a list with one dict per node: its ranks' bytes summed,
+    inter_node busy_seconds = time any of them had an inter-node transfer in
+    flight, congested_seconds = time two or more did. "modelled_bytes" are
+    backend (MPI) and shared-memory calls, counted as the simulator models
+    them; "observed_bytes" are boostcomm's own sends. reset: restart counting."""
+    comm = _default()
+    return comm.node_link_stats(reset) if per_node else comm.link_stats(reset)
 
 
 # ---------------------------------------------------------------- overlap
@@ -548,20 +671,6 @@ def get_overlap_stats(reset=False):
         steps, mean = s["steps"], s["mean"]
         return OverlapStats(mean["comm_seconds"] * steps, mean["hidden_seconds"] * steps, "overlap_engine", steps)
     return OverlapStats(0.0, 0.0, "none", 0)
-
-
-def get_link_stats(reset=False, per_node=False):
-    """Bytes and busy time per link level (intra_node, inter_node) of the
-    default communicator (docs/OVERLAP.md, "Link accounting").
-
-    per_node=False: this rank's counters (local). per_node=True: collective,
-    every rank gets a list with one dict per node: its ranks' bytes summed,
-    inter_node busy_seconds = time any of them had an inter-node transfer in
-    flight, congested_seconds = time two or more did. "modelled_bytes" are
-    backend (MPI) and shared-memory calls, counted as the simulator models
-    them; "observed_bytes" are boostcomm's own sends. reset: restart counting."""
-    comm = _default()
-    return comm.node_link_stats(reset) if per_node else comm.link_stats(reset)
 
 
 class OverlapEngine:

@@ -20,6 +20,8 @@ from . import _boostcomm as _C
 
 _lock = threading.Lock()
 default_comm = None          # the comm_init communicator
+transport = None             # how comm_init joined the job: "mpi", or "tcp" (c10d store + Gloo)
+store_job = None             # _launch.StoreJob when transport is "tcp"
 strategy = None              # last configure_comm_strategy arguments (tuple)
 overlap = {"enable": True, "stages": 2, "buffer_strategy": "segment_list"}
 _process_groups = []         # ProcessGroupBoostcomm objects (strong references, see register_process_group)
