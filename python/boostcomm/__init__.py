@@ -44,8 +44,8 @@ __all__ = [
     "reduce_scatter", "reduce_scatter_many", "barrier",
     "GradientGroup", "collective_fusion", "CollectiveFusion", "OverlapEngine",
     "detect_topology", "configure_comm_strategy", "reduce_scatter_autotune",
-    "configure_overlap", "get_overlap_stats", "DistributedOptimizer",
-    "configure_overlap", "get_overlap_stats", "get_link_stats",
+    "configure_overlap", "get_overlap_stats", "OverlapStats", "DistributedOptimizer", "broadcast_parameters",
+    "get_link_stats",
     "Error", "InvalidArgumentError", "MismatchError", "TimeoutError", "FinalizedError", "FallbackWarning",
 ]
 
@@ -608,119 +608,11 @@ def get_link_stats(reset=False, per_node=False):
     return comm.node_link_stats(reset) if per_node else comm.link_stats(reset)
 
 
-# ---------------------------------------------------------------- overlap
 
-_BUFFER_STRATEGIES = ("segment_list", "list", "ping_pong", "double", "single")
+# ---------------------------------------------------------------- overlap (overlap.py, grad_sync.py)
 
-
-def configure_overlap(enable=True, overlap_stages=2, buffer_strategy="segment_list"):
-    """Overlap of gradient communication with backward.
-
-    enable: False makes the boostcomm c10d backend synchronous (each
-    collective completes before the call returns) and OverlapEngine launch
-    every bucket at finish_backward. overlap_stages: collectives in flight at
-    once (>= 1). buffer_strategy (OverlapEngine): segment_list (= list, the
-    default: each bucket is reduced in place on its gradients, no staging
-    copy), ping_pong (= double) or single staging buffers. Applies to live and future process groups and
-    to OverlapEngines created afterwards."""
-    if not isinstance(overlap_stages, int) or overlap_stages < 1:
-        raise InvalidArgumentError(f"configure_overlap: overlap_stages must be an int >= 1, got {overlap_stages!r}")
-    if buffer_strategy not in _BUFFER_STRATEGIES:
-        raise InvalidArgumentError(f"configure_overlap: buffer_strategy '{buffer_strategy}' unknown; valid: "
-                                   f"{', '.join(_BUFFER_STRATEGIES)}")
-    _state.overlap = {"enable": bool(enable), "stages": overlap_stages, "buffer_strategy": buffer_strategy}
-    for pg in _state.process_groups():
-        pg._configure_overlap(bool(enable), overlap_stages)
-
-
-class OverlapStats:
-    """efficiency: % of communication time hidden behind compute; times in seconds."""
-
-    def __init__(self, comm_time, hidden_comm_time, source, steps_or_ops):
-        self.comm_time = comm_time
-        self.hidden_comm_time = hidden_comm_time
-        self.exposed_comm_time = max(0.0, comm_time - hidden_comm_time)
-        self.efficiency = 100.0 * hidden_comm_time / comm_time if comm_time > 0 else 100.0
-        self.source = source
-        self.count = steps_or_ops
-
-    def __repr__(self):
-        return (f"<OverlapStats {self.efficiency:.1f}% hidden: {self.hidden_comm_time * 1e3:.2f} ms of "
-                f"{self.comm_time * 1e3:.2f} ms ({self.source})>")
-
-
-def get_overlap_stats(reset=False):
-    """How much communication ran while compute went on.
-
-    From the boostcomm process groups (DDP) when they ran collectives: comm
-    time = time with a collective in flight, hidden = CPU time the training
-    thread spent computing meanwhile. Else from the last OverlapEngine
-    (its step statistics, docs/OVERLAP.md). reset: start counting afresh."""
-    comm = hidden = 0.0
-    ops = 0
-    for pg in _state.process_groups():
-        c = pg._overlap_counters(reset)
-        comm += c["comm_seconds"]
-        hidden += c["hidden_seconds"]
-        ops += c["ops"]
-    if ops:
-        return OverlapStats(comm, hidden, "process_group", ops)
-    engine = _state.last_engine() if _state.last_engine is not None else None
-    if engine is not None:
-        s = engine.stats()
-        steps, mean = s["steps"], s["mean"]
-        return OverlapStats(mean["comm_seconds"] * steps, mean["hidden_seconds"] * steps, "overlap_engine", steps)
-    return OverlapStats(0.0, 0.0, "none", 0)
-
-
-class OverlapEngine:
-    """Gradient allreduce overlapped with backward, without DDP.
-
-        engine = boostcomm.OverlapEngine(named_params)    # [(name, tensor)], forward order
-        engine.mark_ready(i)   # as backward produces gradient i
-        engine.finish_backward()
-    Settings from configure_overlap().
-
-    bucket_view=True (as DDP's gradient_as_bucket_view): the engine owns the
-    gradients' memory, in its buckets. The tensors passed in give name, shape,
-    dtype and initial contents only (copied once); write gradient i into
-    tensor_view(i) before mark_ready(i), and read the result there after
-    finish_backward(). No pack or unpack copies."""
-
-    def __init__(self, named_tensors, bucket_bytes=0, first_bucket_bytes=0, average=False, timeout=None,
-                 bucket_view=False):
-        names = [n for n, _ in named_tensors]
-        self.tensors = [t for _, t in named_tensors]
-        o = _state.overlap
-        self._native = _C.OverlapEngine(_default(), names, self.tensors, o["enable"], o["stages"],
-                                        o["buffer_strategy"], bucket_bytes, first_bucket_bytes, average, timeout,
-                                        bool(bucket_view))
-        _state.last_engine = _state._ref(self)
-
-    def tensor_view(self, index):
-        """Where gradient `index` lives, without a copy: its slot in the engine's
-        bucket memory with bucket_view=True, else the tensor passed in. A torch
-        tensor when a torch tensor was passed, else a numpy array, of the passed
-        tensor's shape. The view keeps the engine alive: its buckets are freed
-        (a collective call) only when the engine and every view are gone, so
-        drop them at the same point on every rank."""
-        return _like(self._native.tensor_view(index), self.tensors[index])
-
-    def begin_backward(self):
-        self._native.begin_backward()
-
-    def mark_ready(self, index):
-        self._native.mark_ready(index)
-
-    def finish_backward(self):
-        self._native.finish_backward()
-
-    def stats(self):
-        return self._native.stats()
-
-    def describe_buckets(self):
-        return self._native.describe_buckets()
-
-
-# Needs OverlapEngine and the error types above.
+# They need the error types and helpers above.
+from .overlap import (OverlapEngine, OverlapStats, configure_overlap,  # noqa: E402
+                      get_overlap_stats)
 from .optimizer import DistributedOptimizer  # noqa: E402
+from .grad_sync import broadcast_parameters  # noqa: E402
