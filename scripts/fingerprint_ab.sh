@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The fingerprint cost of ring/rhd, as medians over several runs of the
-# bench's own A/B (docs/PERFORMANCE.md section 22).
+# bench's own A/B (docs/PERFORMANCE_HISTORY.md section 22).
 #
 #   scripts/fingerprint_ab.sh ROUNDS RANKS [bench options...]
 #   e.g. scripts/fingerprint_ab.sh 5 2 -b 8 -e 512 -f 4 --algos ring,rhd --repeats 9 -n 2000 -w 200

@@ -28,7 +28,7 @@ except ImportError as _error:  # not built here, or its libraries (libmpi ...) a
     # native calls then raise this error (boostcomm/_unbuilt.py says why).
     from . import _unbuilt
     _C = _unbuilt.install(__name__ + "._boostcomm", _error)
-from . import _state
+from . import _launch, _state
 
 __version__ = _C.__version__
 Error = _C.Error
@@ -44,9 +44,9 @@ __all__ = [
     "reduce_scatter", "reduce_scatter_many", "barrier",
     "GradientGroup", "collective_fusion", "CollectiveFusion", "OverlapEngine",
     "detect_topology", "configure_comm_strategy", "reduce_scatter_autotune",
-    "configure_overlap", "get_overlap_stats", "DistributedOptimizer",
-    "configure_overlap", "get_overlap_stats", "get_link_stats",
-    "Error", "InvalidArgumentError", "MismatchError", "TimeoutError", "FinalizedError",
+    "configure_overlap", "get_overlap_stats", "OverlapStats", "DistributedOptimizer", "broadcast_parameters",
+    "get_link_stats",
+    "Error", "InvalidArgumentError", "MismatchError", "TimeoutError", "FinalizedError", "FallbackWarning",
 ]
 
 
@@ -55,17 +55,40 @@ def available_devices():
     return ["cpu"]
 
 
+def _device_error(prefix, device):
+    """Why `device` cannot be used here, naming what can (None when it can)."""
+    if device in available_devices():
+        return None
+    where = {"npu": "Ascend NPUs (HCCL)", "cuda": "NVIDIA GPUs (NCCL)", "gpu": "GPUs", "xpu": "Intel GPUs"}
+    what = f" ({where[device]})" if device in where else ""
+    return InvalidArgumentError(
+        prefix + f"device '{device}'{what} is not available in this build, which runs collectives on CPU "
+        f"tensors only; available: {', '.join(available_devices())}. Keep the tensors on the CPU "
+        "(no .npu()/.cuda()) and pass device='cpu'")
+
+
 def _agree(local_error):
     """Collective: raise on every rank when any rank's arguments are bad.
 
     A rank with a bad argument must not leave the others waiting inside the
-    collective constructor, so all ranks agree first.
+    collective that follows, so all ranks agree first: over MPI's control
+    communicator, or over the default communicator when comm_init joined
+    through the c10d store (no MPI there).
     """
-    failed = _C.ranks_that_failed(local_error is None)
+    comm = _state.default_comm
+    if _state.transport == "tcp" and comm is not None and not comm.finalized:
+        import numpy
+        flags = numpy.empty((comm.size, 1), numpy.int32)
+        comm.all_gather(numpy.array([0 if local_error is None else 1], numpy.int32), flags, None, False)
+        failed = [r for r in range(comm.size) if flags[r, 0] and r != comm.rank]
+        rank = comm.rank
+    else:
+        failed = [r for r in _C.ranks_that_failed(local_error is None) if r != _C.launcher_rank()]
+        rank = _C.launcher_rank()
     if local_error is not None:
         raise local_error
     if failed:
-        raise MismatchError(f"[boostcomm rank {_C.launcher_rank()}] rank(s) {failed} passed invalid "
+        raise MismatchError(f"[boostcomm rank {rank}] rank(s) {failed} passed invalid "
                             "arguments to this collective call (see their error)")
 
 
@@ -74,30 +97,48 @@ def _agree(local_error):
 def comm_init(rank=None, world_size=None, device_id=0, device="cpu"):
     """Join the job's communicator (collective over all ranks).
 
-    rank / world_size must be what the launcher (mpirun, srun) assigned; None
-    takes them from it. device: one of available_devices(); device_id: the
-    local device index (recorded; CPU collectives ignore it). Initialises MPI
-    unless the application (or mpi4py) already did. Returns the Communicator;
-    calling it again with the same arguments returns the same one.
+    rank / world_size must be what the launcher assigned (mpirun, srun,
+    torchrun); None takes them from it. device: one of available_devices()
+    (another, e.g. "npu" or "cuda", raises naming the available ones);
+    device_id: the local device index (recorded; CPU collectives ignore it).
+    Under mpirun/srun the communicator is the MPI world (MPI is initialised
+    unless the application or mpi4py already did); under torchrun or env://
+    (or after torch.distributed.init_process_group without mpirun) it
+    rendezvouses through torch's c10d store and runs over Gloo's TCP pairs
+    (boostcomm/_launch.py). Returns the Communicator; calling it again
+    returns the same one. A bad argument on one rank raises on every rank.
     """
-    _C.ensure_mpi()
-    true_rank, true_size = _C.launcher_rank(), _C.launcher_size()
-    error = None
+    transport = _state.transport or _launch.transport()
+    if transport == "tcp":
+        job = _state.store_job or _launch.StoreJob()
+        true_rank, true_size = job.rank, job.size
+        launcher = f"torchrun --nproc_per_node {true_size}"
+    else:
+        _C.ensure_mpi()
+        true_rank, true_size = _C.launcher_rank(), _C.launcher_size()
+        launcher = f"mpirun -np {true_size}"
     prefix = f"[boostcomm rank {true_rank}] comm_init: "
-    if device not in available_devices():
-        error = InvalidArgumentError(prefix + f"device '{device}' is not supported by this build; "
-                                     f"available: {', '.join(available_devices())}")
-    elif not isinstance(device_id, int) or device_id < 0:
+    error = _device_error(prefix, device)
+    if error is None and (not isinstance(device_id, int) or isinstance(device_id, bool) or device_id < 0):
         error = InvalidArgumentError(prefix + f"device_id must be a non-negative int, got {device_id!r}")
-    elif world_size is not None and world_size != true_size:
+    elif error is None and world_size is not None and world_size != true_size:
         error = InvalidArgumentError(prefix + f"world_size={world_size}, but the launcher started "
-                                     f"{true_size} processes (e.g. mpirun -np {true_size})")
-    elif rank is not None and rank != true_rank:
+                                     f"{true_size} processes (e.g. {launcher})")
+    elif error is None and rank is not None and rank != true_rank:
         error = InvalidArgumentError(prefix + f"rank={rank}, but the launcher started this process as "
                                      f"rank {true_rank} of {true_size}")
-    _agree(error)
+    if transport == "tcp":
+        store = job.agree(error, "comm_init")
+        _state.store_job = job
+    else:
+        _agree(error)
+    _state.transport = transport
     if _state.default_comm is None or _state.default_comm.finalized:
-        _state.default_comm = _state.register_communicator(_C.Communicator.world())
+        if transport == "tcp":
+            native = job.communicator("comm_init", store)
+        else:
+            native = _C.Communicator.world()
+        _state.default_comm = _state.register_communicator(native)
         _state.default_comm_device = (device, device_id)
     return Communicator(_state.default_comm)
 
@@ -442,21 +483,89 @@ def detect_topology(probe=True):
     return TopologyInfo(_C.detect_topology(comm, probe), comm.node_layout)
 
 
+class FallbackWarning(UserWarning):
+    """A setting named something this build does not have; a stated substitute is used."""
+
+
+# Links of other machines (accelerator fabrics, RDMA NICs and their collective
+# libraries): a program written for them runs here on the substitute named in
+# the warning, which configure_comm_strategy prints.
+_LINKS_ELSEWHERE = {
+    "nvlink": "NVIDIA's GPU-to-GPU link", "hccs": "Ascend's NPU-to-NPU link", "xgmi": "AMD's GPU-to-GPU link",
+    "roce": "RDMA over Converged Ethernet", "rocev2": "RDMA over Converged Ethernet",
+    "rccl": "AMD's collective library (RoCE)", "rdma": "RDMA", "infiniband": "InfiniBand", "ib": "InfiniBand",
+    "nccl": "NVIDIA's collective library", "hccl": "Ascend's collective library",
+}
+
+
+def _links(transport):
+    """The links this build's collectives can use, per phase of a hierarchical
+    collective: {protocol name: the intra-node algorithm it means (None: no change)}."""
+    p2p = "tcp" if transport == "tcp" else "mpi"
+    intra = {"auto": None, "shm": "shm", p2p: "ring"}
+    inter = {"auto": None, p2p: None}
+    return intra, inter
+
+
+def _protocol(prefix, argument, value, available):
+    """(protocol, warning) for one *_node_protocol argument, or raises."""
+    name = str(value).lower()
+    if name in available:
+        return name, None
+    if name in _LINKS_ELSEWHERE:
+        return "auto", (f"boostcomm: {argument}={value!r} ({_LINKS_ELSEWHERE[name]}) is not in this CPU build; "
+                        f"using 'auto' (available: {', '.join(available)})")
+    raise InvalidArgumentError(prefix + f"{argument} {value!r} is unknown; available in this build: "
+                               f"{', '.join(available)} (links of other machines, such as "
+                               f"{', '.join(sorted(_LINKS_ELSEWHERE)[:4])}, fall back to 'auto' with a warning)")
+
+
 def configure_comm_strategy(strategy="auto", intra_algorithm="auto", inter_algorithm="auto",
-                            collective_algorithm="auto"):
+                            collective_algorithm="auto", intra_node_protocol="auto", inter_node_protocol="auto"):
     """How collectives use the machine layout (collective).
 
-    strategy: flat | topology_aware | auto. intra_algorithm, inter_algorithm:
-    the algorithms of the two phases of hierarchical allreduce (C++
-    CommStrategy::intraAlgorithm / interAlgorithm, BOOSTCOMM_HIER_INTRA_ALGO /
-    BOOSTCOMM_HIER_INTER_ALGO); "auto" is the built-in choice of the phase.
-    intra_algorithm: auto (shm when the node's ranks share a segment, else
-    ring) | shm | ring. inter_algorithm: auto (ring) | ring | rhd | native.
-    collective_algorithm: auto or an algorithm name. Applies to the default
-    communicator and to boostcomm process groups created afterwards."""
+    strategy: flat | topology_aware | auto. The two phases of a hierarchical
+    collective (topology_aware on several nodes), named by link or by algorithm:
+      intra_node_protocol: auto | shm (the node's shared-memory segment) |
+        mpi or tcp (the transport's point-to-point link: MPI under mpirun,
+        Gloo's TCP pairs under torchrun), i.e. intra_algorithm shm or ring;
+      inter_node_protocol: auto | mpi or tcp (the one link between nodes here);
+      intra_algorithm: auto (shm when the node's ranks share a segment, else
+        ring) | shm | ring; inter_algorithm: auto (ring) | ring | rhd | native
+        (C++ CommStrategy::intraAlgorithm / interAlgorithm,
+        BOOSTCOMM_HIER_INTRA_ALGO / BOOSTCOMM_HIER_INTER_ALGO).
+    Links of other machines (nvlink, hccs, roce, rccl, ...) fall back to
+    'auto' with a one-line FallbackWarning; unknown names raise listing the
+    available ones. collective_algorithm: auto or an algorithm name. Applies
+    to the default communicator and to boostcomm process groups created
+    afterwards. Returns the settings applied (a dict)."""
+    comm = _default()
+    prefix = f"[boostcomm rank {comm.rank}] configure_comm_strategy: "
+    intra_links, inter_links = _links(_state.transport)
+    error, warnings_ = None, []
+    try:
+        intra, warning = _protocol(prefix, "intra_node_protocol", intra_node_protocol, list(intra_links))
+        warnings_.append(warning)
+        inter, warning = _protocol(prefix, "inter_node_protocol", inter_node_protocol, list(inter_links))
+        warnings_.append(warning)
+        wanted = intra_links[intra]
+        if wanted is not None:
+            if intra_algorithm not in ("auto", wanted):
+                raise InvalidArgumentError(prefix + f"intra_node_protocol={intra_node_protocol!r} means "
+                                           f"intra_algorithm {wanted!r}, but intra_algorithm={intra_algorithm!r}")
+            intra_algorithm = wanted
+    except InvalidArgumentError as e:
+        error = e
+    _agree(error)
     args = (strategy, intra_algorithm, inter_algorithm, collective_algorithm)
-    _default().configure_comm_strategy(*args)
+    comm.configure_comm_strategy(*args)
     _state.strategy = args
+    for warning in filter(None, warnings_):  # after the collective call: every rank has configured
+        import warnings
+        warnings.warn(warning, FallbackWarning, stacklevel=2)
+    return {"strategy": strategy, "intra_node_protocol": intra, "inter_node_protocol": inter,
+            "intra_algorithm": intra_algorithm, "inter_algorithm": inter_algorithm,
+            "collective_algorithm": collective_algorithm}
 
 
 class AutotuneResult:
@@ -485,71 +594,6 @@ def reduce_scatter_autotune(input_tensor, reduce_op="sum", auto_strategy=True, o
     return AutotuneResult(output, info)
 
 
-# ---------------------------------------------------------------- overlap
-
-_BUFFER_STRATEGIES = ("segment_list", "list", "ping_pong", "double", "single")
-
-
-def configure_overlap(enable=True, overlap_stages=2, buffer_strategy="segment_list"):
-    """Overlap of gradient communication with backward.
-
-    enable: False makes the boostcomm c10d backend synchronous (each
-    collective completes before the call returns) and OverlapEngine launch
-    every bucket at finish_backward. overlap_stages: collectives in flight at
-    once (>= 1). buffer_strategy (OverlapEngine): segment_list (= list, the
-    default: each bucket is reduced in place on its gradients, no staging
-    copy), ping_pong (= double) or single staging buffers. Applies to live and future process groups and
-    to OverlapEngines created afterwards."""
-    if not isinstance(overlap_stages, int) or overlap_stages < 1:
-        raise InvalidArgumentError(f"configure_overlap: overlap_stages must be an int >= 1, got {overlap_stages!r}")
-    if buffer_strategy not in _BUFFER_STRATEGIES:
-        raise InvalidArgumentError(f"configure_overlap: buffer_strategy '{buffer_strategy}' unknown; valid: "
-                                   f"{', '.join(_BUFFER_STRATEGIES)}")
-    _state.overlap = {"enable": bool(enable), "stages": overlap_stages, "buffer_strategy": buffer_strategy}
-    for pg in _state.process_groups():
-        pg._configure_overlap(bool(enable), overlap_stages)
-
-
-class OverlapStats:
-    """efficiency: % of communication time hidden behind compute; times in seconds."""
-
-    def __init__(self, comm_time, hidden_comm_time, source, steps_or_ops):
-        self.comm_time = comm_time
-        self.hidden_comm_time = hidden_comm_time
-        self.exposed_comm_time = max(0.0, comm_time - hidden_comm_time)
-        self.efficiency = 100.0 * hidden_comm_time / comm_time if comm_time > 0 else 100.0
-        self.source = source
-        self.count = steps_or_ops
-
-    def __repr__(self):
-        return (f"<OverlapStats {self.efficiency:.1f}% hidden: {self.hidden_comm_time * 1e3:.2f} ms of "
-                f"{self.comm_time * 1e3:.2f} ms ({self.source})>")
-
-
-def get_overlap_stats(reset=False):
-    """How much communication ran while compute went on.
-
-    From the boostcomm process groups (DDP) when they ran collectives: comm
-    time = time with a collective in flight, hidden = CPU time the training
-    thread spent computing meanwhile. Else from the last OverlapEngine
-    (its step statistics, docs/OVERLAP.md). reset: start counting afresh."""
-    comm = hidden = 0.0
-    ops = 0
-    for pg in _state.process_groups():
-        c = pg._overlap_counters(reset)
-        comm += c["comm_seconds"]
-        hidden += c["hidden_seconds"]
-        ops += c["ops"]
-    if ops:
-        return OverlapStats(comm, hidden, "process_group", ops)
-    engine = _state.last_engine() if _state.last_engine is not None else None
-    if engine is not None:
-        s = engine.stats()
-        steps, mean = s["steps"], s["mean"]
-        return OverlapStats(mean["comm_seconds"] * steps, mean["hidden_seconds"] * steps, "overlap_engine", steps)
-    return OverlapStats(0.0, 0.0, "none", 0)
-
-
 def get_link_stats(reset=False, per_node=False):
     """Bytes and busy time per link level (intra_node, inter_node) of the
     default communicator (docs/OVERLAP.md, "Link accounting").
@@ -564,54 +608,11 @@ def get_link_stats(reset=False, per_node=False):
     return comm.node_link_stats(reset) if per_node else comm.link_stats(reset)
 
 
-class OverlapEngine:
-    """Gradient allreduce overlapped with backward, without DDP.
 
-        engine = boostcomm.OverlapEngine(named_params)    # [(name, tensor)], forward order
-        engine.mark_ready(i)   # as backward produces gradient i
-        engine.finish_backward()
-    Settings from configure_overlap().
+# ---------------------------------------------------------------- overlap (overlap.py, grad_sync.py)
 
-    bucket_view=True (as DDP's gradient_as_bucket_view): the engine owns the
-    gradients' memory, in its buckets. The tensors passed in give name, shape,
-    dtype and initial contents only (copied once); write gradient i into
-    tensor_view(i) before mark_ready(i), and read the result there after
-    finish_backward(). No pack or unpack copies."""
-
-    def __init__(self, named_tensors, bucket_bytes=0, first_bucket_bytes=0, average=False, timeout=None,
-                 bucket_view=False):
-        names = [n for n, _ in named_tensors]
-        self.tensors = [t for _, t in named_tensors]
-        o = _state.overlap
-        self._native = _C.OverlapEngine(_default(), names, self.tensors, o["enable"], o["stages"],
-                                        o["buffer_strategy"], bucket_bytes, first_bucket_bytes, average, timeout,
-                                        bool(bucket_view))
-        _state.last_engine = _state._ref(self)
-
-    def tensor_view(self, index):
-        """Where gradient `index` lives, without a copy: its slot in the engine's
-        bucket memory with bucket_view=True, else the tensor passed in. A torch
-        tensor when a torch tensor was passed, else a numpy array, of the passed
-        tensor's shape. The view keeps the engine alive: its buckets are freed
-        (a collective call) only when the engine and every view are gone, so
-        drop them at the same point on every rank."""
-        return _like(self._native.tensor_view(index), self.tensors[index])
-
-    def begin_backward(self):
-        self._native.begin_backward()
-
-    def mark_ready(self, index):
-        self._native.mark_ready(index)
-
-    def finish_backward(self):
-        self._native.finish_backward()
-
-    def stats(self):
-        return self._native.stats()
-
-    def describe_buckets(self):
-        return self._native.describe_buckets()
-
-
-# Needs OverlapEngine and the error types above.
+# They need the error types and helpers above.
+from .overlap import (OverlapEngine, OverlapStats, configure_overlap,  # noqa: E402
+                      get_overlap_stats)
 from .optimizer import DistributedOptimizer  # noqa: E402
+from .grad_sync import broadcast_parameters  # noqa: E402

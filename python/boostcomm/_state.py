@@ -20,11 +20,13 @@ from . import _boostcomm as _C
 
 _lock = threading.Lock()
 default_comm = None          # the comm_init communicator
+transport = None             # how comm_init joined the job: "mpi", or "tcp" (c10d store + Gloo)
+store_job = None             # _launch.StoreJob when transport is "tcp"
 strategy = None              # last configure_comm_strategy arguments (tuple)
-overlap = {"enable": True, "stages": 2, "buffer_strategy": "segment_list"}
+overlap = {"enable": True, "stages": 2, "buffer_strategy": "segment_list", "sync_gradients": False}
 _process_groups = []         # ProcessGroupBoostcomm objects (strong references, see register_process_group)
 _communicators = []          # every communicator we made, in creation order (strong references)
-last_engine = None           # weak reference to the last OverlapEngine
+_engines = []                # weak references to the OverlapEngines (get_overlap_stats reads them)
 
 
 def _ref(obj):
@@ -51,6 +53,29 @@ def register_communicator(comm):
     with _lock:
         _communicators.append(comm)
     return comm
+
+
+def new_communicator(what):
+    """Another communicator over the comm_init job, for a client that must not
+    share the default one (collective; kept until exit)."""
+    from . import _boostcomm as C
+    comm = store_job.communicator(what) if transport == "tcp" else C.Communicator.world()
+    register_communicator(comm)
+    if strategy is not None:  # configure_comm_strategy's settings, as for process groups
+        comm.configure_comm_strategy(*strategy)
+    return comm
+
+
+def register_engine(engine):
+    with _lock:
+        _engines[:] = [r for r in _engines if r() is not None]
+        _engines.append(_ref(engine))
+
+
+def engines():
+    """The live OverlapEngines, oldest first."""
+    with _lock:
+        return [e for e in (r() for r in _engines) if e is not None]
 
 
 def process_groups():

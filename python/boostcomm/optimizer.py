@@ -11,8 +11,9 @@ How: every parameter's gradient tensor is allocated once (zeros) and handed
 to an OverlapEngine in segment-list mode, so each bucket is reduced in place
 on the gradients themselves: no flat bucket, no pack or unpack copy (with
 bucket_view=True the gradients live in the engine's bucket memory instead).
-A hook on each parameter's gradient accumulator (the autograd node that adds
-into `.grad`) marks the gradient ready once backward has finished with it;
+A post-accumulate-grad hook on each parameter (grad_sync.GradientSync, shared
+with configure_overlap's plain-loop sync) marks the gradient ready once
+backward has finished with it;
 the engine launches a bucket's allreduce as soon as all its gradients are
 ready. `step()` marks the rest (parameters that got no gradient this step keep
 theirs, zero after zero_grad, and are averaged like the others, as DDP's
@@ -33,11 +34,11 @@ reference cycle, so that point is where the program drops it).
 """
 
 import contextlib
-import weakref
 
 import torch
 
-from . import InvalidArgumentError, OverlapEngine
+from . import InvalidArgumentError
+from .grad_sync import GradientSync
 
 
 class _Distributed:
@@ -45,107 +46,22 @@ class _Distributed:
 
     def _bc_setup(self, named, bucket_bytes, first_bucket_bytes, average, backward_passes_per_step, timeout,
                   bucket_view):
-        if not isinstance(backward_passes_per_step, int) or backward_passes_per_step < 1:
-            raise InvalidArgumentError("DistributedOptimizer: backward_passes_per_step must be an int >= 1, got "
-                                       f"{backward_passes_per_step!r}")
-        self._bc_names = [n for n, _ in named]
-        self._bc_params = [p for _, p in named]
-        for name, p in named:
-            if p.layout != torch.strided or p.device.type != "cpu":
-                raise InvalidArgumentError(f"DistributedOptimizer: parameter '{name}' must be a dense CPU tensor "
-                                           f"(layout {p.layout}, device {p.device})")
-            if p.grad is None:
-                p.grad = torch.zeros_like(p, memory_format=torch.contiguous_format)
-            elif not p.grad.is_contiguous():
-                p.grad = p.grad.contiguous()
-        self._bc_engine = OverlapEngine([(n, p.grad) for n, p in named], bucket_bytes=bucket_bytes,
-                                        first_bucket_bytes=first_bucket_bytes, average=average, timeout=timeout,
-                                        bucket_view=bucket_view)
-        if bucket_view:  # the gradients now live in the engine's (shared-memory) buckets
-            for i, p in enumerate(self._bc_params):
-                p.grad = self._bc_engine.tensor_view(i)
-        self._bc_grads = [p.grad for p in self._bc_params]
-        self._bc_managed = set(id(p) for p in self._bc_params)
-        self._bc_passes = backward_passes_per_step
-        self._bc_seen = [0] * len(self._bc_params)   # backward passes since the last step
-        self._bc_marked = [False] * len(self._bc_params)
-        self._bc_active = False                      # engine step begun (begin_backward called)
-        self._bc_sync = True                         # False inside no_sync()
-        self._bc_accumulators = []                   # keeps the autograd nodes (and their hooks) alive
-        with torch.enable_grad():
-            for i, p in enumerate(self._bc_params):
-                # expand_as gives a node whose input is the parameter's AccumulateGrad.
-                accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
-                accumulator.register_hook(self._bc_hook(i))
-                self._bc_accumulators.append(accumulator)
-
-    def _bc_hook(self, i):
-        # A weak reference: the hook must not keep the optimizer alive in a
-        # reference cycle, or the garbage collector (not the program) would
-        # decide when its engine frees its buckets, a collective call.
-        ref = weakref.ref(self)
-
-        def hook(*_):
-            self = ref()
-            if self is None:
-                return
-            self._bc_reclaim(i)
-            if not self._bc_sync:
-                return
-            self._bc_seen[i] += 1
-            if self._bc_seen[i] < self._bc_passes:
-                return
-            if self._bc_marked[i]:
-                raise InvalidArgumentError(
-                    f"DistributedOptimizer: the gradient of '{self._bc_names[i]}' was produced "
-                    f"{self._bc_seen[i]} times since the last step() (backward_passes_per_step="
-                    f"{self._bc_passes}); call step() after each backward, raise backward_passes_per_step, "
-                    "or accumulate inside no_sync()")
-            if not self._bc_active:
-                self._bc_engine.begin_backward()
-                self._bc_active = True
-            self._bc_marked[i] = True
-            self._bc_engine.mark_ready(i)
-        return hook
-
-    def _bc_reclaim(self, i):
-        """Puts gradient i back into the engine's memory when something
-        replaced `.grad` (set it to None, or assigned a new tensor)."""
-        p, grad = self._bc_params[i], self._bc_grads[i]
-        if p.grad is grad:
-            return
-        if p.grad is None:
-            grad.zero_()
-        else:
-            grad.copy_(p.grad)
-        p.grad = grad
+        self._bc = GradientSync(named, None, average=average, bucket_bytes=bucket_bytes,
+                                first_bucket_bytes=first_bucket_bytes, timeout=timeout, bucket_view=bucket_view,
+                                backward_passes_per_step=backward_passes_per_step, finish="step")
+        self._bc_managed = set(id(p) for _, p in named)
 
     def synchronize(self):
         """Waits until every gradient is averaged across ranks (step() calls it)."""
-        if not self._bc_active and not any(self._bc_seen):
-            return  # no backward since the last step: nothing to average
-        if not self._bc_active:
-            self._bc_engine.begin_backward()
-            self._bc_active = True
-        for i, marked in enumerate(self._bc_marked):
-            if not marked:  # no gradient this step (unused here): its .grad as it is, zero if none
-                self._bc_reclaim(i)
-                self._bc_engine.mark_ready(i)
-        try:
-            self._bc_engine.finish_backward()
-        finally:
-            self._bc_active = False
-            self._bc_marked = [False] * len(self._bc_params)
-            self._bc_seen = [0] * len(self._bc_params)
+        self._bc.synchronize()
 
     def step(self, closure=None):
-        if self._bc_sync:
+        if self._bc.enabled:
             self.synchronize()
         return super().step(closure)
 
     def zero_grad(self, set_to_none=False):  # noqa: ARG002 - in place: the engine holds this memory
-        for grad in self._bc_grads:
-            grad.zero_()
+        self._bc.zero_grad()
         for group in self.param_groups:
             for p in group["params"]:
                 if id(p) not in self._bc_managed and p.grad is not None:
@@ -155,16 +71,16 @@ class _Distributed:
     def no_sync(self):
         """Gradients accumulate locally (no communication, step() does not
         average); the first backward after the block averages the sum."""
-        self._bc_sync = False
+        self._bc.enabled = False
         try:
             yield
         finally:
-            self._bc_sync = True
+            self._bc.enabled = True
 
     def overlap_stats(self):
         """The engine's step statistics (docs/OVERLAP.md); also what
         boostcomm.get_overlap_stats() reports without a process group."""
-        return self._bc_engine.stats()
+        return self._bc.stats()
 
 
 def DistributedOptimizer(optimizer, model=None, named_parameters=None, bucket_bytes=0, first_bucket_bytes=0,

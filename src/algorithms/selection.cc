@@ -51,7 +51,7 @@ std::size_t parseBytes(std::string_view text, std::string_view context) {
 }  // namespace
 
 SelectionTable SelectionTable::builtIn(bool sharedMemory, std::string_view transport) {
-  // Measured on 2 ranks, Open MPI 4.1.4 over shared memory (docs/PERFORMANCE.md,
+  // Measured on 2 ranks, Open MPI 4.1.4 over shared memory (docs/PERFORMANCE_HISTORY.md §1-2,
   // 2026-11-29). Without a shared segment (several nodes, BOOSTCOMM_SHM=0):
   // MPI's own allreduce is within 0.85-1.05x of ring/rhd up to 16 MiB, so it
   // keeps them; from 32 MiB it mallocs a fresh temporary per call and pays
@@ -72,7 +72,7 @@ SelectionTable SelectionTable::builtIn(bool sharedMemory, std::string_view trans
   // One node, MPI: the engine's allgather and reduce_scatter beat MPI's from
   // 256 KiB (total payload; 1.08-1.85x and 1.28-5.1x at 2-4 ranks), its
   // broadcast from 1 MiB (1.5-2.8x); below, MPI's is as fast or faster at 3-4
-  // ranks (docs/PERFORMANCE.md section 21, stop 30).
+  // ranks (docs/PERFORMANCE_HISTORY.md section 21, stop 30).
   if (sharedMemory) {
     t.rules_[static_cast<int>(Collective::kAllgather)] = {{0, 256 * kKiB - 1, "native"}, {256 * kKiB, kOpen, "shm"}};
     t.rules_[static_cast<int>(Collective::kBroadcast)] = {{0, kMiB - 1, "native"}, {kMiB, kOpen, "shm"}};

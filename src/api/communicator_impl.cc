@@ -728,7 +728,7 @@ void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
   const auto deadline = deadlineFor(options);
   // Where the selection chose shm for a size the small allreduce takes, the
   // small allreduce runs instead (runNativeDirectly): at 4-32 KiB it beats
-  // the engine's chunked path and raw MPI (docs/PERFORMANCE.md 21, 22).
+  // the engine's chunked path and raw MPI (docs/PERFORMANCE_HISTORY.md 21, 22).
   // It takes a deadline itself; the backend's blocking call cannot.
   const bool small = (algo.build == algorithms::buildShm || algo.build == algorithms::buildNative) &&
                      takesSmall(args, spec_.count, options);

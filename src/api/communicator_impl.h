@@ -265,7 +265,7 @@ class CommunicatorImpl {
   std::uint64_t rootPendingFrom_ = 0;
   // 32: a check per 8 calls cost a broadcast root 2-4% at 8 B-1 KiB (its
   // reads of the receivers' lines, 2 ranks), per 32 calls under 2%
-  // (docs/PERFORMANCE.md 24). Well inside the flight ring (256 calls).
+  // (docs/PERFORMANCE_HISTORY.md 24). Well inside the flight ring (256 calls).
   static constexpr std::uint64_t kRootPendingBatch = 32;
   std::array<std::string, kNumCollectives> algoOverride_;
   std::chrono::milliseconds defaultTimeout_{0};

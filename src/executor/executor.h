@@ -111,7 +111,7 @@ class IssueLedger {
 // posts a receive from it — the same check and words, one message fewer.
 // Not cheaper on these VMs: the read is a cache-line transfer between cores
 // on the critical path (ring/rhd +20-32% at 8 B-1 KiB against +25-37% for
-// the message; docs/PERFORMANCE.md section 17).
+// the message; docs/PERFORMANCE_HISTORY.md section 17).
 // Inline header (the default for first messages of at most
 // kInlineHeaderBytes, not a wire format or segment list, on transports that
 // accept shorter messages than a receive's size: MPI): the header travels in
@@ -126,7 +126,7 @@ class IssueLedger {
 // the header's magic, or more than the receive takes (a truncation error),
 // and is sent a header message anyway, since it waits for one. Either way a
 // mismatch. (A trailer instead would truncate before it could be read.)
-// docs/RELIABILITY.md, "Inline fingerprint header"; PERFORMANCE.md section 20.
+// docs/RELIABILITY.md, "Inline fingerprint header"; PERFORMANCE_HISTORY.md section 20.
 // Messages up to this size carry the fingerprint header inline (see above),
 // except those that the header's 40 bytes would push past a cheaper protocol
 // of the backend. Open MPI's shared-memory BTL (vader) sends up to 256 bytes

@@ -19,7 +19,7 @@ namespace {
 // for a core (more ranks than cores, or a vCPU the hypervisor took away)
 // spun that long at every chunk handshake: 3 ranks on 2 cores took ~1.3 ms
 // per allreduce of 4 KiB-64 KiB against raw MPI's 20-80 us; 2 ranks measured
-// the same either way (docs/PERFORMANCE.md section 21).
+// the same either way (docs/PERFORMANCE_HISTORY.md section 21).
 constexpr std::uint32_t kPollsBeforeReturn = 4;
 // Reductions over more than two inputs accumulate this many bytes at a time
 // in L1-resident scratch (see shm_allreduce.cc).

@@ -83,7 +83,7 @@ class ShmEngine final : public transport::SharedMemoryEngine {
   std::size_t smallAllreduceBytes() const override { return kSmallAllreduceBytes; }
   // Every rank reads every peer's slot and reduces all of them, so its cost
   // grows with ranks x bytes, while the chunked path spreads the reduction
-  // and pays a handshake per chunk. Measured (docs/PERFORMANCE.md section 22):
+  // and pays a handshake per chunk. Measured (docs/PERFORMANCE_HISTORY.md section 22):
   // at 2 ranks the small allreduce wins to 8 KiB and ties at 16 KiB; with
   // more ranks than hardware threads every handshake waits for a peer to
   // get a core, and it wins 2-5x at 8-32 KiB (3-4 ranks on 2 cores). So:

@@ -23,7 +23,7 @@ constexpr double kDefaultIntraGBps = 5.0;
 constexpr double kDefaultInterLatencyUs = 10.0;
 constexpr double kDefaultInterGBps = 1.25;
 // Single-thread memcpy of large buffers on these VMs: 9-18 GB/s (9.4 GB/s in
-// docs/PERFORMANCE.md; up to 18 GB/s when the data is in L2/L3).
+// docs/PERFORMANCE_HISTORY.md; up to 18 GB/s when the data is in L2/L3).
 constexpr double kDefaultMemcpyGBps = 9.4;
 // A float32 sum reads two streams and writes one where memcpy reads one and
 // writes one: ~2/3 of memcpy bandwidth in output bytes (AVX2 kernel, memory bound).
@@ -53,7 +53,7 @@ constexpr double kShmSyncUs = 0.5;
 constexpr std::size_t kShmChunkBytes = std::size_t{256} << 10;
 // Wire formats (core/wire.h): float32 bytes per us one thread encodes or
 // decodes (AVX2/F16C where present, measured by test_wire's throughput
-// line on these 2-vCPU hosts: see docs/PERFORMANCE.md). Not overlapped with
+// line on these 2-vCPU hosts: see docs/PERFORMANCE_HISTORY.md §14). Not overlapped with
 // the link in the model (conservative: auto compresses only where the link
 // saving clearly exceeds it).
 constexpr double kWireBf16ConvertGBps = 8.0;
