@@ -30,7 +30,8 @@ env -u PYTHONPATH "$venv/bin/python" - <<'PY'
 import importlib.util, os
 import torch
 import boostcomm, boostcomm.torch
-for name in ("boostcomm", "boostcomm._boostcomm", "boostcomm._boostcomm_torch"):
+import ascend_boost_comm  # the founding document's name for the package
+for name in ("boostcomm", "boostcomm._boostcomm", "boostcomm._boostcomm_torch", "ascend_boost_comm"):
     where = importlib.util.find_spec(name).origin
     assert "site-packages" in where, f"{name} imported from {where}"
 print("pip-check: boostcomm", boostcomm.__file__, "torch", torch.__version__)
