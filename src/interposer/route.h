@@ -13,9 +13,11 @@
 namespace boostcomm::interposer {
 
 // Times a call when BOOSTCOMM_MPI_STATS is on, and records its outcome.
+// active() first: the settings are read on the first call that finds MPI
+// initialized, which would otherwise leave that call itself uncounted.
 class CallTimer {
  public:
-  explicit CallTimer(Call call) : call_(call), on_(settings().stats) {
+  explicit CallTimer(Call call) : call_(call), on_(active() && settings().stats) {
     if (on_) start_ = std::chrono::steady_clock::now();
   }
   void done(Reason reason) {
