@@ -202,7 +202,11 @@ Reason Plan::reduceScatter(const void* sendbuf, void* recvbuf, const int* recvco
 
 Reason sizeRules(Reason planned, const CommEntry& entry, const Plan& plan) {
   if (planned != Reason::kRouted) return planned;
-  if (plan.collective == Collective::kBarrier) return entry.nativeBarrier ? Reason::kNative : Reason::kRouted;
+  // The native shortcut only where it is on (CommEntry::shortcut): its range is not known, or not yet
+  // known alike on every rank, while a background set-up may still run.
+  if (plan.collective == Collective::kBarrier) {
+    return entry.shortcut && entry.nativeBarrier ? Reason::kNative : Reason::kRouted;
+  }
   const std::size_t bytes = plan.payloadBytes();
   if (bytes < settings().minBytes) return Reason::kSmall;
   // An empty payload (count 0, a zero-size type, an allgatherv of zero
@@ -211,6 +215,7 @@ Reason sizeRules(Reason planned, const CommEntry& entry, const Plan& plan) {
   // agrees because payload bytes agree (equal type signatures).
   if (bytes == 0) return Reason::kNative;
   if (plan.varying) return Reason::kRouted;  // allgatherv: boostcomm's allgatherv path decides
+  if (!entry.shortcut) return Reason::kRouted;
   return bytes <= entry.nativeUpTo[static_cast<std::size_t>(plan.collective)] ? Reason::kNative : Reason::kRouted;
 }
 

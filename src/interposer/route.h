@@ -50,14 +50,20 @@ inline CommEntry* routeComm(Call call, MPI_Comm comm, bool blocking, Reason& rea
     reason = Reason::kNullComm;
     return nullptr;
   }
-  CommEntry* entry = blocking ? &entryForBlocking(comm) : lookup(comm);
+  CommEntry* entry = blocking ? &entryForBlocking(comm) : entryForNonblocking(comm);
   if (entry == nullptr) {
-    reason = Reason::kNotSeen;
+    // Nonblocking, and not set up: no reservation (or none possible below
+    // MPI_THREAD_MULTIPLE); a blocking call will set it up.
+    reason = settings().nonblocking ? Reason::kNotSeen : Reason::kThreadLevel;
     return nullptr;
   }
   if (entry->kind == CommKind::kInternal) return nullptr;
   if (entry->kind == CommKind::kUnroutable) {
     reason = entry->reason;
+    return nullptr;
+  }
+  if (!blocking && !settings().nonblocking) {
+    reason = Reason::kThreadLevel;
     return nullptr;
   }
   return entry;
