@@ -154,7 +154,15 @@ CommEntry& entryForBlocking(MPI_Comm comm) {
 
 CommEntry* entryForNonblocking(MPI_Comm comm) {
   CommEntry* entry = lookup(comm);
-  if (entry == nullptr || entry->kind != CommKind::kFresh) return entry;
+  if (entry == nullptr) {
+    // Never seen (MPI_COMM_SELF, an intercommunicator, a cartesian one ...):
+    // what can be told locally is told now (INTERCOMM, SINGLE_RANK); the
+    // rest waits for a blocking call.
+    Guard guard;
+    int rank = 0, size = 1;
+    return unroutableEntry(comm, rank, size);
+  }
+  if (entry->kind != CommKind::kFresh) return entry;
   if (entry->reserved == MPI_COMM_NULL) return nullptr;
   entry->kind = CommKind::kRouted;
   entry->shortcut = false;
