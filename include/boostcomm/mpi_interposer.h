@@ -18,7 +18,7 @@ enum boostcomm_mpi_reason {
   BOOSTCOMM_MPI_INTERCOMM = 4,
   BOOSTCOMM_MPI_SINGLE_RANK = 5,
   BOOSTCOMM_MPI_CREATE_FAILED = 6,
-  BOOSTCOMM_MPI_NOT_SEEN = 7,      /* nonblocking call before any blocking one set the communicator up */
+  BOOSTCOMM_MPI_NOT_SEEN = 7,      /* nonblocking call on a communicator not set up and not reserved at creation */
   BOOSTCOMM_MPI_THREAD_LEVEL = 8,  /* nonblocking call without MPI_THREAD_MULTIPLE / progress thread */
   BOOSTCOMM_MPI_DATATYPE = 9,      /* reduction over a type boostcomm does not reduce */
   BOOSTCOMM_MPI_OP = 10,           /* user op or an op boostcomm lacks */

@@ -114,9 +114,13 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   strategy.intraAlgorithm = core::tunableEnum(core::kTunableHierIntraAlgo);
   wire_ = *parseWireFormat(core::tunableEnum(core::kTunableWireDtype));
   configureStrategy(strategy);
-  // Node layout: declared (tests, emulation) or detected (collective call).
+  // Node layout: declared (tests, emulation), one node where a shared-memory
+  // engine is attached (only ever to groups on one node: no collective call,
+  // and none that creates a communicator), or detected (collective call).
   if (auto declared = topology::layoutOverrideFromEnv(size_, rank_)) {
     layout_ = algorithms::layoutFromSizes(declared->ranksPerNode);
+  } else if (sharedMemory_) {
+    layout_ = algorithms::layoutFromSizes({size_});
   } else {
     layout_ = algorithms::layoutFromNodeIds(transport_->nodeIdOfEachRank());
   }

@@ -18,4 +18,18 @@ namespace boostcomm::detail {
 // finalize() frees the duplicate and never finalizes MPI.
 std::shared_ptr<Communicator> createCommunicatorOverMpi(MPI_Comm comm);
 
+// The same without creating any MPI communicator, for the interposer's
+// set-up in the background (src/interposer/deferred_setup.h): Open MPI 4.1
+// allocates context ids one at a time per process, so a communicator
+// creation waiting for its peers blocks the application's own
+// MPI_Comm_dup / split elsewhere, and a peer may wait in those for us.
+// `reserved`: a communicator made for boostcomm's traffic alone, every rank
+// on one node (the caller checked both when it made it); used directly, never
+// freed here (the caller frees it after finalize()), its error handler the
+// caller's to set (MPI_ERRORS_RETURN). The shared-memory engine sits on a
+// POSIX segment instead of an MPI window (a window creates a communicator).
+// Collective; throws on every rank alike when shared memory cannot be
+// attached (without it, boostcomm would create a control-channel communicator).
+std::shared_ptr<Communicator> createCommunicatorOverReservedMpi(MPI_Comm reserved);
+
 }  // namespace boostcomm::detail

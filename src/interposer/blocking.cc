@@ -4,6 +4,7 @@
 // its PMPI_ twin with the arguments untouched.
 #include <exception>
 
+#include "interposer/deferred_setup.h"
 #include "interposer/plan.h"
 #include "interposer/route.h"
 
@@ -17,18 +18,25 @@ namespace {
 // a TLS-init call to every access.
 thread_local Plan* t_plan = nullptr;
 
+// Pmpi: the call as PMPI on a given communicator (the application's, or the
+// private duplicate of a failed background set-up).
 template <typename MakePlan, typename Pmpi>
 int blockingCall(Call call, const char* name, MPI_Comm comm, MakePlan makePlan, Pmpi pmpi) {
-  if (Guard::active()) return pmpi();  // boostcomm's own call: not counted, not timed
+  if (Guard::active()) return pmpi(comm);  // boostcomm's own call: not counted, not timed
   CallTimer timer(call);
   Reason reason = Reason::kRouted;
   CommEntry* entry = routeComm(call, comm, true, reason);
   if (entry != nullptr) {
+    // Set up in the background (deferred_setup.h): wait for it to end.
+    const MPI_Comm fallback = entry->shortcut ? MPI_COMM_NULL : settleForBlocking(*entry);
     if (t_plan == nullptr) t_plan = new Plan;
     Plan& plan = *t_plan;
     plan.comm = comm;
     try {
       reason = sizeRules(makePlan(plan, *entry), *entry, plan);
+      if (reason == Reason::kRouted && fallback != MPI_COMM_NULL) {
+        return passThrough(timer, true, Reason::kCreateFailed, [&] { return pmpi(fallback); });
+      }
       if (reason == Reason::kRouted) {
         Guard guard;
         plan.run(*entry->comm);
@@ -41,7 +49,7 @@ int blockingCall(Call call, const char* name, MPI_Comm comm, MakePlan makePlan, 
       return reportError(comm, name, e);
     }
   }
-  return passThrough(timer, entry != nullptr, reason, pmpi);
+  return passThrough(timer, entry != nullptr, reason, [&] { return pmpi(comm); });
 }
 
 }  // namespace
@@ -52,13 +60,13 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype da
   return blockingCall(
       Call::kAllreduce, "MPI_Allreduce", comm,
       [&](Plan& p, const CommEntry&) { return p.allreduce(sendbuf, recvbuf, count, datatype, op); },
-      [&] { return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm); });
+      [&](MPI_Comm c) { return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, c); });
 }
 
 int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
   return blockingCall(
       Call::kBcast, "MPI_Bcast", comm, [&](Plan& p, const CommEntry& e) { return p.bcast(buffer, count, datatype, root, e); },
-      [&] { return PMPI_Bcast(buffer, count, datatype, root, comm); });
+      [&](MPI_Comm c) { return PMPI_Bcast(buffer, count, datatype, root, c); });
 }
 
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
@@ -68,7 +76,7 @@ int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, voi
       [&](Plan& p, const CommEntry& e) {
         return p.allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, e);
       },
-      [&] { return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm); });
+      [&](MPI_Comm c) { return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, c); });
 }
 
 int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
@@ -78,7 +86,9 @@ int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, vo
       [&](Plan& p, const CommEntry& e) {
         return p.allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, e);
       },
-      [&] { return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm); });
+      [&](MPI_Comm c) {
+        return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, c);
+      });
 }
 
 int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
@@ -86,7 +96,7 @@ int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, 
   return blockingCall(
       Call::kReduceScatterBlock, "MPI_Reduce_scatter_block", comm,
       [&](Plan& p, const CommEntry& e) { return p.reduceScatterBlock(sendbuf, recvbuf, recvcount, datatype, op, e); },
-      [&] { return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm); });
+      [&](MPI_Comm c) { return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, c); });
 }
 
 int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
@@ -94,13 +104,13 @@ int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[
   return blockingCall(
       Call::kReduceScatter, "MPI_Reduce_scatter", comm,
       [&](Plan& p, const CommEntry& e) { return p.reduceScatter(sendbuf, recvbuf, recvcounts, datatype, op, e); },
-      [&] { return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm); });
+      [&](MPI_Comm c) { return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, c); });
 }
 
 int MPI_Barrier(MPI_Comm comm) {
   return blockingCall(
       Call::kBarrier, "MPI_Barrier", comm, [&](Plan& p, const CommEntry&) { return p.barrier(); },
-      [&] { return PMPI_Barrier(comm); });
+      [&](MPI_Comm c) { return PMPI_Barrier(c); });
 }
 
 }  // extern "C"

@@ -71,11 +71,14 @@ bool byteLayout(MPI_Datatype type, int count, ByteLayout& out) {
   if (PMPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS) return false;
   out.direct = namedContiguous(type, size);
   out.bytes = static_cast<std::size_t>(count) * static_cast<std::size_t>(size);
-  out.extent = static_cast<std::size_t>(extent);
+  out.extent = static_cast<std::ptrdiff_t>(extent);
   return true;
 }
 
+// An empty payload moves nothing, and Open MPI 4.1 rejects a null buffer with
+// MPI_ERR_ARG even for zero bytes (the data() of an empty staging vector).
 void packBytes(const void* buf, int count, MPI_Datatype type, void* out, std::size_t bytes, MPI_Comm comm) {
+  if (bytes == 0) return;
   if (bytes > static_cast<std::size_t>(INT_MAX)) throw std::runtime_error("derived datatype payload above INT_MAX bytes");
   int position = 0;
   if (PMPI_Pack(buf, count, type, out, static_cast<int>(bytes), &position, comm) != MPI_SUCCESS ||
@@ -85,6 +88,7 @@ void packBytes(const void* buf, int count, MPI_Datatype type, void* out, std::si
 }
 
 void unpackBytes(const void* in, std::size_t bytes, void* buf, int count, MPI_Datatype type, MPI_Comm comm) {
+  if (bytes == 0) return;
   if (bytes > static_cast<std::size_t>(INT_MAX)) throw std::runtime_error("derived datatype payload above INT_MAX bytes");
   int position = 0;
   if (PMPI_Unpack(in, static_cast<int>(bytes), &position, buf, count, type, comm) != MPI_SUCCESS ||

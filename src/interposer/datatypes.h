@@ -31,12 +31,13 @@ bool reducesAlike(DataType dtype, ReduceOp op);
 struct ByteLayout {
   bool direct = false;        // one contiguous run of `bytes` in type-map order at buf
   std::size_t bytes = 0;      // packed size (count * MPI_Type_size)
-  std::size_t extent = 0;     // of one element (displacements in allgatherv count in it)
+  std::ptrdiff_t extent = 0;  // of one element (displacements in allgatherv count in it); may be 0 or negative
 };
 // False for an invalid type or negative count (PMPI then reports it).
 bool byteLayout(MPI_Datatype type, int count, ByteLayout& out);
 
-// PMPI_Pack / PMPI_Unpack of count elements into or out of exactly `bytes`.
+// PMPI_Pack / PMPI_Unpack of count elements into or out of exactly `bytes`
+// (nothing at all for 0 bytes).
 void packBytes(const void* buf, int count, MPI_Datatype type, void* out, std::size_t bytes, MPI_Comm comm);
 void unpackBytes(const void* in, std::size_t bytes, void* buf, int count, MPI_Datatype type, MPI_Comm comm);
 

@@ -11,7 +11,8 @@ namespace {
 
 constexpr DataType kBytes = DataType::kUInt8;
 
-unsigned char* byteAt(void* base, std::size_t offset) { return static_cast<unsigned char*>(base) + offset; }
+// Element offsets of derived types may be zero or negative (an extent of 0 or < 0).
+unsigned char* byteAt(void* base, std::ptrdiff_t offset) { return static_cast<unsigned char*>(base) + offset; }
 
 // The checks every reduction makes (type, op, the pair, count), in the order
 // that names the first failing one.
@@ -46,6 +47,7 @@ Reason Plan::bcast(void* buf, int count, MPI_Datatype type, int rootRank, const 
   finish = Finish::kNone;
   collective = Collective::kBroadcast;
   root = rootRank;
+  if (layout.bytes == 0) return empty();
   if (layout.direct) {
     recv = View(buf, layout.bytes, kBytes);
   } else {
@@ -74,6 +76,7 @@ Reason Plan::allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype
   finish = Finish::kNone;
   collective = Collective::kAllgather;
   varying = false;
+  if (block.bytes == 0) return empty();
   const std::size_t total = block.bytes * static_cast<std::size_t>(entry.size);
   const std::size_t ownOffset = block.bytes * static_cast<std::size_t>(entry.rank);
   unsigned char* base = nullptr;
@@ -91,7 +94,7 @@ Reason Plan::allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype
   if (inPlace) {
     // This rank's block already sits in recvbuf at rank * recvcount elements.
     if (!block.direct) {
-      packBytes(byteAt(recvbuf, block.extent * static_cast<std::size_t>(recvcount) * entry.rank), recvcount, recvtype,
+      packBytes(byteAt(recvbuf, block.extent * recvcount * entry.rank), recvcount, recvtype,
                 base + ownOffset, block.bytes, comm);
     }
     send = ConstView(base + ownOffset, block.bytes, kBytes);
@@ -112,12 +115,13 @@ Reason Plan::allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtyp
   const std::size_t n = static_cast<std::size_t>(entry.size);
   counts.resize(n);
   std::size_t total = 0;
-  bool packed = unit.direct && unit.extent == unit.bytes;
+  bool packed = unit.direct && unit.extent == static_cast<std::ptrdiff_t>(unit.bytes);
   for (std::size_t i = 0; i < n; ++i) {
     if (recvcounts[i] < 0) return Reason::kArguments;
     counts[i] = static_cast<std::size_t>(recvcounts[i]) * unit.bytes;
-    // Blocks back to back in rank order: boostcomm's layout, no staging.
-    if (static_cast<std::size_t>(displs[i]) * unit.bytes != total || displs[i] < 0) packed = false;
+    // Blocks back to back in rank order: boostcomm's layout, no staging. An
+    // empty block's displacement is never used, so it may be anything.
+    if (counts[i] > 0 && (displs[i] < 0 || static_cast<std::size_t>(displs[i]) * unit.bytes != total)) packed = false;
     total += counts[i];
   }
   const std::size_t me = static_cast<std::size_t>(entry.rank);
@@ -129,6 +133,7 @@ Reason Plan::allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtyp
   finish = Finish::kNone;
   collective = Collective::kAllgather;
   varying = true;
+  if (total == 0) return empty();
   unsigned char* base = nullptr;
   if (packed) {
     base = static_cast<unsigned char*>(recvbuf);
@@ -146,7 +151,7 @@ Reason Plan::allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtyp
   recv = View(base, total, kBytes);
   if (inPlace) {
     if (!packed) {
-      void* own = byteAt(recvbuf, unit.extent * static_cast<std::size_t>(displs[me]));
+      void* own = byteAt(recvbuf, unit.extent * displs[me]);
       if (unit.direct) {
         std::memcpy(base + ownOffset, own, counts[me]);
       } else {
@@ -197,11 +202,27 @@ Reason Plan::reduceScatter(const void* sendbuf, void* recvbuf, const int* recvco
 
 Reason sizeRules(Reason planned, const CommEntry& entry, const Plan& plan) {
   if (planned != Reason::kRouted) return planned;
-  if (plan.collective == Collective::kBarrier) return entry.nativeBarrier ? Reason::kNative : Reason::kRouted;
+  // The native shortcut only where it is on (CommEntry::shortcut): its range is not known, or not yet
+  // known alike on every rank, while a background set-up may still run.
+  if (plan.collective == Collective::kBarrier) {
+    return entry.shortcut && entry.nativeBarrier ? Reason::kNative : Reason::kRouted;
+  }
   const std::size_t bytes = plan.payloadBytes();
   if (bytes < settings().minBytes) return Reason::kSmall;
+  // An empty payload (count 0, a zero-size type, an allgatherv of zero
+  // counts) moves nothing: MPI's own call keeps exactly MPI's semantics
+  // (its argument checks, no synchronisation it would not do), and every rank
+  // agrees because payload bytes agree (equal type signatures).
+  if (bytes == 0) return Reason::kNative;
   if (plan.varying) return Reason::kRouted;  // allgatherv: boostcomm's allgatherv path decides
+  if (!entry.shortcut) return Reason::kRouted;
   return bytes <= entry.nativeUpTo[static_cast<std::size_t>(plan.collective)] ? Reason::kNative : Reason::kRouted;
+}
+
+Reason Plan::empty() {
+  recv = View(nullptr, 0, kBytes);
+  send = ConstView(nullptr, 0, kBytes);
+  return Reason::kRouted;  // sizeRules makes it kNative
 }
 
 Reason Plan::barrier() {
@@ -253,7 +274,7 @@ void Plan::complete() {
     std::size_t offset = 0;
     for (std::size_t i = 0; i < outCounts.size(); ++i) {
       const std::size_t bytes = counts[i];
-      void* dst = byteAt(out, outExtent * static_cast<std::size_t>(outDispls[i]));
+      void* dst = byteAt(out, outExtent * outDispls[i]);
       if (outDirect) {
         if (bytes > 0) std::memmove(dst, stage.data() + offset, bytes);
       } else {

@@ -40,7 +40,7 @@ struct Plan {
   int outCount = 0;
   MPI_Datatype outType = MPI_DATATYPE_NULL;
   bool outDirect = false;
-  std::size_t outExtent = 0;
+  std::ptrdiff_t outExtent = 0;
   std::vector<int> outCounts, outDispls;
   MPI_Comm comm = MPI_COMM_NULL;
 
@@ -56,6 +56,8 @@ struct Plan {
   Reason reduceScatter(const void* sendbuf, void* recvbuf, const int* recvcounts, MPI_Datatype type, MPI_Op op,
                        const CommEntry& entry);
   Reason barrier();
+  // A data-movement call of zero bytes: nothing staged or packed (sizeRules sends it to MPI).
+  Reason empty();
 
   // The payload the BOOSTCOMM_MPI_MIN_BYTES threshold compares (the same on every rank).
   std::size_t payloadBytes() const;

@@ -13,9 +13,11 @@
 namespace boostcomm::interposer {
 
 // Times a call when BOOSTCOMM_MPI_STATS is on, and records its outcome.
+// active() first: the settings are read on the first call that finds MPI
+// initialized, which would otherwise leave that call itself uncounted.
 class CallTimer {
  public:
-  explicit CallTimer(Call call) : call_(call), on_(settings().stats) {
+  explicit CallTimer(Call call) : call_(call), on_(active() && settings().stats) {
     if (on_) start_ = std::chrono::steady_clock::now();
   }
   void done(Reason reason) {
@@ -48,14 +50,20 @@ inline CommEntry* routeComm(Call call, MPI_Comm comm, bool blocking, Reason& rea
     reason = Reason::kNullComm;
     return nullptr;
   }
-  CommEntry* entry = blocking ? &entryForBlocking(comm) : lookup(comm);
+  CommEntry* entry = blocking ? &entryForBlocking(comm) : entryForNonblocking(comm);
   if (entry == nullptr) {
-    reason = Reason::kNotSeen;
+    // Nonblocking, and not set up: no reservation (or none possible below
+    // MPI_THREAD_MULTIPLE); a blocking call will set it up.
+    reason = settings().nonblocking ? Reason::kNotSeen : Reason::kThreadLevel;
     return nullptr;
   }
   if (entry->kind == CommKind::kInternal) return nullptr;
   if (entry->kind == CommKind::kUnroutable) {
     reason = entry->reason;
+    return nullptr;
+  }
+  if (!blocking && !settings().nonblocking) {
+    reason = Reason::kThreadLevel;
     return nullptr;
   }
   return entry;

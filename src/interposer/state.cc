@@ -8,13 +8,18 @@
 #include <string>
 #include <string_view>
 
-#include "api/mpi_comm.h"
+#include <thread>
+
 #include "boostcomm/error.h"
 #include "core/tunables.h"
+#include "interposer/deferred_setup.h"
 
 namespace boostcomm::interposer {
 
 thread_local int Guard::depth_ = 0;
+
+CommEntry::CommEntry() = default;
+CommEntry::~CommEntry() = default;
 
 namespace detail {
 std::atomic<bool> g_active{false};
@@ -33,7 +38,14 @@ std::mutex g_initMutex;
 bool g_initDone = false;  // guarded by g_initMutex: settings read, keyvals made
 int g_commKeyval = MPI_KEYVAL_INVALID;
 int g_selfKeyval = MPI_KEYVAL_INVALID;
-CommEntry g_internal{CommKind::kInternal, Reason::kRouted, nullptr, 0, 1, false};
+CommEntry& internalEntry() {
+  static CommEntry* entry = [] {
+    auto* e = new CommEntry;  // never freed: every internal communicator points at it
+    e->kind = CommKind::kInternal;
+    return e;
+  }();
+  return *entry;
+}
 
 // Routed entries in creation order: finalized in reverse at MPI_Finalize.
 std::mutex g_routedMutex;
@@ -71,21 +83,30 @@ std::array<bool, kNumCalls> parseEnabled(const std::string& text) {
   return on;
 }
 
+// The collective teardown of one entry: its background set-up ended, its
+// boostcomm Communicator finalized, then the communicator reserved for it
+// freed (boostcomm ran over it). Once MPI_Finalize began (g_active false),
+// MPI frees what is left itself: the reservations of communicators never
+// set up are not freed here then.
 void finalizeEntry(CommEntry& entry) {
-  if (!entry.comm) return;
   Guard guard;
-  try {
-    entry.comm->finalize();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "boostcomm_mpi: rank %d: finalizing a communicator failed: %s\n", entry.rank, e.what());
+  if (entry.deferred) entry.deferred->join();
+  if (entry.comm) {
+    try {
+      entry.comm->finalize();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "boostcomm_mpi: rank %d: finalizing a communicator failed: %s\n", entry.rank, e.what());
+    }
+    entry.comm.reset();
   }
-  entry.comm.reset();
+  if (entry.deferred) entry.deferred->freeReserved();
+  if (entry.reserved != MPI_COMM_NULL && g_active.load(std::memory_order_acquire)) PMPI_Comm_free(&entry.reserved);
 }
 
 int deleteCommAttr(MPI_Comm, int, void* value, void*) {
   auto* entry = static_cast<CommEntry*>(value);
   g_epoch.fetch_add(1, std::memory_order_acq_rel);
-  if (entry == &g_internal) return MPI_SUCCESS;
+  if (entry == &internalEntry()) return MPI_SUCCESS;
   if (entry->kind == CommKind::kRouted) {
     std::lock_guard lock(g_routedMutex);
     std::erase(g_routed, entry);
@@ -108,12 +129,23 @@ int deleteSelfAttr(MPI_Comm, int, void*, void*) {
     std::lock_guard lock(g_routedMutex);
     routed.swap(g_routed);
   }
-  // Reverse creation order: ranks created them in one global order, so the
-  // collective teardowns meet.
+  // Communicators set up in the background were first used in orders that may
+  // differ across ranks (nonblocking calls), so no order of their collective
+  // teardowns is sure to meet: each gets a thread of its own (they exist only
+  // under MPI_THREAD_MULTIPLE). The others: reverse creation order, on this
+  // thread; ranks created them in one global order (blocking calls), so the
+  // teardowns meet.
+  std::vector<std::thread> teardowns;
+  for (CommEntry* entry : routed) {
+    if (entry->deferred) teardowns.emplace_back([entry] { finalizeEntry(*entry); });
+  }
   for (auto it = routed.rbegin(); it != routed.rend(); ++it) {
-    finalizeEntry(**it);
-    (*it)->kind = CommKind::kUnroutable;  // its attribute is deleted later, by MPI
-    (*it)->reason = Reason::kNotActive;
+    if (!(*it)->deferred) finalizeEntry(**it);
+  }
+  for (std::thread& t : teardowns) t.join();
+  for (CommEntry* entry : routed) {
+    entry->kind = CommKind::kUnroutable;  // its attribute is deleted later, by MPI
+    entry->reason = Reason::kNotActive;
   }
   return MPI_SUCCESS;
 }
@@ -139,7 +171,9 @@ bool detail::initialize() {
   int level = MPI_THREAD_SINGLE;
   PMPI_Query_thread(&level);
   g_settings.threadMultiple = level == MPI_THREAD_MULTIPLE;
-  // Dups do not inherit the attribute: a duplicate is set up at its own first blocking call.
+  g_settings.nonblocking =
+      g_settings.threadMultiple && core::tunableEnum(core::kTunableProgress) != std::string_view("caller");
+  // Dups do not inherit the attribute: a duplicate is set up at its own first call.
   PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, deleteCommAttr, &g_commKeyval, nullptr);
   PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, deleteSelfAttr, &g_selfKeyval, nullptr);
   PMPI_Comm_set_attr(MPI_COMM_SELF, g_selfKeyval, nullptr);
@@ -147,99 +181,6 @@ bool detail::initialize() {
   g_active.store(true, std::memory_order_release);
   return true;
 }
-
-namespace {
-
-void attach(MPI_Comm comm, CommEntry* entry) {
-  PMPI_Comm_set_attr(comm, g_commKeyval, entry);
-  g_epoch.fetch_add(1, std::memory_order_acq_rel);
-}
-
-CommEntry* unroutable(MPI_Comm comm, Reason reason, int rank, int size) {
-  auto* entry = new CommEntry;
-  entry->kind = CommKind::kUnroutable;
-  entry->reason = reason;
-  entry->rank = rank;
-  entry->size = size;
-  attach(comm, entry);
-  return entry;
-}
-
-// Largest payload below which the selection picks "native" throughout,
-// assuming (as every built-in table does) that native is the small-size
-// prefix of the range map: powers of two first, then a binary search
-// between the last native power and the first other one. A size inside that
-// prefix that the table sends elsewhere would still get a correct result
-// (MPI's); only the acceleration would be missed.
-std::size_t nativePrefix(const Communicator& comm, Collective coll) {
-  try {
-    auto native = [&](std::size_t bytes) { return comm.selectedAlgorithm(coll, bytes) == "native"; };
-    if (!native(0)) return 0;
-    std::size_t lo = 0;  // native
-    std::size_t hi = 1;
-    while (hi <= (std::size_t{1} << 40) && native(hi)) {
-      lo = hi;
-      hi *= 2;
-    }
-    if (hi > (std::size_t{1} << 40)) return lo;
-    while (hi - lo > 1) {  // native(lo), !native(hi)
-      const std::size_t mid = lo + (hi - lo) / 2;
-      (native(mid) ? lo : hi) = mid;
-    }
-    return lo;
-  } catch (const std::exception&) {
-    return 0;  // a forced algorithm that cannot run: the boostcomm path reports it on the call
-  }
-}
-
-CommEntry* create(MPI_Comm comm) {
-  Guard guard;
-  int inter = 0, rank = 0, size = 1;
-  PMPI_Comm_test_inter(comm, &inter);
-  if (inter) return unroutable(comm, Reason::kIntercomm, 0, 1);
-  PMPI_Comm_rank(comm, &rank);
-  PMPI_Comm_size(comm, &size);
-  if (size == 1) return unroutable(comm, Reason::kSingleRank, rank, size);
-  std::shared_ptr<Communicator> created;
-  int ok = 1;
-  try {
-    created = boostcomm::detail::createCommunicatorOverMpi(comm);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "boostcomm_mpi: rank %d: no boostcomm communicator (calls go to PMPI): %s\n", rank,
-                 e.what());
-    ok = 0;
-  }
-  int all = 0;
-  PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
-  if (!all) {
-    // Another rank failed: ours must not tear down collectively without it,
-    // so it is left unfinalized (a leak on a path that should not happen).
-    if (created) new std::shared_ptr<Communicator>(std::move(created));
-    return unroutable(comm, Reason::kCreateFailed, rank, size);
-  }
-  auto* entry = new CommEntry;
-  entry->kind = CommKind::kRouted;
-  entry->comm = std::move(created);
-  entry->rank = rank;
-  entry->size = size;
-  for (Collective coll : {Collective::kAllreduce, Collective::kAllgather, Collective::kBroadcast,
-                          Collective::kReduceScatter}) {
-    entry->nativeUpTo[static_cast<std::size_t>(coll)] = nativePrefix(*entry->comm, coll);
-  }
-  try {
-    entry->nativeBarrier = entry->comm->selectedAlgorithm(Collective::kBarrier, 0) == "native";
-  } catch (const std::exception&) {
-    entry->nativeBarrier = false;
-  }
-  {
-    std::lock_guard lock(g_routedMutex);
-    g_routed.push_back(entry);
-  }
-  attach(comm, entry);
-  return entry;
-}
-
-}  // namespace
 
 CommEntry* detail::lookupSlow(MPI_Comm comm, std::uint64_t epoch) {
   void* value = nullptr;
@@ -250,14 +191,19 @@ CommEntry* detail::lookupSlow(MPI_Comm comm, std::uint64_t epoch) {
   return entry;
 }
 
-CommEntry& entryForBlocking(MPI_Comm comm) {
-  if (CommEntry* entry = lookup(comm)) return *entry;
-  return *create(comm);
+void attach(MPI_Comm comm, CommEntry* entry) {
+  PMPI_Comm_set_attr(comm, g_commKeyval, entry);
+  g_epoch.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void registerRouted(CommEntry* entry) {
+  std::lock_guard lock(g_routedMutex);
+  g_routed.push_back(entry);
 }
 
 void markInternal(MPI_Comm comm) {
   if (comm == MPI_COMM_NULL || !active()) return;
-  attach(comm, &g_internal);
+  attach(comm, &internalEntry());
 }
 
 int reportError(MPI_Comm comm, const char* call, const std::exception& e) {

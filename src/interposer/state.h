@@ -13,16 +13,23 @@
 //    boostcomm progress thread) goes to PMPI as well.
 //
 // When a communicator gets its boostcomm Communicator: at the first
-// intercepted *blocking* collective on it (one not disabled by
-// BOOSTCOMM_MPI_INTERPOSE), whatever its datatype or op. Every rank of the
-// communicator makes that call, in the same order relative to its other
-// collectives on it, so the setup (itself collective: a duplicate, the node
-// split, the shared segment) runs on all ranks together, inside a call that
-// may synchronise anyway, and ends in an agreement (one PMPI_Allreduce) so
-// that all ranks route or none does. Nonblocking calls never create it: a
-// rank may start nonblocking collectives on two communicators in different
-// orders than another rank (legal MPI), and a blocking setup inside them
-// could deadlock. They fall through until a blocking call has set it up.
+// intercepted collective on it (one not disabled by BOOSTCOMM_MPI_INTERPOSE),
+// whatever its datatype or op. MPI orders the collectives of a communicator
+// alike on every rank, blocking and nonblocking together, so that first call
+// is the same call on every rank, and so is its kind:
+//  - blocking: the set-up (itself collective: a duplicate, the node split,
+//    the shared segment) runs inline, inside a call that may synchronise
+//    anyway, and ends in an agreement (one PMPI_Allreduce) so that all ranks
+//    route or none does (setup.cc);
+//  - nonblocking: it must not block (ranks may legally start nonblocking
+//    collectives on two communicators in opposite orders), so it runs in the
+//    background and the calls queue behind it (deferred_setup.h). It must
+//    not create an MPI communicator either (Open MPI serialises those per
+//    process), so it runs over one reserved when the application created the
+//    communicator (MPI_Init for MPI_COMM_WORLD, MPI_Comm_dup/split/create...),
+//    where every rank of it is; without a reservation (created by a call not
+//    intercepted, on several nodes, BOOSTCOMM_SHM=0) the nonblocking calls
+//    fall through until a blocking one sets the communicator up (NOT_SEEN).
 #pragma once
 
 #include "transport/mpi/mpi_c.h"
@@ -40,6 +47,8 @@
 
 namespace boostcomm::interposer {
 
+class DeferredSetup;
+
 class Guard {
  public:
   Guard() { ++depth_; }
@@ -52,10 +61,16 @@ class Guard {
   static thread_local int depth_;
 };
 
-enum class CommKind : unsigned char { kRouted, kInternal, kUnroutable };
+// kFresh: created by the application, not set up yet (see `reserved`).
+enum class CommKind : unsigned char { kRouted, kInternal, kUnroutable, kFresh };
 
 // The attribute value on an MPI communicator the interposer has seen.
 struct CommEntry {
+  CommEntry();
+  ~CommEntry();
+  CommEntry(const CommEntry&) = delete;
+  CommEntry& operator=(const CommEntry&) = delete;
+
   CommKind kind = CommKind::kUnroutable;
   Reason reason = Reason::kRouted;  // kUnroutable: why
   std::shared_ptr<Communicator> comm;
@@ -70,6 +85,16 @@ struct CommEntry {
   // setup (selectedAlgorithm); -1 (as size_t max) never, 0 only empty calls.
   std::array<std::size_t, kNumCollectives> nativeUpTo{};
   bool nativeBarrier = false;
+  // Whether that shortcut may be taken. Set up inline: from the start. Set up
+  // in the background: only from the first blocking call on it, where every
+  // rank has seen the set-up end (before, ranks would switch at different calls).
+  bool shortcut = true;
+  // Set up in the background: its thread, the calls queued behind it, and
+  // the outcome; null when set up inline.
+  std::unique_ptr<DeferredSetup> deferred;
+  // kFresh: the communicator reserved at creation for a set-up in the
+  // background (a duplicate, every rank on one node), or MPI_COMM_NULL.
+  MPI_Comm reserved = MPI_COMM_NULL;
 };
 
 struct Settings {
@@ -77,6 +102,10 @@ struct Settings {
   std::size_t minBytes = 0;
   bool stats = false;
   bool threadMultiple = false;
+  // Nonblocking calls can be routed: they need boostcomm's progress thread
+  // (MPI_THREAD_MULTIPLE, BOOSTCOMM_PROGRESS not "caller"), and so does a
+  // set-up in the background.
+  bool nonblocking = false;
 };
 
 namespace detail {
@@ -111,11 +140,20 @@ inline CommEntry* lookup(MPI_Comm comm) {
   if (line.comm == comm && line.epoch == epoch) return line.entry;
   return detail::lookupSlow(comm, epoch);
 }
-// For a blocking collective: the entry, set up collectively on first use
-// (see above). Never null.
+// The entry of comm, set up collectively on first use (see above): inline
+// for a blocking call (never null), in the background for a nonblocking one
+// on a communicator reserved at creation (null: none reserved, not set up).
 CommEntry& entryForBlocking(MPI_Comm comm);
+CommEntry* entryForNonblocking(MPI_Comm comm);
+// Inside the blocking call that created comm, on every rank of it: its
+// entry, with a reservation where a set-up in the background could run.
+void reserve(MPI_Comm comm);
 // Marks a communicator created under the guard as boostcomm's own.
 void markInternal(MPI_Comm comm);
+// The attribute of comm (epoch bumped: per-thread caches refill).
+void attach(MPI_Comm comm, CommEntry* entry);
+// A routed entry, finalized at MPI_Finalize unless its communicator is freed first.
+void registerRouted(CommEntry* entry);
 
 // Reports a boostcomm failure in a routed call the MPI way: prints it and
 // calls the communicator's error handler (MPI_ERRORS_ARE_FATAL aborts).

@@ -34,7 +34,7 @@ enum class Reason : std::uint8_t {
   kIntercomm,       // intercommunicator
   kSingleRank,      // a communicator of one rank (nothing to accelerate)
   kCreateFailed,    // boostcomm could not set up a communicator over it
-  kNotSeen,         // nonblocking call on a communicator no blocking collective has set up yet
+  kNotSeen,         // nonblocking call on a communicator not set up, none reserved at its creation
   kThreadLevel,     // nonblocking call below MPI_THREAD_MULTIPLE (needs the progress thread)
   kDatatype,        // a reduction over a type boostcomm does not reduce (derived, complex, pairs, ...)
   kOp,              // a user op or one boostcomm lacks (MPI_LAND, MPI_MAXLOC, ...)

@@ -70,6 +70,23 @@ bool mpiGroupOnThisNode(transport::MpiTransport& t) {
   return nodeSize == t.size();
 }
 
+// An engine on a POSIX segment, or null when the segment failed: its
+// failures are agreed (posix_segment.h: every rank raises the same one), so
+// every rank falls back together and the job still runs, on the transport's
+// point-to-point algorithms (e.g. /dev/shm not shared between containers
+// that share a host name).
+std::unique_ptr<ShmEngine> posixEngine(transport::Transport& transport, const Wanted& local, const char* what) {
+  try {
+    return std::make_unique<ShmEngine>(transport, PosixSegment::factory(transport), local.config);
+  } catch (const Error& e) {
+    if (e.category() != ErrorCategory::kTransport) throw;
+    if (transport.rank() == 0) {
+      std::fprintf(stderr, "boostcomm: warning: no shared-memory engine on %s: %s\n", what, e.what());
+    }
+    return nullptr;
+  }
+}
+
 }  // namespace
 
 void attachSharedMemory(transport::Transport& transport) {
@@ -88,21 +105,19 @@ void attachSharedMemory(transport::Transport& transport) {
   bool oneNode = true;
   for (long long id : nodes) oneNode = oneNode && id == nodes.front();
   if (!decide(*gloo, oneNode, local)) return;
-  std::unique_ptr<ShmEngine> engine;
-  try {
-    engine = std::make_unique<ShmEngine>(*gloo, PosixSegment::factory(*gloo), local.config);
-  } catch (const Error& e) {
-    // The segment's failures are agreed (posix_segment.h: every rank raises
-    // the same one), so every rank falls back together: the job still runs,
-    // on the transport's point-to-point algorithms (e.g. /dev/shm not shared
-    // between containers that share a host name).
-    if (e.category() != ErrorCategory::kTransport) throw;
-    if (transport.rank() == 0) {
-      std::fprintf(stderr, "boostcomm: warning: no shared-memory engine on the store transport: %s\n", e.what());
-    }
-    return;
-  }
-  gloo->attachSharedMemory(std::move(engine));
+  if (auto engine = posixEngine(*gloo, local, "the store transport")) gloo->attachSharedMemory(std::move(engine));
+}
+
+bool attachPosixSharedMemory(transport::Transport& transport) {
+  auto* mpi = dynamic_cast<transport::MpiTransport*>(&transport);
+  auto* gloo = dynamic_cast<transport::GlooTransport*>(&transport);
+  Wanted local;
+  if ((mpi == nullptr && gloo == nullptr) || !decide(transport, true, local)) return false;
+  auto engine = posixEngine(transport, local, "a reserved MPI communicator");
+  if (!engine) return false;
+  if (mpi) mpi->attachSharedMemory(std::move(engine));
+  else gloo->attachSharedMemory(std::move(engine));
+  return true;
 }
 
 }  // namespace boostcomm::shm

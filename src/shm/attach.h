@@ -13,4 +13,10 @@ namespace boostcomm::shm {
 // transport (every rank's node id equal). Other transports get none.
 void attachSharedMemory(transport::Transport& transport);
 
+// For a group known to be on one node that must not create MPI communicators
+// (api/mpi_comm.h, createCommunicatorOverReservedMpi): a POSIX segment over
+// the transport whatever the transport. Collective; true when attached,
+// alike on every rank (a segment failure is agreed, and then false).
+bool attachPosixSharedMemory(transport::Transport& transport);
+
 }  // namespace boostcomm::shm

@@ -1,8 +1,9 @@
 /* Nonblocking collectives under libboostcomm_mpi.so: real MPI_Requests
  * (generalized requests) completed through MPI_Wait, MPI_Waitall and an
- * MPI_Test loop, several in flight at once; a communicator no blocking call
- * has set up yet falls through; MPI's progress rule holds (a rank blocked in
- * PMPI_Recv still advances its part of a routed collective).
+ * MPI_Test loop, several in flight at once, before and after a blocking call
+ * on the communicator; MPI's progress rule holds (a rank blocked in PMPI_Recv
+ * still advances its part of a routed collective). Communicators whose first
+ * call is nonblocking in harder orders: test_nonblocking_first.c.
  * usage: test_nonblocking [--expect-preload] [--single]   (--single: MPI_Init,
  * so below MPI_THREAD_MULTIPLE every call must fall through) */
 #include <stdlib.h>
@@ -139,11 +140,11 @@ int main(int argc, char** argv) {
   if (g_expectPreload && lastReason() == -2) fail("--expect-preload, but boostcomm_mpi_last_reason is not loaded");
   MPI_Comm comm;
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-  /* No blocking collective on comm yet: PMPI. */
-  g_routed = BOOSTCOMM_MPI_NOT_SEEN;
-  allreduces(comm, g_rank);
-  MPI_Barrier(comm); /* sets comm up */
+  /* No blocking collective on comm yet: the first nonblocking call sets it up
+   * (below MPI_THREAD_MULTIPLE, nothing is set up and every call falls through). */
   g_routed = provided == MPI_THREAD_MULTIPLE ? BOOSTCOMM_MPI_ROUTED : BOOSTCOMM_MPI_THREAD_LEVEL;
+  allreduces(comm, g_rank);
+  MPI_Barrier(comm); /* from here on, sizes for MPI's own algorithm may take the native shortcut */
   allreduces(comm, g_rank);
   others(comm, g_rank, g_size);
   if (g_size >= 2) progressRule(comm, g_rank);
