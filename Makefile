@@ -53,7 +53,7 @@ MPI_ENV := source scripts/mpirun_local.sh
 export OMPI_ALLOW_RUN_AS_ROOT ?= 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM ?= 1
 
-.PHONY: help deps configure build test demo bench plots install install-check clean asan ubsan asan-ubsan tsan torch-check
+.PHONY: help deps configure build test demo bench plots install install-check clean asan ubsan asan-ubsan tsan torch-check torchsuite-gloo
 
 help:
 	@echo "make demo           deps + build + 2-rank 'boostcomm replay' of ResNet-50 (JSON in $(DEMO_JSON), chart $(DEMO_PNG))"
@@ -65,7 +65,8 @@ help:
 	@echo "make install-check  install to a temporary prefix and build examples/consumer against it;"
 	@echo "                    pip install . into a fresh environment and run a torchrun job on it"
 	@echo "make deps           only install missing Debian packages and the Python environment $(VENV)"
-	@echo "make torch-check    the torch backend's tests on torch 2.14.1 (a second environment, .venv-2.14: ~5.5 GB)"
+	@echo "make torch-check    the torch backend's tests on torch 2.14.1 (a second environment, .venv-torch-check: ~5.5 GB)"
+	@echo "make torchsuite-gloo  re-record which of torch's DistributedTest tests pass on gloo (tests/torchsuite/gloo_passes.txt)"
 	@echo "make asan|ubsan|asan-ubsan|tsan  sanitizer build in build-asan/ (build-ubsan/, ...), then its unit + MPI suites"
 	@echo "make clean          remove $(BUILD_DIR)/"
 	@echo "variables: BUILD_DIR BUILD_TYPE JOBS CTEST_JOBS NP PREFIX CMAKE_ARGS CTEST_ARGS CTEST_TIMEOUT DEMO_ARGS BENCH_ARGS SKIP_DEPS VENV PYTHON SAN_CTEST_ARGS SAN_TARGETS"
@@ -114,6 +115,17 @@ install-check: build
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+# Re-records which tests of torch's DistributedTest suite pass on gloo here
+# (run it when torch changes; ~25 min per world size on 2 cores), into
+# tests/torchsuite/gloo_passes.txt's name list (its header comment is kept).
+torchsuite-gloo: build
+	for ws in 2 3; do BACKEND=gloo WORLD_SIZE=$$ws $(PYTHON) tests/torchsuite/run_suite.py \
+	  --json $(abspath $(BUILD_DIR))/torchsuite-gloo$$ws.json || true; done
+	$(PYTHON) -c 'import json,sys; f="tests/torchsuite/gloo_passes.txt"; \
+	  head=[l for l in open(f) if l.startswith("#")]; \
+	  names=sorted({n for ws in (2,3) for n,o in json.load(open(f"$(BUILD_DIR)/torchsuite-gloo{ws}.json"))["outcomes"].items() if o["outcome"]=="PASS"}); \
+	  open(f,"w").write("".join(head)+"\n".join(names)+"\n"); print(len(names), "names in", f)'
 
 # The torch backend on the newest torch we check (run it when the backend
 # changes; CI tests TORCH_PIN's twin in .venv): its own environment and
