@@ -110,7 +110,10 @@ def comm_init(rank=None, world_size=None, device_id=0, device="cpu"):
     """
     transport = _state.transport or _launch.transport()
     if transport == "tcp":
-        job = _state.store_job or _launch.StoreJob()
+        # Kept at once, also when this call fails: its store keys carry the job's
+        # call generation, and a fresh job after a failed call would reuse the
+        # failed call's keys and read a peer's stale verdict from them.
+        job = _state.store_job = _state.store_job or _launch.StoreJob()
         true_rank, true_size = job.rank, job.size
         launcher = f"torchrun --nproc_per_node {true_size}"
     else:
@@ -129,7 +132,6 @@ def comm_init(rank=None, world_size=None, device_id=0, device="cpu"):
                                      f"rank {true_rank} of {true_size}")
     if transport == "tcp":
         store = job.agree(error, "comm_init")
-        _state.store_job = job
     else:
         _agree(error)
     _state.transport = transport
