@@ -189,7 +189,10 @@ def main():
     overlap = boostcomm.get_overlap_stats()
 
     med = {k: statistics.median(v) for k, v in times.items()}
-    result = {"model": f"torchvision.{args.torchvision}" if args.torchvision else args.model, "parameters": sum(p.numel() for p in runs["gloo"][0].parameters()),
+    if args.torchvision:
+        import image_models
+        label = f"{image_models.source()}.{args.torchvision}"
+    result = {"model": label if args.torchvision else args.model, "parameters": sum(p.numel() for p in runs["gloo"][0].parameters()),
               "batch_per_rank": args.batch, "world_size": dist.get_world_size(), "steps": args.steps,
               "reps": args.reps, "threads": args.threads, "median_seconds": med, "samples_seconds": times}
     for name in runs:
