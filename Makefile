@@ -40,7 +40,9 @@ BOOSTCOMM_CLI := $(BUILD_DIR)/tools/boostcomm
 DEMO_JSON     := $(BUILD_DIR)/demo_replay.json
 DEMO_ARGS     ?= replay --model resnet50 --comm-share 0.28 --steps 5 --output $(DEMO_JSON)
 DEMO_PNG      := $(BUILD_DIR)/demo_replay.png
-PYTHON        ?= $(abspath $(VENV))/bin/python
+# With SKIP_DEPS=1 and no environment made, python3 on PATH (say so: without
+# torch the backend and its tests are not built).
+PYTHON        ?= $(if $(or $(filter 0,$(SKIP_DEPS)),$(wildcard $(VENV)/bin/python)),$(abspath $(VENV))/bin/python,$(shell command -v python3))
 # The package from the source tree, as plotting reads JSON only (matplotlib from the environment).
 PLOT          := PYTHONPATH=python $(PYTHON) -m boostcomm.plot
 BENCH_JSON    := $(BUILD_DIR)/demo_bench.json

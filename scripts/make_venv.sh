@@ -26,15 +26,19 @@ stamp=$venv/.boostcomm-requirements
 if [[ ! -x $venv/bin/python ]]; then
   echo "make_venv: creating $venv from $($base -c 'import sys; print(sys.executable, sys.version.split()[0])')"
   "$base" -m venv "$venv"
+  rm -f "$stamp"  # a new interpreter: whatever the stamp says, its packages are gone
 fi
-if [[ -f $stamp ]] && cmp -s "$stamp" "$requirements"; then
+if [[ -f $stamp ]] && cmp -s "$stamp" "$requirements" && "$venv/bin/python" -c 'import torch' 2>/dev/null; then
   echo "make_venv: $venv up to date ($(cd "$venv" && bin/python -c 'import torch; print("torch", torch.__version__)'))"
   exit 0
 fi
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements" 2>&1 \
-  | grep -v "is ignored: it is neither a file nor a directory" || true
-# pip's status, not grep's: a failed install must stop here.
+log=$venv/pip-install.log
+if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements" >"$log" 2>&1; then
+  grep -v "is ignored: it is neither a file nor a directory" "$log" | tail -20 >&2
+  echo "make_venv: pip install -r $requirements failed (log: $log)" >&2
+  exit 1
+fi
 "$venv/bin/python" -c 'import torch, numpy, mpi4py, pytest, matplotlib, pybind11' \
-  || { echo "make_venv: $venv lacks packages of $requirements (pip failed above)" >&2; exit 1; }
+  || { echo "make_venv: $venv lacks packages of $requirements" >&2; exit 1; }
 cp "$requirements" "$stamp"
 echo "make_venv: $venv ready ($("$venv/bin/python" -c 'import torch; print("torch", torch.__version__)'))"

@@ -20,7 +20,8 @@ mkdir -p "$work"
 "$base" -m venv "$venv"
 torch_pin=$(grep -E '^torch==' "$repo/python/requirements.txt")
 echo "pip-check: $torch_pin into a fresh environment ($venv)"
-"$venv/bin/pip" install --quiet --disable-pip-version-check "$torch_pin" numpy 2>&1 | grep -v "is ignored" || true
+"$venv/bin/pip" install --quiet --disable-pip-version-check "$torch_pin" numpy >"$work/pip-torch.log" 2>&1 \
+  || { tail -20 "$work/pip-torch.log"; echo "pip-check: pip install $torch_pin failed" >&2; exit 1; }
 echo "pip-check: pip install $repo"
 "$venv/bin/pip" install --disable-pip-version-check -C build-dir="$work/cmake" "$repo" >"$work/pip.log" 2>&1 \
   || { tail -40 "$work/pip.log"; echo "pip-check: pip install failed (log: $work/pip.log)" >&2; exit 1; }

@@ -206,7 +206,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allreduce(std::vector<at::
   const at::Tensor& t = single(tensors, "allreduce");
   const View v = viewOf(t, "allreduce tensor");
   const ReduceOp op = reduceOpOf(opts.reduceOp);
-  premultiplyInPlace(t, opts.reduceOp);
+  premultiplyInPlace(t, opts.reduceOp, rank_);
   return enqueue(c10d::OpType::ALLREDUCE, tensors, [this, t, v, op](Communicator& c) {
     feedBack(t, op);
     Work w = c.allreduceAsync(v, v, op);
@@ -226,7 +226,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allreduce_coalesced(
   views.reserve(tensors.size());
   for (const at::Tensor& t : tensors) views.push_back(viewOf(t, "allreduce_coalesced tensor"));
   const ReduceOp op = reduceOpOf(opts.reduceOp);
-  for (const at::Tensor& t : tensors) premultiplyInPlace(t, opts.reduceOp);
+  if (opts.reduceOp.op_ == c10d::ReduceOp::PREMUL_SUM) {
+    // Scaling happens before allreduceMany's own checks: a tensor listed twice
+    // (or two overlapping ones) would be scaled twice before the list is refused.
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      for (std::size_t j = i + 1; j < tensors.size(); ++j) {
+        TORCH_CHECK(!overlaps(tensors[i], tensors[j]), "boostcomm: allreduce_coalesced tensors ", i, " and ", j,
+                    " overlap (rank ", rank_, ")");
+      }
+    }
+  }
+  for (const at::Tensor& t : tensors) premultiplyInPlace(t, opts.reduceOp, rank_);
   return enqueue(c10d::OpType::ALLREDUCE_COALESCED, tensors,
                  [this, views = std::move(views), op](Communicator& c) {
                    Work w = c.allreduceManyAsync(views, op);
@@ -338,7 +348,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce_scatter(std::vector
       viewOf(t, "reduce_scatter input");
       flat.push_back(t.reshape({-1}));
     }
-    at::Tensor packed = premultiplied(at::cat(flat), opts.reduceOp);
+    at::Tensor packed = premultiplied(at::cat(flat), opts.reduceOp, rank_);
     const View send = viewOf(packed, "reduce_scatter buffer");
     const View recv = viewOf(out, "reduce_scatter output");
     return enqueue(c10d::OpType::REDUCE_SCATTER, outputs,
@@ -353,7 +363,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce_scatter(std::vector
                 "boostcomm: reduce_scatter input ", r, " must match the output's size and dtype");
     // In place (the output is one of the inputs): that block is read from a copy.
     if (overlaps(ins[r], out)) ins[r] = ins[r].clone();
-    ins[r] = premultiplied(ins[r], opts.reduceOp);
+    ins[r] = premultiplied(ins[r], opts.reduceOp, rank_);
     send.push_back(viewOf(ins[r], "reduce_scatter input"));
   }
   const View recv = viewOf(out, "reduce_scatter output");
@@ -369,7 +379,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::_reduce_scatter_base(at::T
               "boostcomm: _reduce_scatter_base input must hold world_size x output elements of the output's dtype");
   viewOf(input, "reduce_scatter input");  // checks before any copy
   const ReduceOp op = reduceOpOf(opts.reduceOp);
-  at::Tensor in = premultiplied(input, opts.reduceOp);
+  at::Tensor in = premultiplied(input, opts.reduceOp, rank_);
   const View send = viewOf(in, "reduce_scatter input");
   const View recv = viewOf(output, "reduce_scatter output");
   return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, {output},

@@ -23,7 +23,12 @@ namespace py = pybind11;
 
 void ProcessGroupBoostcomm::startCoalescing() {
   std::lock_guard lock(coalescingMutex_);
-  TORCH_CHECK(!coalescing_, "boostcomm: startCoalescing called twice without endCoalescing (rank ", rank_, ")");
+  // torch's _coalescing_manager does not call endCoalescing when its body
+  // raised: the group recovers here instead of collecting every later Work.
+  if (coalescing_) {
+    TORCH_WARN("boostcomm: startCoalescing without endCoalescing of the previous block (rank ", rank_,
+               "); its ", coalesced_.size(), " op(s) are no longer joined");
+  }
   coalescing_ = true;
   coalesced_.clear();
 }
@@ -116,7 +121,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce_scatter_tensor_coal
                 "needs one dtype for every tensor: input ", i, " is ", inputs[i].scalar_type(), ", input 0 is ",
                 inputs[0].scalar_type(), " (rank ", rank_, ")");
     viewOf(inputs[i], "reduce_scatter_tensor_coalesced input");  // checks before any copy
-    at::Tensor in = premultiplied(inputs[i], opts.reduceOp);
+    at::Tensor in = premultiplied(inputs[i], opts.reduceOp, rank_);
     for (const at::Tensor& o : outputs) {
       if (in.is_same(inputs[i]) && overlaps(in, o)) {
         in = in.clone();

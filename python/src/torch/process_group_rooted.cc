@@ -37,8 +37,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce(std::vector<at::Ten
   checkRoot(opts.rootRank, size_, "reduce");
   const ReduceOp op = reduceOpOf(opts.reduceOp);
   const bool root = opts.rootRank == rank_;
+  viewOf(t, "reduce tensor");  // checks before the tensor is scaled
   at::Tensor target = root ? t : t.clone();
-  premultiplyInPlace(target, opts.reduceOp);
+  premultiplyInPlace(target, opts.reduceOp, rank_);
   const View v = viewOf(target, "reduce tensor");
   return enqueue(c10d::OpType::REDUCE, tensors,
                  [v, op, target](Communicator& c) { return c.allreduceAsync(v, v, op); });

@@ -84,23 +84,25 @@ ReduceOp reduceOpOf(const c10d::ReduceOp& op) {
 namespace {
 
 // The factor of a PREMUL_SUM as a scalar (a one-element tensor factor is read once).
-std::optional<c10::Scalar> premulFactor(const c10d::ReduceOp& op) {
+std::optional<c10::Scalar> premulFactor(const at::Tensor& tensor, const c10d::ReduceOp& op, int rank) {
   if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return std::nullopt;
+  TORCH_CHECK(at::isFloatingType(tensor.scalar_type()), "boostcomm: PREMUL_SUM needs a floating-point tensor, got ",
+              tensor.scalar_type(), " (rank ", rank, ")");
   const auto* supplement = dynamic_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
-  TORCH_CHECK(supplement != nullptr, "boostcomm: PREMUL_SUM without its factor");
+  TORCH_CHECK(supplement != nullptr, "boostcomm: PREMUL_SUM without its factor (rank ", rank, ")");
   if (supplement->tensor_factor.defined()) return supplement->tensor_factor.item();
   return c10::Scalar(supplement->double_factor);
 }
 
 }  // namespace
 
-at::Tensor premultiplied(const at::Tensor& input, const c10d::ReduceOp& op) {
-  const auto factor = premulFactor(op);
+at::Tensor premultiplied(const at::Tensor& input, const c10d::ReduceOp& op, int rank) {
+  const auto factor = premulFactor(input, op, rank);
   return factor ? input.mul(*factor) : input;
 }
 
-void premultiplyInPlace(const at::Tensor& tensor, const c10d::ReduceOp& op) {
-  if (const auto factor = premulFactor(op)) tensor.mul_(*factor);
+void premultiplyInPlace(const at::Tensor& tensor, const c10d::ReduceOp& op, int rank) {
+  if (const auto factor = premulFactor(tensor, op, rank)) tensor.mul_(*factor);
 }
 
 }  // namespace boostcomm::python

@@ -28,8 +28,10 @@ DataType dataTypeOf(at::ScalarType type, const char* what);
 ReduceOp reduceOpOf(const c10d::ReduceOp& op);
 // PREMUL_SUM: input * factor in the input's dtype (a new tensor); any other
 // op: the input itself. For ops whose input must stay as the caller left it.
-at::Tensor premultiplied(const at::Tensor& input, const c10d::ReduceOp& op);
+// A non-floating tensor is an error naming the rank. Call after the
+// tensor's other checks, so a rejected call leaves it untouched.
+at::Tensor premultiplied(const at::Tensor& input, const c10d::ReduceOp& op, int rank);
 // PREMUL_SUM: tensor *= factor (for in-place ops: allreduce, reduce).
-void premultiplyInPlace(const at::Tensor& tensor, const c10d::ReduceOp& op);
+void premultiplyInPlace(const at::Tensor& tensor, const c10d::ReduceOp& op, int rank);
 
 }  // namespace boostcomm::python
