@@ -19,6 +19,15 @@ int lastReason(void) {
   return fn ? fn() : -2;
 }
 
+void startTest(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--expect-preload") == 0) g_expectPreload = 1;
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  if (g_expectPreload && lastReason() == -2) fail("--expect-preload, but boostcomm_mpi_last_reason is not loaded");
+}
+
 void fail(const char* what) {
   ++g_failures;
   if (g_failures <= 20) fprintf(stderr, "rank %d: FAIL %s\n", g_rank, what);

@@ -9,6 +9,9 @@
 
 extern int g_rank, g_size, g_failures, g_checks, g_expectPreload;
 
+/* After MPI_Init[_thread]: --expect-preload from argv, g_rank and g_size of
+ * MPI_COMM_WORLD, and a failure when the preload is expected but absent. */
+void startTest(int argc, char** argv);
 /* The interposer's boostcomm_mpi_last_reason, or null without the preload. */
 int lastReason(void);
 /* Fails unless the last intercepted call ended with `reason` (only checked

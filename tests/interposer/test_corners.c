@@ -308,12 +308,7 @@ static void loops(void) {
 int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  for (int i = 1; i < argc; ++i) {
-    if (strcmp(argv[i], "--expect-preload") == 0) g_expectPreload = 1;
-  }
-  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-  if (g_expectPreload && lastReason() == -2) fail("--expect-preload, but boostcomm_mpi_last_reason is not loaded");
+  startTest(argc, argv);
   if (provided != MPI_THREAD_MULTIPLE || g_size < 2 || g_size > 8) fail("needs MPI_THREAD_MULTIPLE and 2-8 ranks");
   nonblockingFallthrough(MPI_COMM_WORLD, g_rank, g_size);
   nonblockingInPlace(MPI_COMM_WORLD, g_rank, g_size);

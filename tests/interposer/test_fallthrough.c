@@ -126,12 +126,7 @@ static void communicators(void) {
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  for (int i = 1; i < argc; ++i) {
-    if (strcmp(argv[i], "--expect-preload") == 0) g_expectPreload = 1;
-  }
-  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-  if (g_expectPreload && lastReason() == -2) fail("--expect-preload, but boostcomm_mpi_last_reason is not loaded");
+  startTest(argc, argv);
   /* The first call on a communicator is a fall-through one: it still sets it up. */
   reductions(MPI_COMM_WORLD, g_rank);
   mixed(MPI_COMM_WORLD, g_rank, g_size);

@@ -276,15 +276,12 @@ static void notReserved(void) {
 int main(int argc, char** argv) {
   int provided = 0, only = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  startTest(argc, argv);
   for (int i = 1; i < argc; ++i) {
-    if (strcmp(argv[i], "--expect-preload") == 0) g_expectPreload = 1;
     if (strcmp(argv[i], "--expect-create-failed") == 0) g_createFailed = 1;
     if (strcmp(argv[i], "--expect-not-seen") == 0) g_notSeen = 1;
     if (strcmp(argv[i], "--only-nonblocking") == 0 && i + 1 < argc) only = atoi(argv[++i]);
   }
-  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-  if (g_expectPreload && lastReason() == -2) fail("--expect-preload, but boostcomm_mpi_last_reason is not loaded");
   if (provided != MPI_THREAD_MULTIPLE || g_size > kMaxRanks || g_size < 2) {
     fail("needs MPI_THREAD_MULTIPLE and 2-8 ranks");
   }
