@@ -110,25 +110,22 @@ class OverlapStats:
                 f"{'steps' if self.source == 'overlap_engine' else 'collectives'} ({self.source})>")
 
 
-# Engine totals at the last reset: {id(engine): (steps, comm_seconds, hidden_seconds)}.
-_engine_baseline = {}
-
-
 def _engine_totals(reset):
-    """(steps, comm, hidden) of every live OverlapEngine since the last reset."""
+    """(steps, comm, hidden) of every live OverlapEngine since the last reset.
+    Each engine keeps its own totals at the last reset (_stats_baseline): a
+    table keyed by id() would hand a dead engine's baseline to a new one that
+    reuses its address, and hide the new one's steps."""
     steps = comm = hidden = 0
     for engine in _state.engines():
         s = engine.stats()
         n, mean = s["steps"], s["mean"]
         now = (n, mean["comm_seconds"] * n, mean["hidden_seconds"] * n)
-        base = _engine_baseline.get(id(engine), (0, 0.0, 0.0))
-        if base[0] > now[0]:  # another engine at a reused id
-            base = (0, 0.0, 0.0)
+        base = getattr(engine, "_stats_baseline", (0, 0.0, 0.0))
         steps += now[0] - base[0]
         comm += now[1] - base[1]
         hidden += now[2] - base[2]
         if reset:
-            _engine_baseline[id(engine)] = now
+            engine._stats_baseline = now
     return steps, max(0.0, comm), max(0.0, hidden)
 
 
