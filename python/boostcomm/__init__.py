@@ -616,5 +616,16 @@ def get_link_stats(reset=False, per_node=False):
 # They need the error types and helpers above.
 from .overlap import (OverlapEngine, OverlapStats, configure_overlap,  # noqa: E402
                       get_overlap_stats)
-from .optimizer import DistributedOptimizer  # noqa: E402
-from .grad_sync import broadcast_parameters  # noqa: E402
+
+# torch-dependent names load on first use (PEP 562): `import boostcomm` and
+# the tools that need JSON only (python3 -m boostcomm.plot, the `boostcomm`
+# command) do not pay torch's import (~1.5 s).
+_LAZY = {"DistributedOptimizer": "optimizer", "broadcast_parameters": "grad_sync"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
