@@ -33,7 +33,7 @@ def check(text, rc, ranks, launcher):
 @pytest.mark.parametrize("init", ["env", "file"])
 def test_by_hand(init):
     args = ARGS + (["--init", "file://" + tempfile.mktemp(prefix="bc_tv_")] if init == "file" else [])
-    outs = rank_launcher.launch(SCRIPT, 2, "env" if init == "env" else "none", None, 240, args)
+    outs = rank_launcher.launch(SCRIPT, 2, "env" if init == "env" else "none", None, 240, args, fresh=True)
     text = "\n".join(out for _, out in outs)
     check(text, max(rc for rc, _ in outs), 2, "env://" if init == "env" else "file://")
 
