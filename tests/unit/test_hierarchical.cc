@@ -40,43 +40,57 @@ double input(int rank, std::size_t i) { return static_cast<double>((rank + 1) * 
 
 TEST_P(Hierarchical, AllreduceMatchesReference) {
   const LayoutCase& c = GetParam();
-  for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{300007}}) {
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin}) {
-      for (bool inPlace : {false, true}) {
-        std::vector<std::vector<float>> results(static_cast<std::size_t>(c.size));
-        detail::runInProcess(c.size, [&](Communicator& comm) {
-          ASSERT_EQ(comm.nodeLayout().find('x') != std::string::npos || comm.nodeLayout().find('+') != std::string::npos, true);
-          std::vector<float> in(count);
-          for (std::size_t i = 0; i < count; ++i) in[i] = static_cast<float>(input(comm.rank(), i));
-          std::vector<float> out(count);
-          CallOptions options;
-          options.algorithm = c.hierarchical ? "hier" : "";
-          if (inPlace) {
-            comm.allreduce(std::span<const float>(in), std::span<float>(in), op, options);
-            out = in;
-          } else {
-            comm.allreduce(std::span<const float>(in), std::span<float>(out), op, options);
-          }
-          results[static_cast<std::size_t>(comm.rank())] = out;
-        });
-        for (std::size_t i = 0; i < count; ++i) {
-          double sum = 0, mx = -1e300, mn = 1e300;
-          for (int r = 0; r < c.size; ++r) {
-            sum += input(r, i);
-            mx = std::max(mx, input(r, i));
-            mn = std::min(mn, input(r, i));
-          }
-          const double want = op == ReduceOp::kSum ? sum : op == ReduceOp::kAvg ? sum / c.size : op == ReduceOp::kMax ? mx : mn;
-          ASSERT_NEAR(results[0][i], want, 1e-6 * std::max(1.0, std::abs(want)))
-              << c.layout << " count " << count << " op " << toString(op) << " element " << i;
-        }
-        for (int r = 1; r < c.size; ++r) {
-          // count 0: empty vectors, whose data() may be null (memcmp must not see it).
-          ASSERT_TRUE(count == 0 || std::memcmp(results[0].data(), results[static_cast<std::size_t>(r)].data(),
-                                                count * sizeof(float)) == 0)
-              << c.layout << ": rank " << r << " differs from rank 0";
-        }
+  struct Case {
+    std::size_t count;
+    ReduceOp op;
+    bool inPlace;
+  };
+  std::vector<Case> cases;
+  for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{300007}})
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin})
+      for (bool inPlace : {false, true}) cases.push_back({count, op, inPlace});
+  // One group of communicators runs every case in turn (a group's set-up
+  // costs more than the cases): results[case][rank].
+  std::vector<std::vector<std::vector<float>>> results(cases.size(),
+                                                       std::vector<std::vector<float>>(static_cast<std::size_t>(c.size)));
+  detail::runInProcess(c.size, [&](Communicator& comm) {
+    ASSERT_EQ(comm.nodeLayout().find('x') != std::string::npos || comm.nodeLayout().find('+') != std::string::npos, true);
+    CallOptions options;
+    options.algorithm = c.hierarchical ? "hier" : "";
+    for (std::size_t k = 0; k < cases.size(); ++k) {
+      const Case& cs = cases[k];
+      std::vector<float> in(cs.count);
+      for (std::size_t i = 0; i < cs.count; ++i) in[i] = static_cast<float>(input(comm.rank(), i));
+      std::vector<float> out(cs.count);
+      if (cs.inPlace) {
+        comm.allreduce(std::span<const float>(in), std::span<float>(in), cs.op, options);
+        out = in;
+      } else {
+        comm.allreduce(std::span<const float>(in), std::span<float>(out), cs.op, options);
       }
+      results[k][static_cast<std::size_t>(comm.rank())] = std::move(out);
+    }
+  });
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    const Case& cs = cases[k];
+    for (std::size_t i = 0; i < cs.count; ++i) {
+      double sum = 0, mx = -1e300, mn = 1e300;
+      for (int r = 0; r < c.size; ++r) {
+        sum += input(r, i);
+        mx = std::max(mx, input(r, i));
+        mn = std::min(mn, input(r, i));
+      }
+      const double want = cs.op == ReduceOp::kSum ? sum : cs.op == ReduceOp::kAvg ? sum / c.size
+                          : cs.op == ReduceOp::kMax ? mx : mn;
+      ASSERT_NEAR(results[k][0][i], want, 1e-6 * std::max(1.0, std::abs(want)))
+          << c.layout << " count " << cs.count << " op " << toString(cs.op) << (cs.inPlace ? " in place" : "")
+          << " element " << i;
+    }
+    for (int r = 1; r < c.size; ++r) {
+      // count 0: empty vectors, whose data() may be null (memcmp must not see it).
+      ASSERT_TRUE(cs.count == 0 || std::memcmp(results[k][0].data(), results[k][static_cast<std::size_t>(r)].data(),
+                                               cs.count * sizeof(float)) == 0)
+          << c.layout << " count " << cs.count << ": rank " << r << " differs from rank 0";
     }
   }
 }
