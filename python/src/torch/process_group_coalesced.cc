@@ -94,8 +94,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allgather_into_tensor_coal
         break;
       }
     }
-    send.push_back(rawBytesOf(in, "allgather_into_tensor_coalesced input"));
-    recv.push_back(rawBytesOf(outputs[i], "allgather_into_tensor_coalesced output"));
+    send.push_back(rawBytesOf(in, "allgather_into_tensor_coalesced input", rank_));
+    recv.push_back(rawBytesOf(outputs[i], "allgather_into_tensor_coalesced output", rank_));
     keep.push_back(in);
   }
   return enqueue(c10d::OpType::COALESCED, outputs, [send = std::move(send), recv = std::move(recv), keep](Communicator& c) {
@@ -109,7 +109,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce_scatter_tensor_coal
   TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(), "boostcomm: reduce_scatter_tensor_coalesced needs ",
               "as many outputs as inputs (at least one), got ", outputs.size(), " and ", inputs.size(), " (rank ",
               rank_, ")");
-  const ReduceOp op = reduceOpOf(opts.reduceOp);
+  const ReduceOp op = reduceOpOf(opts.reduceOp, rank_);
   std::vector<ConstView> send;
   std::vector<View> recv;
   std::vector<at::Tensor> keep;
@@ -120,7 +120,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce_scatter_tensor_coal
     TORCH_CHECK(inputs[i].scalar_type() == inputs[0].scalar_type(), "boostcomm: reduce_scatter_tensor_coalesced ",
                 "needs one dtype for every tensor: input ", i, " is ", inputs[i].scalar_type(), ", input 0 is ",
                 inputs[0].scalar_type(), " (rank ", rank_, ")");
-    viewOf(inputs[i], "reduce_scatter_tensor_coalesced input");  // checks before any copy
+    viewOf(inputs[i], "reduce_scatter_tensor_coalesced input", rank_);  // checks before any copy
     at::Tensor in = premultiplied(inputs[i], opts.reduceOp, rank_);
     for (const at::Tensor& o : outputs) {
       if (in.is_same(inputs[i]) && overlaps(in, o)) {
@@ -128,8 +128,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce_scatter_tensor_coal
         break;
       }
     }
-    send.push_back(viewOf(in, "reduce_scatter_tensor_coalesced input"));
-    recv.push_back(viewOf(outputs[i], "reduce_scatter_tensor_coalesced output"));
+    send.push_back(viewOf(in, "reduce_scatter_tensor_coalesced input", rank_));
+    recv.push_back(viewOf(outputs[i], "reduce_scatter_tensor_coalesced output", rank_));
     keep.push_back(in);
   }
   return enqueue(c10d::OpType::COALESCED, outputs,
