@@ -32,6 +32,8 @@ rank runs ahead into the next test's collectives):
   reduce_scatter_tensor (AVG): exact values.
 - Bad input on every rank (a wrong output size, a bool reduce_scatter):
   an error naming the argument and the rank, and the group still works.
+  Bad input on one rank only: that rank raises at once, the others a
+  MismatchError naming its rejected call about 2 s later (no hang).
 Fewer steps than 20 where said: the file must stay within ~60 s of wall time
 for both world sizes together on a 2-core machine."""
 
@@ -487,4 +489,36 @@ def test_bad_input_names_argument_and_rank(world):
     dist.all_gather_into_tensor(out, torch.tensor([float(rank)]))
     if out.tolist() != [float(r) for r in range(size)]:
         failures.append(f"the group after the errors: {out.tolist()}")
+    agree(failures, gloo)
+
+
+def test_bad_input_on_one_rank_fails_everyone(world):
+    """Rank 1 alone passes a wrong output size: it raises at once, naming
+    itself; every other rank, already inside the all-gather, raises a
+    MismatchError naming rank 1's rejected call within seconds (the call
+    status's 2 s grace), not at the group timeout. On a group of its own
+    (a failed collective leaves its communicator unusable): at 2 ranks the
+    whole world (MPI transport), at 4 a reordered subgroup (the store
+    transport, as the dimensions of a 2-D mesh); one each, as the wait costs
+    2 s of the file's time budget."""
+    rank, size, gloo = world
+    transport = "mpi" if size == 2 else "store"
+    ranks = list(range(size)) if transport == "mpi" else list(reversed(range(size)))
+    group = dist.new_group(ranks, backend="boostcomm", timeout=datetime.timedelta(seconds=60))
+    me = dist.get_rank(group)
+    ok = torch.empty(size)
+    dist.all_gather_into_tensor(ok, torch.ones(1), group=group)  # past the first call's setup
+    failures = []
+    t0 = time.perf_counter()
+    try:
+        dist.all_gather_into_tensor(torch.empty(size + (me == 1)), torch.ones(1), group=group)
+        failures.append("no error")
+    except Exception as e:  # noqa: BLE001 - the type is checked below
+        waited = time.perf_counter() - t0
+        text = str(e)
+        if me == 1:
+            if f"output has {size + 1} elements" not in text or "rank 1" not in text:
+                failures.append(f"the bad rank's error lacks its argument or rank: {text}")
+        elif "REJECTED" not in text or "rank 1" not in text or not waited < 30:
+            failures.append(f"after {waited:.1f} s: {type(e).__name__}: {text}")
     agree(failures, gloo)
