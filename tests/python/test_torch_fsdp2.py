@@ -188,23 +188,31 @@ def compare_params(failures, what, got, want, tol):
 
 
 class CollectiveLog:
-    """Records the dtype and op of FSDP's all-gathers and reduce-scatters
-    (FSDP2 calls dist.all_gather_single / reduce_scatter_single by name)."""
+    """Records the dtype and op of FSDP's all-gathers and reduce-scatters.
+    torch 2.13's FSDP2 calls dist.all_gather_single / reduce_scatter_single
+    by name; the older names are wrapped too, for other torch versions (a
+    call that goes through both is recorded twice: the checks use sets)."""
 
     def __init__(self, monkeypatch):
         self.gathers, self.scatters = [], []
-        ag, rs = dist.all_gather_single, dist.reduce_scatter_single
+        for name in ("all_gather_single", "all_gather_into_tensor"):
+            if hasattr(dist, name):
+                monkeypatch.setattr(dist, name, self._gather(getattr(dist, name)))
+        for name in ("reduce_scatter_single", "reduce_scatter_tensor"):
+            if hasattr(dist, name):
+                monkeypatch.setattr(dist, name, self._scatter(getattr(dist, name)))
 
-        def all_gather_single(output, input, group=None, async_op=False):
+    def _gather(self, fn):
+        def wrapper(output, input, *args, **kwargs):
             self.gathers.append(input.dtype)
-            return ag(output, input, group=group, async_op=async_op)
+            return fn(output, input, *args, **kwargs)
+        return wrapper
 
-        def reduce_scatter_single(output, input, op=dist.ReduceOp.SUM, group=None, async_op=False):
+    def _scatter(self, fn):
+        def wrapper(output, input, op=dist.ReduceOp.SUM, *args, **kwargs):
             self.scatters.append((input.dtype, str(getattr(op, "op", op)).rsplit(".", 1)[-1]))
-            return rs(output, input, op=op, group=group, async_op=async_op)
-
-        monkeypatch.setattr(dist, "all_gather_single", all_gather_single)
-        monkeypatch.setattr(dist, "reduce_scatter_single", reduce_scatter_single)
+            return fn(output, input, op, *args, **kwargs)
+        return wrapper
 
 
 def test_fully_shard_float32(world, monkeypatch):
