@@ -330,6 +330,8 @@ def test_mixed_dtype_all_gather_uint8(world, monkeypatch):
 
 def test_hsdp_2d_mesh(world):
     rank, size, gloo = world
+    if size % 2:
+        pytest.skip("a (2, n / 2) mesh needs an even world size")  # alike on every rank
     steps = 12
     batches = global_batches(steps, size)
     names = ("replicate", "shard")
@@ -353,7 +355,7 @@ class Mlp(nn.Module):
     def __init__(self):
         super().__init__()
         torch.manual_seed(3)
-        self.fc1, self.fc2 = nn.Linear(DIM, 4 * DIM), nn.Linear(4 * DIM, DIM)
+        self.fc1, self.fc2 = nn.Linear(DIM, 3 * DIM), nn.Linear(3 * DIM, DIM)  # 60: divides by 2, 3 and 4
 
     def forward(self, x):
         return self.fc2(F.gelu(self.fc1(x)))
@@ -389,6 +391,8 @@ def test_fsdp_x_tp_2d(world):
     """fully_shard over the "dp" dimension of a (2, n / 2) mesh whose "tp"
     dimension holds column/row-parallel linears: 4 steps against the reference."""
     rank, size, gloo = world
+    if size % 2:
+        pytest.skip("a (2, n / 2) mesh needs an even world size")  # alike on every rank
     mesh = init_device_mesh("cpu", (2, size // 2), mesh_dim_names=("dp", "tp"))
     model = Mlp()
     parallelize_module(model, mesh["tp"], {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
@@ -469,15 +473,14 @@ def test_bad_input_names_argument_and_rank(world):
     rank, size, gloo = world
     failures = []
     cases = [
-        ("output has 7 elements", lambda: dist.all_gather_into_tensor(torch.empty(3 * size + 1), torch.ones(3))),
+        (f"output has {3 * size + 1} elements",
+         lambda: dist.all_gather_into_tensor(torch.empty(3 * size + 1), torch.ones(3))),
         (f"input has {3 * size + 1} elements",
          lambda: dist.reduce_scatter_tensor(torch.empty(3), torch.ones(3 * size + 1))),
         ("input has dtype Bool", lambda: dist.reduce_scatter_tensor(torch.empty(2, dtype=torch.bool),
                                                                    torch.ones(2 * size, dtype=torch.bool))),
         ("input is not contiguous", lambda: dist.reduce_scatter_tensor(torch.empty(2), torch.ones(2 * size, 2)[:, 0])),
     ]
-    if size == 4:
-        cases[0] = ("output has 13 elements", cases[0][1])
     for words, call in cases:
         try:
             call()
