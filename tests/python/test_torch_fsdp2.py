@@ -62,7 +62,7 @@ TOL = 1e-5
 def world():
     torch.set_num_threads(1)
     bct.init_process_group("boostcomm", timeout=datetime.timedelta(seconds=120))
-    gloo = dist.new_group(backend="gloo")
+    gloo = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=120))  # a failure ends in 2 min
     yield dist.get_rank(), dist.get_world_size(), gloo
     dist.destroy_process_group()
 
@@ -503,7 +503,8 @@ def test_bad_input_on_one_rank_fails_everyone(world):
     (a failed collective leaves its communicator unusable): at 2 ranks the
     whole world (MPI transport), at 4 a reordered subgroup (the store
     transport, as the dimensions of a 2-D mesh); one each, as the wait costs
-    2 s of the file's time budget."""
+    2 s of the file's time budget. The watchdog also prints the mismatch to
+    stderr ("boostcomm: error: rank 0: collective mismatch ..."): expected."""
     rank, size, gloo = world
     transport = "mpi" if size == 2 else "store"
     ranks = list(range(size)) if transport == "mpi" else list(reversed(range(size)))
