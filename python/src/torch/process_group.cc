@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <string>
 #include <thread>
 
 #include "boostcomm/error.h"
@@ -196,7 +197,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::broadcast(std::vector<at::
   TORCH_CHECK(opts.rootTensor == 0, "boostcomm: broadcast rootTensor must be 0, got ", opts.rootTensor, " (rank ", rank_,
               ")");
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "boostcomm: broadcast root ", opts.rootRank,
-              " out of range for ", size_, " ranks");
+              " out of range for ", size_, " ranks (rank ", rank_, ")");
   const View v = bytesOf(t, "broadcast tensor", rank_);
   const int root = static_cast<int>(opts.rootRank);
   return enqueue(c10d::OpType::BROADCAST, tensors, [v, root](Communicator& c) { return c.broadcastAsync(v, root); });
