@@ -30,7 +30,8 @@ rank runs ahead into the next test's collectives):
   at 4 ranks): forward, gradients and 3 SGD steps within 1e-5 of the
   reference; DTensor redistribute Shard(0) -> Replicate / Shard(1) exact.
 - _coalescing_manager around all_gather_into_tensor (three dtypes) and
-  reduce_scatter_tensor (AVG): exact values.
+  reduce_scatter_tensor (AVG; one dtype, and float32 mixed with float64):
+  exact values.
 - Bad input on every rank (a wrong output size, a bool reduce_scatter):
   an error naming the argument and the rank, and the group still works.
   Bad input on one rank only: that rank raises at once, the others a
@@ -453,7 +454,19 @@ def test_coalescing_manager(world):
         for o, i in zip(rs_outs, rs_ins):
             dist.reduce_scatter_tensor(o, i, op=dist.ReduceOp.AVG)
     cm.wait()
+    # A reduce-scatter block that mixes dtypes (as gloo takes): one collective per dtype, one Work.
+    mixed_ins = [torch.arange(size * 2, dtype=dt) * (rank + 1) for dt in (torch.float32, torch.float64, torch.float32)]
+    mixed_outs = [torch.empty(2, dtype=t.dtype) for t in mixed_ins]
+    with dist._coalescing_manager(async_ops=True) as cm:
+        for o, i in zip(mixed_outs, mixed_ins):
+            dist.reduce_scatter_tensor(o, i, op=dist.ReduceOp.AVG)
+    cm.wait()
     failures = []
+    for k, o in enumerate(mixed_outs):
+        w = torch.arange(size * 2, dtype=o.dtype)[rank * 2:(rank + 1) * 2] * (size + 1) / 2
+        if not torch.allclose(o, w, rtol=0, atol=1e-6):
+            failures.append(f"mixed-dtype coalesced reduce_scatter_tensor {k} ({o.dtype}): "
+                            f"{o.tolist()} != {w.tolist()}")
     for k, (o, dt) in enumerate(zip(outs, dtypes)):
         want = torch.cat([torch.arange(k + 2, dtype=dt) + 100 * r for r in range(size)])
         if not torch.equal(o, want):
