@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <string>
 #include <thread>
 
 #include "boostcomm/error.h"
@@ -184,7 +185,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::enqueue(c10d::OpType type,
 }
 
 const at::Tensor& ProcessGroupBoostcomm::single(std::vector<at::Tensor>& tensors, const char* op) {
-  TORCH_CHECK(tensors.size() == 1, "boostcomm: ", op, " takes one tensor per process (CPU), got ", tensors.size());
+  TORCH_CHECK(tensors.size() == 1, "boostcomm: ", op, " takes one tensor per process (CPU), got ", tensors.size(),
+              " (rank ", rank_, ")");
   return tensors[0];
 }
 
@@ -192,10 +194,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::broadcast(std::vector<at::
                                                                 const c10d::BroadcastOptions& opts) {
   const RejectGuard rejected(*comm_, Collective::kBroadcast);
   const at::Tensor& t = single(tensors, "broadcast");
-  TORCH_CHECK(opts.rootTensor == 0, "boostcomm: broadcast rootTensor must be 0");
+  TORCH_CHECK(opts.rootTensor == 0, "boostcomm: broadcast rootTensor must be 0, got ", opts.rootTensor, " (rank ", rank_,
+              ")");
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "boostcomm: broadcast root ", opts.rootRank,
-              " out of range for ", size_, " ranks");
-  const View v = bytesOf(t, "broadcast tensor");
+              " out of range for ", size_, " ranks (rank ", rank_, ")");
+  const View v = bytesOf(t, "broadcast tensor", rank_);
   const int root = static_cast<int>(opts.rootRank);
   return enqueue(c10d::OpType::BROADCAST, tensors, [v, root](Communicator& c) { return c.broadcastAsync(v, root); });
 }
@@ -204,8 +207,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allreduce(std::vector<at::
                                                                 const c10d::AllreduceOptions& opts) {
   const RejectGuard rejected(*comm_, Collective::kAllreduce);
   const at::Tensor& t = single(tensors, "allreduce");
-  const View v = viewOf(t, "allreduce tensor");
-  const ReduceOp op = reduceOpOf(opts.reduceOp);
+  const View v = viewOf(t, "allreduce tensor", rank_);
+  const ReduceOp op = reduceOpOf(opts.reduceOp, rank_);
   premultiplyInPlace(t, opts.reduceOp, rank_);
   return enqueue(c10d::OpType::ALLREDUCE, tensors, [this, t, v, op](Communicator& c) {
     feedBack(t, op);
@@ -218,14 +221,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allreduce(std::vector<at::
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   const RejectGuard rejected(*comm_, Collective::kAllreduce);
-  TORCH_CHECK(!tensors.empty(), "boostcomm: allreduce_coalesced needs at least one tensor");
+  TORCH_CHECK(!tensors.empty(), "boostcomm: allreduce_coalesced needs at least one tensor (rank ", rank_, ")");
   // One collective over the tensors where they are (a segment list): no
   // packed copy, no unpack. Mixed dtypes, overlapping tensors and lists
   // that differ between ranks are reported on every rank by allreduceMany.
   std::vector<View> views;
   views.reserve(tensors.size());
-  for (const at::Tensor& t : tensors) views.push_back(viewOf(t, "allreduce_coalesced tensor"));
-  const ReduceOp op = reduceOpOf(opts.reduceOp);
+  for (const at::Tensor& t : tensors) views.push_back(viewOf(t, "allreduce_coalesced tensor", rank_));
+  const ReduceOp op = reduceOpOf(opts.reduceOp, rank_);
   if (opts.reduceOp.op_ == c10d::ReduceOp::PREMUL_SUM) {
     // Scaling happens before allreduceMany's own checks: a tensor listed twice
     // (or two overlapping ones) would be scaled twice before the list is refused.
@@ -250,18 +253,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allgather(std::vector<std:
                                                                 const c10d::AllgatherOptions& opts) {
   const RejectGuard rejected(*comm_, Collective::kAllgather);
   TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
-              "boostcomm: allgather needs one output list of ", size_, " tensors");
+              "boostcomm: allgather needs one output list of ", size_, " tensors, got ", outputs.size(), " list(s)",
+              outputs.size() == 1 ? " of " + std::to_string(outputs[0].size()) : std::string(), " (rank ", rank_, ")");
   const at::Tensor& in = single(inputs, "allgather");
   if (in.nbytes() < kListMinBytes) {
     // Small: one plain allgather into a gathered buffer, copied out.
     for (const at::Tensor& o : outputs[0]) {
       TORCH_CHECK(o.numel() == in.numel() && o.scalar_type() == in.scalar_type(),
-                  "boostcomm: allgather outputs must match the input's size and dtype");
-      bytesOf(o, "allgather output");
+                  "boostcomm: allgather outputs must match the input's size and dtype: got ", o.numel(), " x ",
+                  o.scalar_type(), ", input ", in.numel(), " x ", in.scalar_type(), " (rank ", rank_, ")");
+      bytesOf(o, "allgather output", rank_);
     }
     at::Tensor gathered = at::empty({static_cast<std::int64_t>(size_) * in.numel()}, in.options());
-    const View send = bytesOf(in, "allgather input");
-    const View recv = bytesOf(gathered, "allgather buffer");
+    const View send = bytesOf(in, "allgather input", rank_);
+    const View recv = bytesOf(gathered, "allgather buffer", rank_);
     std::vector<at::Tensor> outs = outputs[0];
     return enqueue(
         c10d::OpType::ALLGATHER, outs, [send, recv, in, gathered](Communicator& c) { return c.allgatherAsync(send, recv); },
@@ -288,18 +293,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allgatherLists(c10d::OpTyp
   std::vector<at::Tensor> sendTensors;
   std::vector<ConstView> send;
   for (const at::Tensor& t : inputs) {
-    send.push_back(rawBytesOf(t, "allgather input"));
+    send.push_back(rawBytesOf(t, "allgather input", rank_));
     sendTensors.push_back(t);
   }
   std::vector<View> recv;
   std::vector<at::Tensor> outs;
   for (const auto& list : perRank) {
     TORCH_CHECK(list.size() == inputs.size(), "boostcomm: ", name, ": every output list needs ", inputs.size(),
-                " tensors, got ", list.size());
+                " tensors, got ", list.size(), " (rank ", rank_, ")");
     for (std::size_t i = 0; i < list.size(); ++i) {
       TORCH_CHECK(list[i].numel() == inputs[i].numel() && list[i].scalar_type() == inputs[i].scalar_type(),
-                  "boostcomm: ", name, " output ", outs.size(), " must match input ", i, "'s size and dtype");
-      recv.push_back(rawBytesOf(list[i], "allgather output"));
+                  "boostcomm: ", name, " output ", outs.size(), " must match input ", i, "'s size and dtype: got ",
+                  list[i].numel(), " x ", list[i].scalar_type(), ", input ", inputs[i].numel(), " x ",
+                  inputs[i].scalar_type(), " (rank ", rank_, ")");
+      recv.push_back(rawBytesOf(list[i], "allgather output", rank_));
       outs.push_back(list[i]);
     }
   }
@@ -310,7 +317,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allgatherLists(c10d::OpTyp
     for (const at::Tensor& o : outs) {
       if (!overlaps(sendTensors[i], o)) continue;
       sendTensors[i] = sendTensors[i].clone();
-      send[i] = rawBytesOf(sendTensors[i], "allgather input");
+      send[i] = rawBytesOf(sendTensors[i], "allgather input", rank_);
       break;
     }
   }
@@ -322,10 +329,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allgatherLists(c10d::OpTyp
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                       const c10d::AllgatherOptions& opts) {
   const RejectGuard rejected(*comm_, Collective::kAllgather);
-  TORCH_CHECK(output.numel() == input.numel() * size_ && output.scalar_type() == input.scalar_type(),
-              "boostcomm: _allgather_base output must hold world_size x input elements of the input's dtype");
-  const View send = bytesOf(input, "allgather input");
-  const View recv = bytesOf(output, "allgather output");
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "boostcomm: all_gather_into_tensor output has dtype ",
+              output.scalar_type(), ", input ", input.scalar_type(), ": they must match (rank ", rank_, ")");
+  TORCH_CHECK(output.numel() == input.numel() * size_, "boostcomm: all_gather_into_tensor output has ", output.numel(),
+              " elements; it must hold world_size (", size_, ") x input's ", input.numel(), " = ",
+              input.numel() * size_, " (rank ", rank_, ")");
+  const View send = bytesOf(input, "allgather input", rank_);
+  const View recv = bytesOf(output, "allgather output", rank_);
   return enqueue(c10d::OpType::_ALLGATHER_BASE, {output},
                  [send, recv, input](Communicator& c) { return c.allgatherAsync(send, recv); });
 }
@@ -336,21 +346,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce_scatter(std::vector
   const RejectGuard rejected(*comm_, Collective::kReduceScatter);
   const at::Tensor& out = single(outputs, "reduce_scatter");
   TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
-              "boostcomm: reduce_scatter needs one input list of ", size_, " tensors");
-  const ReduceOp op = reduceOpOf(opts.reduceOp);
+              "boostcomm: reduce_scatter needs one input list of ", size_, " tensors, got ", inputs.size(), " list(s)",
+              inputs.size() == 1 ? " of " + std::to_string(inputs[0].size()) : std::string(), " (rank ", rank_, ")");
+  const ReduceOp op = reduceOpOf(opts.reduceOp, rank_);
   if (out.nbytes() < kListMinBytes) {
     // Small: the blocks packed into one buffer, one plain reduce_scatter.
     std::vector<at::Tensor> flat;
     for (std::size_t r = 0; r < inputs[0].size(); ++r) {
       const at::Tensor& t = inputs[0][r];
-      TORCH_CHECK(t.numel() == out.numel() && t.scalar_type() == out.scalar_type(),
-                  "boostcomm: reduce_scatter input ", r, " must match the output's size and dtype");
-      viewOf(t, "reduce_scatter input");
+      TORCH_CHECK(t.numel() == out.numel() && t.scalar_type() == out.scalar_type(), "boostcomm: reduce_scatter input ",
+                  r, " must match the output's size and dtype: got ", t.numel(), " x ", t.scalar_type(), ", output ",
+                  out.numel(), " x ", out.scalar_type(), " (rank ", rank_, ")");
+      viewOf(t, "reduce_scatter input", rank_);
       flat.push_back(t.reshape({-1}));
     }
     at::Tensor packed = premultiplied(at::cat(flat), opts.reduceOp, rank_);
-    const View send = viewOf(packed, "reduce_scatter buffer");
-    const View recv = viewOf(out, "reduce_scatter output");
+    const View send = viewOf(packed, "reduce_scatter buffer", rank_);
+    const View recv = viewOf(out, "reduce_scatter output", rank_);
     return enqueue(c10d::OpType::REDUCE_SCATTER, outputs,
                    [send, recv, op, packed](Communicator& c) { return c.reduceScatterAsync(send, recv, op); });
   }
@@ -360,13 +372,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce_scatter(std::vector
   std::vector<ConstView> send;
   for (std::size_t r = 0; r < ins.size(); ++r) {
     TORCH_CHECK(ins[r].numel() == out.numel() && ins[r].scalar_type() == out.scalar_type(),
-                "boostcomm: reduce_scatter input ", r, " must match the output's size and dtype");
+                "boostcomm: reduce_scatter input ", r, " must match the output's size and dtype: got ", ins[r].numel(),
+                " x ", ins[r].scalar_type(), ", output ", out.numel(), " x ", out.scalar_type(), " (rank ", rank_, ")");
     // In place (the output is one of the inputs): that block is read from a copy.
     if (overlaps(ins[r], out)) ins[r] = ins[r].clone();
     ins[r] = premultiplied(ins[r], opts.reduceOp, rank_);
-    send.push_back(viewOf(ins[r], "reduce_scatter input"));
+    send.push_back(viewOf(ins[r], "reduce_scatter input", rank_));
   }
-  const View recv = viewOf(out, "reduce_scatter output");
+  const View recv = viewOf(out, "reduce_scatter output", rank_);
   return enqueue(c10d::OpType::REDUCE_SCATTER, outputs, [send = std::move(send), recv, op, ins](Communicator& c) {
     return c.reduceScatterManyPerRankAsync(send, std::span<const View>(&recv, 1), op);
   });
@@ -375,13 +388,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce_scatter(std::vector
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                            const c10d::ReduceScatterOptions& opts) {
   const RejectGuard rejected(*comm_, Collective::kReduceScatter);
-  TORCH_CHECK(input.numel() == output.numel() * size_ && output.scalar_type() == input.scalar_type(),
-              "boostcomm: _reduce_scatter_base input must hold world_size x output elements of the output's dtype");
-  viewOf(input, "reduce_scatter input");  // checks before any copy
-  const ReduceOp op = reduceOpOf(opts.reduceOp);
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "boostcomm: reduce_scatter_tensor input has dtype ",
+              input.scalar_type(), ", output ", output.scalar_type(), ": they must match (rank ", rank_, ")");
+  TORCH_CHECK(input.numel() == output.numel() * size_, "boostcomm: reduce_scatter_tensor input has ", input.numel(),
+              " elements; it must hold world_size (", size_, ") x output's ", output.numel(), " = ",
+              output.numel() * size_, " (rank ", rank_, ")");
+  viewOf(input, "reduce_scatter input", rank_);  // checks before any copy
+  const ReduceOp op = reduceOpOf(opts.reduceOp, rank_);
   at::Tensor in = premultiplied(input, opts.reduceOp, rank_);
-  const View send = viewOf(in, "reduce_scatter input");
-  const View recv = viewOf(output, "reduce_scatter output");
+  const View send = viewOf(in, "reduce_scatter input", rank_);
+  const View recv = viewOf(output, "reduce_scatter output", rank_);
   return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, {output},
                  [send, recv, op, in](Communicator& c) { return c.reduceScatterAsync(send, recv, op); });
 }

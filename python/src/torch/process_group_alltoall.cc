@@ -37,8 +37,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::alltoall_base(at::Tensor& 
                                                                     std::vector<std::int64_t>& inputSplitSizes,
                                                                     const c10d::AllToAllOptions& opts) {
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "boostcomm: alltoall_base output and input dtypes differ");
-  viewOf(input, "alltoall_base input");
-  viewOf(output, "alltoall_base output");
+  viewOf(input, "alltoall_base input", rank_);
+  viewOf(output, "alltoall_base output", rank_);
   const int n = size_;
   const std::vector<std::int64_t> in = splitsOrEqual(inputSplitSizes, input, n, "input");
   const std::vector<std::int64_t> out = splitsOrEqual(outputSplitSizes, output, n, "output");
@@ -62,7 +62,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::alltoall_base(at::Tensor& 
   }
   mine[2 * n] = localOk ? 1 : 0;
   at::Tensor all = at::empty({static_cast<std::int64_t>(w) * n}, at::kLong);
-  comm_->allgather(viewOf(mine, "alltoall splits"), viewOf(all, "alltoall splits"));
+  comm_->allgather(viewOf(mine, "alltoall splits", rank_), viewOf(all, "alltoall splits", rank_));
   const std::int64_t* m = all.data_ptr<std::int64_t>();
   auto at2 = [&](int r, int k) { return m[static_cast<std::size_t>(r) * w + static_cast<std::size_t>(k)]; };
   for (int r = 0; r < n; ++r) {
@@ -95,8 +95,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::alltoall_base(at::Tensor& 
   }
   at::Tensor flatIn = input.reshape({-1});
   at::Tensor gathered = at::empty({static_cast<std::int64_t>(total)}, input.options());
-  const View send = viewOf(flatIn, "alltoall_base input");
-  const View recv = viewOf(gathered, "alltoall_base buffer");
+  const View send = viewOf(flatIn, "alltoall_base input", rank_);
+  const View recv = viewOf(gathered, "alltoall_base buffer", rank_);
   at::Tensor flatOut = output.view({-1});
   return enqueue(
       c10d::OpType::ALLTOALL_BASE, {output},

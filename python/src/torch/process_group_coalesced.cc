@@ -3,7 +3,9 @@
 //                             every op launched in between
 //   all_gather_into_tensor and reduce_scatter_tensor, coalesced: one
 //                             collective over every (output, input) pair
-//                             (allgatherMany / reduceScatterMany)
+//                             (allgatherMany / reduceScatterMany); a
+//                             reduce-scatter list that mixes dtypes (gloo
+//                             takes one) runs one reduceScatterMany per dtype
 //   ProcessGroup.split_group  a subgroup on the store transport
 #include <c10/util/Exception.h>
 #include <pybind11/chrono.h>
@@ -20,6 +22,38 @@
 namespace boostcomm::python {
 
 namespace py = pybind11;
+
+namespace {
+
+// One Work over `works`: it completes once every one of them did, with the
+// first error (a callback on a completed future runs at once, on this thread).
+c10::intrusive_ptr<WorkBoostcomm> joined(int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
+                                         const std::vector<c10::intrusive_ptr<c10d::Work>>& works) {
+  auto all = c10::make_intrusive<WorkBoostcomm>(rank, type, std::move(outputs));
+  if (works.empty()) {
+    all->complete(nullptr);
+    return all;
+  }
+  struct Join {
+    std::atomic<std::size_t> left;
+    std::mutex mutex;
+    std::exception_ptr error;
+  };
+  auto join = std::make_shared<Join>();
+  join->left.store(works.size());
+  for (const auto& w : works) {
+    w->getFuture()->addCallback([all, join](c10::ivalue::Future& f) {
+      if (f.hasError()) {
+        std::lock_guard lock(join->mutex);
+        if (!join->error) join->error = f.exception_ptr();
+      }
+      if (join->left.fetch_sub(1) == 1) all->complete(join->error);
+    });
+  }
+  return all;
+}
+
+}  // namespace
 
 void ProcessGroupBoostcomm::startCoalescing() {
   std::lock_guard lock(coalescingMutex_);
@@ -45,30 +79,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::endCoalescing() {
   for (auto& w : works) {
     for (at::Tensor& t : w->result()) outputs.push_back(t);
   }
-  auto all = c10::make_intrusive<WorkBoostcomm>(rank_, c10d::OpType::COALESCED, outputs);
-  if (works.empty()) {
-    all->complete(nullptr);
-    return all;
-  }
-  // Completes with the first error, once every op finished (a callback on a
-  // completed future runs at once, on this thread).
-  struct Join {
-    std::atomic<std::size_t> left;
-    std::mutex mutex;
-    std::exception_ptr error;
-  };
-  auto join = std::make_shared<Join>();
-  join->left.store(works.size());
-  for (auto& w : works) {
-    w->getFuture()->addCallback([all, join](c10::ivalue::Future& f) {
-      if (f.hasError()) {
-        std::lock_guard lock(join->mutex);
-        if (!join->error) join->error = f.exception_ptr();
-      }
-      if (join->left.fetch_sub(1) == 1) all->complete(join->error);
-    });
-  }
-  return all;
+  return joined(rank_, c10d::OpType::COALESCED, std::move(outputs), works);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allgather_into_tensor_coalesced(
@@ -94,8 +105,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allgather_into_tensor_coal
         break;
       }
     }
-    send.push_back(rawBytesOf(in, "allgather_into_tensor_coalesced input"));
-    recv.push_back(rawBytesOf(outputs[i], "allgather_into_tensor_coalesced output"));
+    send.push_back(rawBytesOf(in, "allgather_into_tensor_coalesced input", rank_));
+    recv.push_back(rawBytesOf(outputs[i], "allgather_into_tensor_coalesced output", rank_));
     keep.push_back(in);
   }
   return enqueue(c10d::OpType::COALESCED, outputs, [send = std::move(send), recv = std::move(recv), keep](Communicator& c) {
@@ -109,18 +120,45 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce_scatter_tensor_coal
   TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(), "boostcomm: reduce_scatter_tensor_coalesced needs ",
               "as many outputs as inputs (at least one), got ", outputs.size(), " and ", inputs.size(), " (rank ",
               rank_, ")");
-  const ReduceOp op = reduceOpOf(opts.reduceOp);
+  const ReduceOp op = reduceOpOf(opts.reduceOp, rank_);
+  // Every pair is checked before anything is launched, so a bad pair leaves
+  // no collective of the list running.
+  std::vector<at::ScalarType> dtypes;  // in order of first appearance: the same on every rank
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    TORCH_CHECK(outputs[i].scalar_type() == inputs[i].scalar_type(), "boostcomm: reduce_scatter_tensor_coalesced ",
+                "input ", i, " has dtype ", inputs[i].scalar_type(), ", output ", i, " ", outputs[i].scalar_type(),
+                ": they must match (rank ", rank_, ")");
+    TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * size_, "boostcomm: reduce_scatter_tensor_coalesced input ",
+                i, " has ", inputs[i].numel(), " elements; it must hold world_size (", size_, ") x output ", i, "'s ",
+                outputs[i].numel(), " (rank ", rank_, ")");
+    viewOf(inputs[i], "reduce_scatter_tensor_coalesced input", rank_);
+    viewOf(outputs[i], "reduce_scatter_tensor_coalesced output", rank_);
+    TORCH_CHECK(opts.reduceOp.op_ != c10d::ReduceOp::PREMUL_SUM || at::isFloatingType(inputs[i].scalar_type()),
+                "boostcomm: PREMUL_SUM needs a floating-point tensor, got ", inputs[i].scalar_type(), " (input ", i,
+                ", rank ", rank_, ")");
+    if (std::find(dtypes.begin(), dtypes.end(), inputs[i].scalar_type()) == dtypes.end()) {
+      dtypes.push_back(inputs[i].scalar_type());
+    }
+  }
+  if (dtypes.size() > 1) {
+    // One reduceScatterMany takes one dtype: one per dtype, joined. Inside a
+    // _coalescing_manager block each is also one of the block's ops.
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (const at::ScalarType dtype : dtypes) {
+      std::vector<at::Tensor> outs, ins;
+      for (std::size_t i = 0; i < inputs.size(); ++i) {
+        if (inputs[i].scalar_type() != dtype) continue;
+        outs.push_back(outputs[i]);
+        ins.push_back(inputs[i]);
+      }
+      works.push_back(reduce_scatter_tensor_coalesced(outs, ins, opts));
+    }
+    return joined(rank_, c10d::OpType::COALESCED, outputs, works);
+  }
   std::vector<ConstView> send;
   std::vector<View> recv;
   std::vector<at::Tensor> keep;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * size_ && outputs[i].scalar_type() == inputs[i].scalar_type(),
-                "boostcomm: reduce_scatter_tensor_coalesced input ", i, " must hold world_size x output ", i,
-                "'s elements of its dtype (rank ", rank_, ")");
-    TORCH_CHECK(inputs[i].scalar_type() == inputs[0].scalar_type(), "boostcomm: reduce_scatter_tensor_coalesced ",
-                "needs one dtype for every tensor: input ", i, " is ", inputs[i].scalar_type(), ", input 0 is ",
-                inputs[0].scalar_type(), " (rank ", rank_, ")");
-    viewOf(inputs[i], "reduce_scatter_tensor_coalesced input");  // checks before any copy
     at::Tensor in = premultiplied(inputs[i], opts.reduceOp, rank_);
     for (const at::Tensor& o : outputs) {
       if (in.is_same(inputs[i]) && overlaps(in, o)) {
@@ -128,8 +166,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce_scatter_tensor_coal
         break;
       }
     }
-    send.push_back(viewOf(in, "reduce_scatter_tensor_coalesced input"));
-    recv.push_back(viewOf(outputs[i], "reduce_scatter_tensor_coalesced output"));
+    send.push_back(viewOf(in, "reduce_scatter_tensor_coalesced input", rank_));
+    recv.push_back(viewOf(outputs[i], "reduce_scatter_tensor_coalesced output", rank_));
     keep.push_back(in);
   }
   return enqueue(c10d::OpType::COALESCED, outputs,

@@ -40,7 +40,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::send(std::vector<at::Tenso
   const at::Tensor& t = single(tensors, "send");
   checkPeer(dstRank, rank_, size_, "send: destination");
   checkTag(tag, "send");
-  const View v = bytesOf(t, "send tensor");
+  const View v = bytesOf(t, "send tensor", rank_);
   return enqueue(c10d::OpType::SEND, tensors, [v, dstRank, tag, t](Communicator& c) {
     return c.sendAsync(ConstView(v.data, v.count, v.dtype), dstRank, tag);
   }, nullptr, /*collective=*/false);
@@ -50,7 +50,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::recv(std::vector<at::Tenso
   const at::Tensor& t = single(tensors, "recv");
   checkPeer(srcRank, rank_, size_, "recv: source");
   checkTag(tag, "recv");
-  const View v = bytesOf(t, "recv tensor");
+  const View v = bytesOf(t, "recv tensor", rank_);
   return enqueue(c10d::OpType::RECV, tensors, [v, srcRank, tag](Communicator& c) { return c.recvAsync(v, srcRank, tag); },
                  nullptr, /*collective=*/false);
 }
@@ -59,7 +59,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::recvAnysource(std::vector<
   const at::Tensor& t = single(tensors, "recvAnysource");
   TORCH_CHECK(size_ > 1, "boostcomm: recvAnysource in a group of one rank: there is no other rank to receive from");
   checkTag(tag, "recvAnysource");
-  const View v = bytesOf(t, "recv tensor");
+  const View v = bytesOf(t, "recv tensor", rank_);
   return enqueue(c10d::OpType::RECVANYSOURCE, tensors,
                  [v, tag](Communicator& c) { return c.recvAsync(v, Communicator::kAnySource, tag); }, nullptr,
                  /*collective=*/false);
@@ -78,8 +78,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::alltoall(std::vector<at::T
   for (int i = 0; i < size_; ++i) {
     const at::Tensor& in = inputs[static_cast<std::size_t>(i)];
     const at::Tensor& out = outputs[static_cast<std::size_t>(i)];
-    viewOf(in, "alltoall input");
-    viewOf(out, "alltoall output");
+    viewOf(in, "alltoall input", rank_);
+    viewOf(out, "alltoall output", rank_);
     TORCH_CHECK(in.scalar_type() == dtype && out.scalar_type() == dtype, "boostcomm: alltoall tensors must share one dtype");
     flatIn.push_back(in.reshape({-1}));
     inSplits.push_back(in.numel());
@@ -124,13 +124,13 @@ void ProcessGroupBoostcomm::monitoredBarrier(const c10d::BarrierOptions& opts, b
     }
     return true;
   };
-  const View v = viewOf(token, "monitoredBarrier token");
+  const View v = viewOf(token, "monitoredBarrier token", rank_);
   if (size_ == 1) return;
   if (rank_ != 0) {
     // Arrive, then wait for rank 0's release: it names us if we are late.
     Work arrive = comm_->sendAsync(ConstView(v.data, 1, v.dtype), 0, kMonitoredBarrierTag);
     at::Tensor released = at::zeros({1}, at::kInt);
-    Work release = comm_->recvAsync(viewOf(released, "monitoredBarrier token"), 0, kMonitoredBarrierTag);
+    Work release = comm_->recvAsync(viewOf(released, "monitoredBarrier token", rank_), 0, kMonitoredBarrierTag);
     const bool passed = waitUntil(arrive) && waitUntil(release);
     if (!passed) keepUntilFinalize({token, released});  // the messages may still land in it
     TORCH_CHECK(passed, "boostcomm: monitoredBarrier on rank ", rank_,
@@ -141,7 +141,7 @@ void ProcessGroupBoostcomm::monitoredBarrier(const c10d::BarrierOptions& opts, b
   std::vector<Work> arrivals;
   for (int r = 1; r < size_; ++r) {
     slots.push_back(at::zeros({1}, at::kInt));
-    arrivals.push_back(comm_->recvAsync(viewOf(slots.back(), "monitoredBarrier token"), r, kMonitoredBarrierTag));
+    arrivals.push_back(comm_->recvAsync(viewOf(slots.back(), "monitoredBarrier token", rank_), r, kMonitoredBarrierTag));
   }
   std::vector<int> missing;
   std::ostringstream passed;  // ranks that arrived, for the timed-out message

@@ -21,10 +21,11 @@ void checkRoot(std::int64_t root, int size, const char* op) {
   TORCH_CHECK(root >= 0 && root < size, "boostcomm: ", op, " root ", root, " out of range for ", size, " ranks");
 }
 
-void checkLike(const at::Tensor& t, const at::Tensor& like, const char* op, const char* what) {
+void checkLike(const at::Tensor& t, const at::Tensor& like, const char* op, const char* what, int rank) {
   TORCH_CHECK(t.numel() == like.numel() && t.scalar_type() == like.scalar_type(), "boostcomm: ", op, " ", what,
-              " must match the input's size and dtype");
-  bytesOf(t, what);
+              " must match the input's size and dtype: got ", t.numel(), " x ", t.scalar_type(), ", input ",
+              like.numel(), " x ", like.scalar_type(), " (rank ", rank, ")");
+  bytesOf(t, what, rank);
 }
 
 }  // namespace
@@ -35,12 +36,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce(std::vector<at::Ten
   const at::Tensor& t = single(tensors, "reduce");
   TORCH_CHECK(opts.rootTensor == 0, "boostcomm: reduce rootTensor must be 0");
   checkRoot(opts.rootRank, size_, "reduce");
-  const ReduceOp op = reduceOpOf(opts.reduceOp);
+  const ReduceOp op = reduceOpOf(opts.reduceOp, rank_);
   const bool root = opts.rootRank == rank_;
-  viewOf(t, "reduce tensor");  // checks before the tensor is scaled
+  viewOf(t, "reduce tensor", rank_);  // checks before the tensor is scaled
   at::Tensor target = root ? t : t.clone();
   premultiplyInPlace(target, opts.reduceOp, rank_);
-  const View v = viewOf(target, "reduce tensor");
+  const View v = viewOf(target, "reduce tensor", rank_);
   return enqueue(c10d::OpType::REDUCE, tensors,
                  [v, op, target](Communicator& c) { return c.allreduceAsync(v, v, op); });
 }
@@ -56,15 +57,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::gather(std::vector<std::ve
   if (root) {
     TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
                 "boostcomm: gather on the root needs one output list of ", size_, " tensors");
-    for (const at::Tensor& o : outputs[0]) checkLike(o, in, "gather", "output");
+    for (const at::Tensor& o : outputs[0]) checkLike(o, in, "gather", "output", rank_);
     outs = outputs[0];
   } else {
     TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
                 "boostcomm: gather outputs must be empty on non-root ranks");
   }
   at::Tensor gathered = at::empty({static_cast<std::int64_t>(size_) * in.numel()}, in.options());
-  const View send = bytesOf(in, "gather input");
-  const View recv = bytesOf(gathered, "gather buffer");
+  const View send = bytesOf(in, "gather input", rank_);
+  const View recv = bytesOf(gathered, "gather buffer", rank_);
   return enqueue(
       c10d::OpType::GATHER, outs, [send, recv, in, gathered](Communicator& c) { return c.allgatherAsync(send, recv); },
       [gathered, outs] {
@@ -88,7 +89,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::scatter(std::vector<at::Te
                 "boostcomm: scatter on the root needs one input list of ", size_, " tensors");
     std::vector<at::Tensor> flat;
     for (const at::Tensor& t : inputs[0]) {
-      checkLike(t, out, "scatter", "input");
+      checkLike(t, out, "scatter", "input", rank_);
       flat.push_back(t.reshape({-1}));
     }
     packed = at::cat(flat);
@@ -97,8 +98,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::scatter(std::vector<at::Te
                 "boostcomm: scatter inputs must be empty on non-root ranks");
     packed = at::empty({static_cast<std::int64_t>(size_) * out.numel()}, out.options());
   }
-  bytesOf(out, "scatter output");
-  const View buf = bytesOf(packed, "scatter buffer");
+  bytesOf(out, "scatter output", rank_);
+  const View buf = bytesOf(packed, "scatter buffer", rank_);
   const int rootRank = static_cast<int>(opts.rootRank);
   const std::int64_t n = out.numel();
   const std::int64_t at = static_cast<std::int64_t>(rank_) * n;

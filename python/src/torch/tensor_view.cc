@@ -6,7 +6,7 @@
 
 namespace boostcomm::python {
 
-DataType dataTypeOf(at::ScalarType type, const char* what) {
+DataType dataTypeOf(at::ScalarType type, const char* what, int rank) {
   switch (type) {
     case at::kFloat: return DataType::kFloat32;
     case at::kDouble: return DataType::kFloat64;
@@ -16,20 +16,21 @@ DataType dataTypeOf(at::ScalarType type, const char* what) {
     case at::kLong: return DataType::kInt64;
     case at::kByte: return DataType::kUInt8;
     default:
-      TORCH_CHECK(false, "boostcomm: ", what, " has dtype ", type,
-                  "; supported: float32, float64, float16, bfloat16, int32, int64, uint8");
+      TORCH_CHECK(false, "boostcomm: ", what, " has dtype ", type, " (rank ", rank,
+                  "); supported: float32, float64, float16, bfloat16, int32, int64, uint8");
   }
 }
 
 namespace {
 
-void checkMemory(const at::Tensor& tensor, const char* what) {
-  TORCH_CHECK(tensor.defined(), "boostcomm: ", what, " is an undefined tensor");
-  TORCH_CHECK(tensor.layout() == at::kStrided, "boostcomm: ", what, " has layout ", tensor.layout(),
-              "; boostcomm supports dense (strided) tensors only: call .to_dense() first");
-  TORCH_CHECK(tensor.device().is_cpu(), "boostcomm: ", what, " is on device ", tensor.device(),
-              "; this build of boostcomm supports: cpu");
-  TORCH_CHECK(tensor.is_contiguous(), "boostcomm: ", what, " is not contiguous; call .contiguous() first");
+void checkMemory(const at::Tensor& tensor, const char* what, int rank) {
+  TORCH_CHECK(tensor.defined(), "boostcomm: ", what, " is an undefined tensor (rank ", rank, ")");
+  TORCH_CHECK(tensor.layout() == at::kStrided, "boostcomm: ", what, " has layout ", tensor.layout(), " (rank ", rank,
+              "); boostcomm supports dense (strided) tensors only: call .to_dense() first");
+  TORCH_CHECK(tensor.device().is_cpu(), "boostcomm: ", what, " is on device ", tensor.device(), " (rank ", rank,
+              "); this build of boostcomm supports: cpu");
+  TORCH_CHECK(tensor.is_contiguous(), "boostcomm: ", what, " is not contiguous (rank ", rank,
+              "); call .contiguous() first");
 }
 
 bool supported(at::ScalarType type) {
@@ -44,14 +45,14 @@ bool supported(at::ScalarType type) {
 
 }  // namespace
 
-View bytesOf(const at::Tensor& tensor, const char* what) {
-  checkMemory(tensor, what);
-  if (supported(tensor.scalar_type())) return viewOf(tensor, what);
+View bytesOf(const at::Tensor& tensor, const char* what, int rank) {
+  checkMemory(tensor, what, rank);
+  if (supported(tensor.scalar_type())) return viewOf(tensor, what, rank);
   return View(tensor.data_ptr(), static_cast<std::size_t>(tensor.nbytes()), DataType::kUInt8);
 }
 
-View rawBytesOf(const at::Tensor& tensor, const char* what) {
-  checkMemory(tensor, what);
+View rawBytesOf(const at::Tensor& tensor, const char* what, int rank) {
+  checkMemory(tensor, what, rank);
   return View(tensor.data_ptr(), static_cast<std::size_t>(tensor.nbytes()), DataType::kUInt8);
 }
 
@@ -62,12 +63,12 @@ bool overlaps(const at::Tensor& a, const at::Tensor& b) {
   return pa < pb + b.nbytes() && pb < pa + a.nbytes();
 }
 
-View viewOf(const at::Tensor& tensor, const char* what) {
-  checkMemory(tensor, what);
-  return View(tensor.data_ptr(), static_cast<std::size_t>(tensor.numel()), dataTypeOf(tensor.scalar_type(), what));
+View viewOf(const at::Tensor& tensor, const char* what, int rank) {
+  checkMemory(tensor, what, rank);
+  return View(tensor.data_ptr(), static_cast<std::size_t>(tensor.numel()), dataTypeOf(tensor.scalar_type(), what, rank));
 }
 
-ReduceOp reduceOpOf(const c10d::ReduceOp& op) {
+ReduceOp reduceOpOf(const c10d::ReduceOp& op, int rank) {
   switch (op.op_) {
     case c10d::ReduceOp::SUM:
     case c10d::ReduceOp::PREMUL_SUM: return ReduceOp::kSum;
@@ -76,8 +77,8 @@ ReduceOp reduceOpOf(const c10d::ReduceOp& op) {
     case c10d::ReduceOp::MIN: return ReduceOp::kMin;
     case c10d::ReduceOp::MAX: return ReduceOp::kMax;
     default:
-      TORCH_CHECK(false, "boostcomm: reduce op ", static_cast<int>(op.op_),
-                  " is not supported; supported: SUM, AVG, PRODUCT, MIN, MAX, PREMUL_SUM");
+      TORCH_CHECK(false, "boostcomm: reduce op ", static_cast<int>(op.op_), " is not supported (rank ", rank,
+                  "); supported: SUM, AVG, PRODUCT, MIN, MAX, PREMUL_SUM");
   }
 }
 
