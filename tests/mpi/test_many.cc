@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -77,8 +78,15 @@ void runList(Communicator& comm, const std::vector<std::size_t>& counts, DataTyp
     if (all[static_cast<std::size_t>(r)] != all[0]) fail(comm, what + ": rank " + std::to_string(r) + " differs from rank 0");
 }
 
+// BC_TEST_ALGORITHM=NAME: that algorithm only (mpi.many.np3.cma: the shm
+// engine's CMA mode changes nothing else); otherwise auto ("") and each one.
 std::vector<std::string> algorithmsOf(Communicator& comm) {
   std::vector<std::string> algos = comm.algorithms(Collective::kAllreduce);
+  if (const char* only = std::getenv("BC_TEST_ALGORITHM"); only != nullptr && *only != '\0') {
+    if (std::find(algos.begin(), algos.end(), only) == algos.end())
+      fail(comm, std::string("BC_TEST_ALGORITHM=") + only + ": not an algorithm of this job");
+    return {only};
+  }
   algos.insert(algos.begin(), "");
   return algos;
 }
@@ -101,9 +109,11 @@ void sweep(Communicator& comm) {
 void resnet50(Communicator& comm) {
   std::vector<std::size_t> counts;
   for (const models::TensorProfile& t : models::resnet50().tensors) counts.push_back(t.count());
+  const auto wanted = algorithmsOf(comm);
   for (const char* algo : {"", "shm", "ring", "native"}) {
     const auto algos = comm.algorithms(Collective::kAllreduce);
     if (*algo && std::find(algos.begin(), algos.end(), algo) == algos.end()) continue;
+    if (std::find(wanted.begin(), wanted.end(), algo) == wanted.end()) continue;
     runList(comm, counts, DataType::kFloat32, ReduceOp::kSum, algo, 77, false);
   }
 }

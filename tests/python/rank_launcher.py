@@ -46,7 +46,7 @@ def _run_rank(script, args, env, output):
         os.environ.clear()
         os.environ.update(env)
         sys.argv = [script, *args]
-        sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+        sys.path[0] = os.path.dirname(os.path.abspath(script))  # as `python3 script` sets it
         try:
             runpy.run_path(script, run_name="__main__")
             code = 0
@@ -102,24 +102,35 @@ def launch(script, size, init="file", extra_env=None, timeout=240, args=(), fres
     elif init == "file":
         path = tempfile.mktemp(prefix="bc_store_")
         base["BC_TEST_INIT"] = "file://" + path
-    base.update(extra_env or {})
+    extra_env = extra_env or {}
+    # What torch, OpenMP or Python read at start-up is the fork server's: such a
+    # setting needs a fresh interpreter.
+    early = [k for k in extra_env if k.startswith(("TORCH_", "OMP_", "PYTHON", "KMP_"))]
+    assert fresh or not early, f"rank_launcher: {early} are read at start-up: launch(..., fresh=True)"
+    base.update(extra_env)
     procs = []
-    for rank in range(size):
-        env = dict(base, RANK=str(rank), WORLD_SIZE=str(size), LOCAL_RANK=str(rank))
-        if fresh:
-            procs.append(subprocess.Popen([sys.executable, script, *args], env=env,
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-        else:
-            procs.append(_Forked(script, args, env))
-    deadline = time.monotonic() + timeout
-    outs = []
-    for p in procs:
-        try:
-            out, _ = p.communicate(timeout=max(1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            out, _ = p.communicate()
-            out += "\n(killed: timeout)"
-        outs.append((p.returncode, out))
-    return outs
+    try:
+        for rank in range(size):
+            env = dict(base, RANK=str(rank), WORLD_SIZE=str(size), LOCAL_RANK=str(rank))
+            if fresh:
+                procs.append(subprocess.Popen([sys.executable, script, *args], env=env,
+                                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+            else:
+                procs.append(_Forked(script, args, env))
+        deadline = time.monotonic() + timeout
+        outs = []
+        for p in procs:
+            try:
+                out, _ = p.communicate(timeout=max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                for q in procs:
+                    q.kill()
+                out, _ = p.communicate()
+                out += "\n(killed: timeout)"
+            outs.append((p.returncode, out))
+        return outs
+    finally:  # an exception half-way (a failed start): no rank or output file left behind
+        for p in procs:
+            if p.returncode is None:
+                p.kill()
+                p.communicate()

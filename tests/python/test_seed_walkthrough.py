@@ -1,6 +1,6 @@
 """examples/python/seed_walkthrough.py -- the founding document's six snippets
 as written -- at 2 ranks under mpirun and under torchrun, importing
-`boostcomm as abc` (both launchers) and `ascend_boost_comm as abc` (mpirun). The script checks every
+`boostcomm as abc` (mpirun) and `ascend_boost_comm as abc` (both launchers). The script checks every
 value on every rank against a float64 reference (gradients and fusion
 outputs exactly, trained parameters within float32 rounding, bitwise equal
 across ranks) and prints one line per check; this test requires each of
@@ -74,8 +74,9 @@ def test_mpirun(module, tmp_path):
     check(done.returncode, done.stdout, outs, "mpirun", module)
 
 
-# The alias is an import, whatever the launcher: under mpirun both names, here the one.
-@pytest.mark.parametrize("module", ["boostcomm"])
+# The alias is an import, whatever the launcher: under mpirun both names; here the
+# alias, as docs/PYTHON.md shows the torchrun command.
+@pytest.mark.parametrize("module", ["ascend_boost_comm"])
 def test_torchrun(module, tmp_path):
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
                            f"--nproc_per_node={RANKS}", "--redirects", "3", "--log_dir", str(tmp_path), SCRIPT,

@@ -18,15 +18,15 @@ WORKER = os.path.join(HERE, "c10d_ops_worker.py")
 LISTS = os.path.join(HERE, "c10d_lists_worker.py")
 
 
-def run(size, part, timeout=240, worker=WORKER, env=None):
-    outs = rank_launcher.launch(worker, size, "file", timeout=timeout, args=(part,), extra_env=env)
+def run(size, part, timeout=240, worker=WORKER, env=None, fresh=False):
+    outs = rank_launcher.launch(worker, size, "file", timeout=timeout, args=(part,), extra_env=env, fresh=fresh)
     for rank, (rc, out) in enumerate(outs):
         assert rc == 0 and f"rank {rank}: ok" in out, f"{part}, rank {rank} (rc {rc}):\n{out}"
 
 
 @pytest.mark.parametrize("size", [2, 3, 4])
 def test_ops(size):
-    run(size, "ops")
+    run(size, "ops", fresh=(size == 2))  # 2 ranks: fresh interpreters, a whole exit after the ops
 
 
 @pytest.mark.parametrize("part", ["timeout", "monitored", "abort", "rejected"])

@@ -11,10 +11,11 @@ ranks takes ~40 s on 2 cores instead of ~6 min.
     BACKEND=boostcomm WORLD_SIZE=2 python3 run_suite.py [--part I/N] [--json OUT] [-k SUBSTR]
 
 --part I/N runs the I-th of N interleaved slices of the sorted test names
-(ctest runs the suite in parts that way). Prints one line per test
+(to spread a run over processes). Prints one line per test
 (PASS / SKIP reason / FAIL / ERROR) and a summary; exits non-zero when a test
 failed or errored, unless --expect-file names the tests expected to fail
-(docs/PYTHON.md explains each).
+(docs/PYTHON.md explains each), and, with --names, when a named test skipped
+or is not in the suite.
 
 For a plugin backend torch's suite keeps everything gated on the backend
 feature sets (DistTestCases.backend_feature) skipped; boostcomm implements
@@ -23,6 +24,7 @@ torch's own runner does for gloo. Tests that name gloo explicitly
 (`BACKEND == "gloo"`) stay skipped: docs/PYTHON.md lists them.
 """
 import argparse
+import atexit
 import json
 import os
 import re
@@ -130,6 +132,25 @@ class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
         suite.INIT_METHOD = os.environ["INIT_METHOD"]
         self._start_processes(torch.multiprocessing.get_context("fork").Process)
 
+    @classmethod
+    def _run(cls, *args, **kwargs):
+        # A forked rank ends in os._exit, which skips the atexit handlers a
+        # spawned rank's interpreter runs at its exit, boostcomm's shutdown
+        # among them: run that one here, whether the test exits or raises.
+        # Not the runner's own handlers, which the fork copied: they would,
+        # for one, delete the test's temporary folder under the other ranks.
+        forked = os.environ.get("BC_SUITE_START", "fork") != "spawn"
+        if forked:
+            atexit._clear()
+            if BACKEND == "boostcomm":
+                from boostcomm import _state
+                atexit.register(_state._shutdown)
+        try:
+            super()._run(*args, **kwargs)
+        finally:
+            if forked:
+                atexit._run_exitfuncs()
+
 
 class Recorder(unittest.TextTestResult):
     """Keeps one outcome per test, with the skip reason or the error's last line."""
@@ -216,6 +237,17 @@ def main(options):
         with open(options.expect_file) as f:
             expected = {l.split("#")[0].strip() for l in f} - {""}
     bad = sorted(n for n, o in result.outcomes.items() if o["outcome"] in ("FAIL", "ERROR") and n not in expected)
+    if options.names:
+        # A named test (one that passes on gloo) must run here: a skip, or a name
+        # the suite no longer has, is a failure too.
+        bad += sorted(n for n, o in result.outcomes.items() if o["outcome"] == "SKIP")
+        with open(options.names) as f:
+            wanted = {l.split("#")[0].strip() for l in f} - {""}
+        every = set(unittest.TestLoader().getTestCaseNames(TestDistBackendWithSpawn))
+        bad += sorted(f"{n} (not in the suite)" for n in wanted - every)
+    stale = sorted(n for n in expected if result.outcomes.get(n, {}).get("outcome") == "PASS")
+    if stale:
+        print("expected to fail but passed (update expected_failures.txt): " + " ".join(stale))
     ws = os.environ["WORLD_SIZE"]
     print(f"\nbackend {BACKEND}{' (as gloo)' if AS_GLOO else ''}, world size {ws}, part {options.part}: " +
           ", ".join(f"{k.lower()} {v}" for k, v in sorted(counts.items())) + f" ({time.time() - began:.0f} s)")
