@@ -21,17 +21,28 @@ samples = t["links"]["intra_node"]["samples"]
 assert all(s["median_us"] >= s["time_us"] > 0 for s in samples), samples
 PY
 
-"$bin" simulate --topology "$tmp/topo.json,$tmp/topo.json" allreduce -b 1M -e 64M -f 8 --algos native,ring \
-  --output "$tmp/sim.json" > "$tmp/sim.txt"
-python3 - "$tmp/sim.json" <<'PY'
+# Open MPI's per-call temporary from 32 MiB: native pays fresh pages, ring does not,
+# at the first-touch rate `topo` measured. That rate (and the links') depends on the
+# host's load, so the check compares two simulations of the same measured file: as
+# measured, and with the first-touch rate divided by 10. Only native at 64 MiB may change.
+python3 - "$tmp/topo.json" "$tmp/topo_slow_pages.json" <<'PY'
 import json, sys
-r = {(x["algorithm"], x["bytes"]): x["time_us"] for x in json.load(open(sys.argv[1]))["results"]}
+t = json.load(open(sys.argv[1]))
+t["memory"]["first_touch_gbps"] /= 10
+json.dump(t, open(sys.argv[2], "w"))
+PY
+for f in topo topo_slow_pages; do
+  "$bin" simulate --topology "$tmp/$f.json,$tmp/$f.json" allreduce -b 1M -e 64M -f 8 --algos native,ring \
+    --output "$tmp/sim_$f.json" > "$tmp/sim_$f.txt"
+done
+python3 - "$tmp/sim_topo.json" "$tmp/sim_topo_slow_pages.json" <<'PY'
+import json, sys
+def times(path):
+    return {(x["algorithm"], x["bytes"]): x["time_us"] for x in json.load(open(path))["results"]}
+r, slow = times(sys.argv[1]), times(sys.argv[2])
 assert len(r) == 6 and all(v > 0 for v in r.values()), r
-# Open MPI's per-call temporary from 32 MiB: native pays fresh pages, ring does not.
-# How much that costs comes from the first-touch rate `topo` just measured: 2-6x
-# on a quiet host, 1.6x while other jobs load the machine, so the check asks
-# for a clear gap (25%), not a quiet-host figure.
-assert r[("native", 64 << 20)] > 1.25 * r[("ring", 64 << 20)], r
+assert slow[("native", 64 << 20)] > r[("native", 64 << 20)], (r, slow)
+assert all(slow[k] == r[k] for k in r if k != ("native", 64 << 20)), (r, slow)
 PY
 if "$bin" simulate --topology "$tmp/missing.json" allreduce -b 1M -e 1M > "$tmp/err.txt" 2>&1; then
   echo "simulate accepted a missing topology file" >&2; exit 1
