@@ -116,25 +116,45 @@ void ProcessGroupBoostcomm::monitoredBarrier(const c10d::BarrierOptions& opts, b
   using Clock = std::chrono::steady_clock;
   const auto timeout = opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
   const auto deadline = Clock::now() + timeout;
-  at::Tensor token = at::zeros({1}, at::kInt);
-  auto waitUntil = [&](Work& w) {
+  auto waitUntil = [](Work& w, Clock::time_point until) {
     while (!w.test()) {
-      if (Clock::now() > deadline) return false;
+      if (Clock::now() > until) return false;
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     return true;
   };
-  const View v = viewOf(token, "monitoredBarrier token", rank_);
   if (size_ == 1) return;
+  // Rank 0's verdict, sent to every rank that arrived: verdict[0] is the
+  // number of ranks that did not (-1: rank 0 ran out of time before asking
+  // them all), verdict[1..] those ranks. A rank that arrived thus raises at
+  // once, naming the missing ranks, instead of waiting out its own timeout
+  // or seeing rank 0's connection close when rank 0 exits on its error.
+  const auto verdictCount = static_cast<std::int64_t>(size_);
   if (rank_ != 0) {
-    // Arrive, then wait for rank 0's release: it names us if we are late.
-    Work arrive = comm_->sendAsync(ConstView(v.data, 1, v.dtype), 0, kMonitoredBarrierTag);
-    at::Tensor released = at::zeros({1}, at::kInt);
-    Work release = comm_->recvAsync(viewOf(released, "monitoredBarrier token", rank_), 0, kMonitoredBarrierTag);
-    const bool passed = waitUntil(arrive) && waitUntil(release);
-    if (!passed) keepUntilFinalize({token, released});  // the messages may still land in it
-    TORCH_CHECK(passed, "boostcomm: monitoredBarrier on rank ", rank_,
-                ": rank 0 did not release the barrier within ", timeout.count(), " ms");
+    at::Tensor token = at::zeros({1}, at::kInt);
+    at::Tensor verdict = at::zeros({verdictCount}, at::kInt);
+    const View t = viewOf(token, "monitoredBarrier token", rank_);
+    Work arrive = comm_->sendAsync(ConstView(t.data, 1, t.dtype), 0, kMonitoredBarrierTag);
+    Work release = comm_->recvAsync(viewOf(verdict, "monitoredBarrier verdict", rank_), 0, kMonitoredBarrierTag);
+    // Rank 0 may itself wait the whole timeout for a late rank before its
+    // verdict leaves, so the others wait for it up to twice the timeout.
+    const auto verdictDeadline = deadline + timeout;
+    const bool answered = waitUntil(arrive, verdictDeadline) && waitUntil(release, verdictDeadline);
+    if (!answered) keepUntilFinalize({token, verdict});  // the messages may still land in them
+    TORCH_CHECK(answered, "boostcomm: monitoredBarrier on rank ", rank_,
+                ": rank 0 did not release the barrier within ", 2 * timeout.count(), " ms (twice the timeout)");
+    const int* v = verdict.data_ptr<int>();
+    if (v[0] == -1) {
+      TORCH_CHECK(false, "boostcomm: monitoredBarrier on rank ", rank_, ": Rank 0 timed out in monitoredBarrier after ",
+                  timeout.count(), " ms");
+    }
+    if (v[0] > 0) {
+      std::ostringstream names;
+      for (int i = 0; i < v[0] && i + 1 < size_; ++i) names << (i ? ", " : "") << v[i + 1];
+      TORCH_CHECK(false, "boostcomm: monitoredBarrier on rank ", rank_, ": rank 0 reports ",
+                  v[0] == 1 ? "Rank " : "Ranks ", names.str(), " failed to pass monitoredBarrier in ", timeout.count(),
+                  " ms");
+    }
     return;
   }
   std::vector<at::Tensor> slots;
@@ -144,38 +164,65 @@ void ProcessGroupBoostcomm::monitoredBarrier(const c10d::BarrierOptions& opts, b
     arrivals.push_back(comm_->recvAsync(viewOf(slots.back(), "monitoredBarrier token", rank_), r, kMonitoredBarrierTag));
   }
   std::vector<int> missing;
-  std::ostringstream passed;  // ranks that arrived, for the timed-out message
-  for (int r = 1; r < size_; ++r) {
+  std::vector<int> arrived;
+  bool outOfTime = false;
+  int next = 1;  // the first rank not waited on yet
+  for (; next < size_; ++next) {
     // As gloo: without waitAllRanks each rank gets what is left of the timeout, in whole ms, and
     // once none is left rank 0 reports its own timeout (torch's suite checks "Rank 0 timed out").
     const auto leftMs = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (!waitAllRanks && leftMs <= 0) {
-      keepUntilFinalize(slots);
-      const std::string done = passed.str();
-      TORCH_CHECK(false, "boostcomm: monitoredBarrier: Rank 0 timed out in monitoredBarrier after ", timeout.count(),
-                  " ms (", done.empty() ? "no rank arrived" : "arrived: ranks " + done, ")");
+      outOfTime = true;
+      break;
     }
-    if (waitUntil(arrivals[static_cast<std::size_t>(r - 1)])) {
-      passed << (passed.tellp() > 0 ? ", " : "") << r;
+    if (waitUntil(arrivals[static_cast<std::size_t>(next - 1)], deadline)) {
+      arrived.push_back(next);
     } else {
-      missing.push_back(r);
-      if (!waitAllRanks) break;  // torch names the first missing rank only, unless asked for all
+      missing.push_back(next);
+      if (!waitAllRanks) {  // torch names the first missing rank only, unless asked for all
+        ++next;
+        break;
+      }
     }
   }
+  // Ranks not waited on after an early stop that have arrived all the same
+  // get the verdict too.
+  for (; next < size_; ++next) {
+    if (arrivals[static_cast<std::size_t>(next - 1)].test()) arrived.push_back(next);
+  }
+  // The verdict goes to the ranks that arrived (their release recv is
+  // posted); a rank that has not arrived gets nothing, so nothing is left
+  // pending for a rank that never comes.
+  at::Tensor verdict = at::zeros({verdictCount}, at::kInt);
+  int* v = verdict.data_ptr<int>();
+  v[0] = outOfTime ? -1 : static_cast<int>(missing.size());
+  for (std::size_t i = 0; i < missing.size(); ++i) v[i + 1] = missing[i];
+  const View vv = viewOf(verdict, "monitoredBarrier verdict", rank_);
+  std::vector<Work> releases;
+  for (int r : arrived) releases.push_back(comm_->sendAsync(ConstView(vv.data, vv.count, vv.dtype), r, kMonitoredBarrierTag));
+  const bool failed = outOfTime || !missing.empty();
+  // A failed barrier still delivers its verdict before rank 0 raises (a
+  // rank that arrived has its recv posted, so this takes a round trip);
+  // bounded by the timeout, as the release of a barrier that passed.
+  const auto releaseDeadline = Clock::now() + timeout;
+  bool released = true;
+  for (Work& w : releases) released = waitUntil(w, releaseDeadline) && released;
+  if (!released || failed) keepUntilFinalize({verdict});
+  if (failed) keepUntilFinalize(slots);  // late arrivals still land in them
+  if (outOfTime) {
+    std::ostringstream done;
+    for (std::size_t i = 0; i < arrived.size(); ++i) done << (i ? ", " : "") << arrived[i];
+    TORCH_CHECK(false, "boostcomm: monitoredBarrier: Rank 0 timed out in monitoredBarrier after ", timeout.count(),
+                " ms (", arrived.empty() ? "no rank arrived" : "arrived: ranks " + done.str(), ")");
+  }
   if (!missing.empty()) {
-    keepUntilFinalize(slots);  // late arrivals still land in them
     std::ostringstream names;
     for (std::size_t i = 0; i < missing.size(); ++i) names << (i ? ", " : "") << missing[i];
     TORCH_CHECK(false, "boostcomm: monitoredBarrier: ", missing.size() == 1 ? "Rank " : "Ranks ", names.str(),
                 " failed to pass monitoredBarrier in ", timeout.count(), " ms (waited on rank 0)");
   }
-  std::vector<Work> releases;
-  for (int r = 1; r < size_; ++r) releases.push_back(comm_->sendAsync(ConstView(v.data, 1, v.dtype), r, kMonitoredBarrierTag));
-  for (Work& w : releases) {
-    if (!waitUntil(w)) keepUntilFinalize({token});
-    TORCH_CHECK(w.test(), "boostcomm: monitoredBarrier: releasing the ranks did not complete within ",
-                timeout.count(), " ms");
-  }
+  TORCH_CHECK(released, "boostcomm: monitoredBarrier: releasing the ranks did not complete within ", timeout.count(),
+              " ms");
 }
 
 void ProcessGroupBoostcomm::setSequenceNumberForGroup() { sequence_.store(0); }
