@@ -19,6 +19,7 @@ gives its floor; its overlap efficiency is the engine's (docs/OVERLAP.md).
 import argparse
 import gc
 import json
+import os
 import statistics
 import sys
 import time
@@ -103,24 +104,141 @@ def loss_of(out, target):
     return torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1))
 
 
-def block(ddp, opt, data, steps, sync, barrier_group):
-    """Mean seconds per step over `steps` steps (slowest rank). `ddp` is a
-    DDP module, or the plain model when `opt` is a boostcomm.DistributedOptimizer
-    (whose no_sync() then gives the floor)."""
+def thread_cpu():
+    """CPU seconds each thread of this process has used, {tid: (name, seconds)}:
+    the kernel's per-thread accounting (the thread CPU-time clock of each tid,
+    nanoseconds), read for every thread of /proc/self/task."""
+    out = {}
+    for entry in os.listdir("/proc/self/task"):
+        tid = int(entry)
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = f.read().strip()
+            out[tid] = (name, time.clock_gettime(((~tid) << 3) | 6))  # CPUCLOCK_SCHED of thread tid
+        except OSError:  # the thread ended meanwhile
+            pass
+    return out
+
+
+def thread_kind(tid, name):
+    """Whose thread: boostcomm's are named bc-* (src/core/thread_name.h); the
+    main thread runs the model (forward, backward, optimizer); the rest are
+    the framework's and the backends' (gloo's TCP loop and workers, Open MPI's)."""
+    if tid == os.getpid():
+        return "main"
+    return "boostcomm" if name.startswith("bc-") else "other"
+
+
+def cpu_by_kind(before, after):
+    """CPU seconds per kind of thread between two thread_cpu() readings."""
+    used = {"main": 0.0, "boostcomm": 0.0, "other": 0.0}
+    for tid, (name, sec) in after.items():
+        used[thread_kind(tid, name)] += sec - before.get(tid, (name, 0.0))[1]
+    return used
+
+
+class BucketClock:
+    """--timeline: DDP's allreduce hook, timed. Each bucket is averaged and
+    allreduced as the default hook does (divide by the world size, one
+    asynchronous all_reduce); the clock records when the bucket was ready
+    (the hook ran), when the call returned (launched), and when its future
+    completed (on whichever thread completed it)."""
+
+    def __init__(self, group):
+        self.group = group
+        self.world = dist.get_world_size(group)
+        self.events = []  # [index, bytes, ready, launched, done]
+
+    def hook(self, _state, bucket):
+        ready = time.perf_counter()
+        t = bucket.buffer()
+        t.div_(self.world)
+        fut = dist.all_reduce(t, group=self.group, async_op=True).get_future()
+        rec = [bucket.index(), t.numel() * t.element_size(), ready, time.perf_counter(), None]
+        self.events.append(rec)
+
+        def done(f):
+            rec[4] = time.perf_counter()
+            return f.value()[0]
+
+        return fut.then(done)
+
+
+def block(ddp, opt, data, steps, sync, barrier_group, clock=None, marks=None):
+    """Mean seconds per step over `steps` steps (slowest rank), and this rank's
+    CPU seconds per step by kind of thread. `ddp` is a DDP module, or the plain
+    model when `opt` is a boostcomm.DistributedOptimizer (whose no_sync() then
+    gives the floor). `marks` (with --timeline) gets per step the times of its
+    start, of backward's start and of backward's return."""
     no_sync = ddp.no_sync if isinstance(ddp, DDP) else opt.no_sync
     dist.barrier(group=barrier_group)
+    cpu0 = thread_cpu()
     start = time.perf_counter()
     for _ in range(steps):
+        t0 = time.perf_counter()
         opt.zero_grad(set_to_none=False)
         if sync:
-            loss_of(ddp(data[0]), data[1]).backward()
+            loss = loss_of(ddp(data[0]), data[1])
+            t1 = time.perf_counter()
+            loss.backward()
         else:
             with no_sync():
-                loss_of(ddp(data[0]), data[1]).backward()
+                loss = loss_of(ddp(data[0]), data[1])
+                t1 = time.perf_counter()
+                loss.backward()
+        t2 = time.perf_counter()
         opt.step()
-    elapsed = torch.tensor([(time.perf_counter() - start) / steps])
+        if marks is not None:
+            marks.append((t0, t1, t2))
+    seconds = time.perf_counter() - start
+    cpu = {k: v / steps for k, v in cpu_by_kind(cpu0, thread_cpu()).items()}
+    elapsed = torch.tensor([seconds / steps])
     dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=barrier_group)
-    return elapsed.item()
+    return elapsed.item(), cpu
+
+
+def last_step_timeline(clocks, marks):
+    """Per DDP backend, the buckets of the last timed step (times in ms from
+    the start of its backward pass), and the median backward time of the
+    step and floor blocks."""
+    out = {}
+    for name, clock in clocks.items():
+        t0, t1, t2 = marks[f"{name}_step"][-1]
+        buckets = [{"index": i, "bytes": n, "ready_ms": (r - t1) * 1e3, "launch_ms": (l - r) * 1e3,
+                    "done_ms": (d - t1) * 1e3 if d is not None else None}
+                   for i, n, r, l, d in clock.events if t1 <= r <= t2]
+        out[name] = {"forward_ms": (t1 - t0) * 1e3, "backward_ms": (t2 - t1) * 1e3, "buckets": buckets,
+                     "backward_median_ms": statistics.median((b - a) * 1e3 for _, a, b in marks[f"{name}_step"]),
+                     "floor_backward_median_ms":
+                         statistics.median((b - a) * 1e3 for _, a, b in marks[f"{name}_floor"])}
+    return out
+
+
+def print_cpu(all_cpu, runs):
+    print("CPU ms per step by thread (median over blocks; kernel per-thread clocks): main = the model's "
+          "thread, boostcomm = bc-* threads, other = the rest (gloo's, Open MPI's, torch's)")
+    print(f"{'rank':>4} {'run':16} {'main':>8} {'boostcomm':>10} {'other':>8}")
+    for rank, rank_cpu in enumerate(all_cpu):
+        for name in runs:
+            for kind in ("step", "floor"):
+                c = rank_cpu[f"{name}_{kind}"]
+                print(f"{rank:4} {name + ' ' + kind:16} {c['main'] * 1e3:8.1f} {c['boostcomm'] * 1e3:10.1f} "
+                      f"{c['other'] * 1e3:8.1f}")
+
+
+def print_timeline(timelines, world):
+    print("buckets of the last step (ms from the start of backward; took = done - ready; "
+          "MB/s = allreduce bus bytes 2(n-1)/n x size / took)")
+    for rank, per_backend in enumerate(timelines):
+        for name, t in per_backend.items():
+            print(f"rank {rank} {name}: forward {t['forward_ms']:.1f}, backward {t['backward_ms']:.1f} "
+                  f"(median {t['backward_median_ms']:.1f}; no_sync floor's {t['floor_backward_median_ms']:.1f})")
+            for b in t["buckets"]:
+                took = b["done_ms"] - b["ready_ms"] if b["done_ms"] is not None else float("nan")
+                rate = 2 * (world - 1) / world * b["bytes"] / (took * 1e3) if took > 0 else float("nan")
+                print(f"  bucket {b['index']:2} {b['bytes'] / 2**20:7.2f} MiB ready {b['ready_ms']:8.1f} "
+                      f"launch {b['launch_ms']:6.2f} done {b['done_ms'] if b['done_ms'] is not None else float('nan'):8.1f} "
+                      f"took {took:7.1f} ({rate:6.1f} MB/s)")
 
 
 def main():
@@ -140,6 +258,9 @@ def main():
     p.add_argument("--stages", type=int, default=2, help="boostcomm collectives in flight at once")
     p.add_argument("--optimizer", action="store_true",
                    help="also time the plain loop with boostcomm.DistributedOptimizer (no DDP)")
+    p.add_argument("--timeline", action="store_true",
+                   help="time every bucket of the last step (DDP hook: ready, launched, done) on every rank "
+                        "and print it; the hook does what DDP's default one does, in Python")
     args = p.parse_args()
 
     if args.torchvision:
@@ -161,6 +282,7 @@ def main():
     if args.optimizer:
         boostcomm.comm_init(rank, dist.get_world_size(), 0)
     runs = {}
+    clocks = {}
     for name, group in (("gloo", gloo), ("boostcomm", bc)) + ((("optimizer", None),) if args.optimizer else ()):
         gen = torch.Generator().manual_seed(1234 + rank)
         torch.manual_seed(0)
@@ -170,6 +292,9 @@ def main():
             opt = boostcomm.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1e-3), model)
         else:
             ddp = DDP(model, process_group=group)
+            if args.timeline:
+                clocks[name] = BucketClock(group)
+                ddp.register_comm_hook(None, clocks[name].hook)
             opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
         runs[name] = (ddp, opt, data)
         for _ in range(args.warmup):
@@ -177,16 +302,31 @@ def main():
             block(ddp, opt, data, 1, False, gloo)
 
     times = {f"{n}_{k}": [] for n in runs for k in ("step", "floor")}
+    cpus = {key: [] for key in times}
+    marks = {key: [] for key in times}
+    for c in clocks.values():
+        c.events.clear()
     boostcomm.get_overlap_stats(reset=True)
     opt_hidden = opt_comm = 0.0
     for _ in range(args.reps):
         for name, (ddp, opt, data) in runs.items():
-            times[f"{name}_step"].append(block(ddp, opt, data, args.steps, True, gloo))
-            if name == "optimizer":
-                s = opt.overlap_stats()
-                opt_comm, opt_hidden = s["mean"]["comm_seconds"], s["mean"]["hidden_seconds"]
-            times[f"{name}_floor"].append(block(ddp, opt, data, args.steps, False, gloo))
+            for kind in ("step", "floor"):
+                key = f"{name}_{kind}"
+                if kind == "floor" and name == "optimizer":
+                    s = opt.overlap_stats()
+                    opt_comm, opt_hidden = s["mean"]["comm_seconds"], s["mean"]["hidden_seconds"]
+                seconds, cpu = block(ddp, opt, data, args.steps, kind == "step", gloo,
+                                     marks=marks[key] if args.timeline else None)
+                times[key].append(seconds)
+                cpus[key].append(cpu)
     overlap = boostcomm.get_overlap_stats()
+    # This rank's CPU per step by kind of thread (median over the blocks), every rank's on rank 0.
+    my_cpu = {key: {k: statistics.median(c[k] for c in v) for k in v[0]} for key, v in cpus.items()}
+    all_cpu = [None] * dist.get_world_size()
+    dist.all_gather_object(all_cpu, my_cpu, group=gloo)
+    timelines = [None] * dist.get_world_size()
+    if args.timeline:
+        dist.all_gather_object(timelines, last_step_timeline(clocks, marks), group=gloo)
 
     med = {k: statistics.median(v) for k, v in times.items()}
     if args.torchvision:
@@ -203,6 +343,10 @@ def main():
     result["boostcomm_overlap_efficiency_pct"] = overlap.efficiency
     result["boostcomm_overlap"] = args.overlap
     result["boostcomm_stages"] = args.stages
+    result["cpu_ms_per_step"] = [{key: {k: v * 1e3 for k, v in c.items()} for key, c in rank_cpu.items()}
+                                 for rank_cpu in all_cpu]
+    if args.timeline:
+        result["timeline"] = timelines
     if args.optimizer:
         result["optimizer_step_speedup"] = med["gloo_step"] / med["optimizer_step"]
         result["optimizer_overlap_efficiency_pct"] = 100.0 * opt_hidden / opt_comm if opt_comm > 0 else 100.0
@@ -221,6 +365,9 @@ def main():
                   f"{result['optimizer_step_speedup']:.2f}x, overhead / gloo overhead "
                   f"{result['optimizer_overhead_ms'] / g if g > 0 else float('nan'):.3f}, "
                   f"{result['optimizer_overlap_efficiency_pct']:.0f}% of its communication hidden")
+        print_cpu(all_cpu, runs)
+        if args.timeline:
+            print_timeline(timelines, dist.get_world_size())
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(result, f, indent=1)

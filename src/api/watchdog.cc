@@ -11,6 +11,7 @@
 
 #include "api/flight_signals.h"
 #include "api/stall_inspector.h"
+#include "core/thread_name.h"
 
 namespace boostcomm::detail {
 
@@ -29,7 +30,10 @@ class Watchdog {
     if (!started_) {
       started_ = true;
       std::atexit(&stopAtExit);
-      std::thread([this] { run(); }).detach();
+      std::thread([this] {
+        core::nameThisThread("bc-watchdog");
+        run();
+      }).detach();
     }
     cv_.notify_one();  // a shorter threshold may shorten the tick
   }

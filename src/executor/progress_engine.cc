@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/thread_name.h"
 
 namespace boostcomm::executor {
 namespace {
@@ -356,6 +357,7 @@ void ProgressEngine::setThreadEnabled(bool on) {
 }
 
 void ProgressEngine::threadMain() {
+  core::nameThisThread("bc-progress");
   std::vector<Due> due;
   std::uint32_t idlePolls = 0;
   std::uint32_t deadlineChecks = 0;

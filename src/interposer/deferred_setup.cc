@@ -3,13 +3,17 @@
 #include <cstdio>
 #include <exception>
 
+#include "core/thread_name.h"
 #include "interposer/setup.h"
 
 namespace boostcomm::interposer {
 
 DeferredSetup::DeferredSetup(CommEntry& entry) : reserved_(entry.reserved) {
   entry.reserved = MPI_COMM_NULL;
-  thread_ = std::thread([this, e = &entry] { run(e); });
+  thread_ = std::thread([this, e = &entry] {
+    core::nameThisThread("bc-mpi-setup");
+    run(e);
+  });
 }
 
 DeferredSetup::~DeferredSetup() { join(); }

@@ -16,6 +16,7 @@
 #include <filesystem>
 
 #include "core/check.h"
+#include "core/thread_name.h"
 #include "core/tunables.h"
 #include "transport/gloo/gloo_link.h"
 #include "transport/gloo/gloo_waiters.h"
@@ -153,7 +154,10 @@ GlooTransport::GlooTransport(StoreBridge store, std::shared_ptr<gloo::transport:
   p2p_ = connect("p2p");
   native_ = connect("native");
   waiters_ = std::make_unique<GlooWaiters>(rank_);
-  worker_ = std::thread([this] { workerLoop(); });
+  worker_ = std::thread([this] {
+    core::nameThisThread("bc-gloo-native");
+    workerLoop();
+  });
 }
 
 GlooTransport::~GlooTransport() {

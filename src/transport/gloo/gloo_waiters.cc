@@ -1,5 +1,7 @@
 #include "transport/gloo/gloo_waiters.h"
 
+#include "core/thread_name.h"
+
 namespace boostcomm::transport {
 
 GlooWaiters::~GlooWaiters() {
@@ -29,7 +31,10 @@ void GlooWaiters::watch(GlooTransport::Pending* p) {
   queue_.push_back(p);
   if (idle_ == 0) {
     ++idle_;
-    threads_.emplace_back([this] { loop(); });
+    threads_.emplace_back([this] {
+      core::nameThisThread("bc-gloo-wait");
+      loop();
+    });
   }
   cv_.notify_one();
 }

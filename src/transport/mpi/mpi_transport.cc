@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/tunables.h"
 #include "transport/mpi/mpi_errors.h"
 #include "transport/mpi/mpi_types.h"
 
@@ -36,6 +37,15 @@ MPI_Request decodeRequest(std::uintptr_t slot) {
   std::memcpy(&r, &bits, sizeof r);
   return r;
 }
+
+// A message sent as a stream of pieces: slot[0] points to it, slot[1] holds
+// kStreamMark (never an encoded request: a whole message's second slot is
+// a live request, non-zero, or 0).
+struct PieceStream {
+  std::vector<MPI_Request> requests;
+  std::size_t done = 0;  // requests[0, done) completed (pieces complete in order)
+};
+constexpr std::uintptr_t kStreamMark = ~std::uintptr_t{0};
 
 std::mutex g_initMutex;
 bool g_weInitialized = false;  // guarded by g_initMutex
@@ -113,6 +123,10 @@ void MpiTransport::postBytes(bool isSend, void* buf, std::size_t bytes, int peer
   BC_INVALID(peer >= 0 && peer < size_, rank_, what << ": peer " << peer << " outside [0, " << size_ << ")");
   BC_INVALID(tag >= 0 && tag <= maxTag_, rank_, what << ": tag " << tag << " outside [0, " << maxTag_ << "]");
   BC_INVALID(buf != nullptr || bytes == 0, rank_, what << ": buf is null for " << bytes << " bytes");
+  if (pieceBytes_ > 0 && bytes > pieceBytes_ && !offNode_.empty() && offNode_[static_cast<std::size_t>(peer)]) {
+    postStream(isSend, buf, bytes, peer, tag, req);
+    return;
+  }
   auto post = [&](void* data, int count, MPI_Datatype type, std::uintptr_t& slot) {
     MPI_Request r = MPI_REQUEST_NULL;
     if (isSend) {
@@ -134,6 +148,46 @@ void MpiTransport::postBytes(bool isSend, void* buf, std::size_t bytes, int peer
     post(static_cast<char*>(buf) + blocks * mpi::kBlockBytes, static_cast<int>(remainderBytes), MPI_BYTE,
          req.slot[1]);
   }
+}
+
+void MpiTransport::postStream(bool isSend, void* buf, std::size_t bytes, int peer, int tag, Request& req) {
+  auto stream = std::make_unique<PieceStream>();
+  const std::size_t pieces = (bytes + pieceBytes_ - 1) / pieceBytes_;
+  stream->requests.assign(pieces, MPI_REQUEST_NULL);
+  char* at = static_cast<char*>(buf);
+  for (std::size_t i = 0; i < pieces; ++i) {
+    const int n = static_cast<int>(std::min(pieceBytes_, bytes - i * pieceBytes_));
+    MPI_Request& r = stream->requests[i];
+    const int rc = isSend ? MPI_Isend(at, n, MPI_BYTE, peer, tag, comm_, &r)
+                          : MPI_Irecv(at, n, MPI_BYTE, peer, tag, comm_, &r);
+    if (rc != MPI_SUCCESS) {
+      // The pieces already posted stay in flight: their stream is leaked
+      // with them (the engine fails; MPI may still write into it).
+      static_cast<void>(stream.release());
+      checkMpi(rc, isSend ? "MPI_Isend" : "MPI_Irecv", rank_);
+    }
+    at += n;
+  }
+  req.slot[0] = reinterpret_cast<std::uintptr_t>(stream.release());
+  req.slot[1] = kStreamMark;
+}
+
+bool MpiTransport::testStream(Request& req) {
+  auto* stream = reinterpret_cast<PieceStream*>(req.slot[0]);
+  while (stream->done < stream->requests.size()) {
+    int done = 0;
+    const int rc = MPI_Test(&stream->requests[stream->done], &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      // The request stays failed; the stream is leaked with the pieces in flight.
+      req.slot[0] = req.slot[1] = 0;
+      checkMpi(rc, "MPI_Test", rank_);
+    }
+    if (!done) return false;
+    ++stream->done;
+  }
+  delete stream;
+  req.slot[0] = req.slot[1] = 0;
+  return true;
 }
 
 void MpiTransport::isend(const void* buf, std::size_t bytes, int peer, int tag, Request& req) {
@@ -191,6 +245,7 @@ void MpiTransport::irecvPieces(const core::Piece* pieces, std::size_t count, int
 }
 
 bool MpiTransport::test(Request& req) {
+  if (req.slot[1] == kStreamMark) return testStream(req);
   for (std::uintptr_t& slot : req.slot) {
     if (slot == 0) continue;
     MPI_Request r = decodeRequest(slot);
@@ -323,6 +378,14 @@ std::unique_ptr<MpiTransport> MpiTransport::splitSharedMemory() {
 }
 
 std::vector<long long> MpiTransport::nodeIdOfEachRank() {
+  std::vector<long long> ids = nodeIds();
+  offNode_.assign(ids.size(), false);
+  for (std::size_t r = 0; r < ids.size(); ++r) offNode_[r] = ids[r] != ids[static_cast<std::size_t>(rank_)];
+  pieceBytes_ = static_cast<std::size_t>(core::tunableInt(core::kTunableMpiPieceBytes));
+  return ids;
+}
+
+std::vector<long long> MpiTransport::nodeIds() {
   // Leader = lowest rank of this communicator on my node; everyone learns everyone's.
   std::unique_ptr<MpiTransport> node = splitSharedMemory();
   long long leader = rank_;

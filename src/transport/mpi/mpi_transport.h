@@ -6,6 +6,18 @@
 // remainder (see mpi_types.h), posted in that order on both sides so MPI's
 // non-overtaking rule pairs them. Concurrent posts on the same (peer, tag)
 // from several threads could interleave those two parts: don't do that.
+//
+// Messages to a rank on another node above the piece size
+// (BOOSTCOMM_MPI_PIECE_BYTES, default just under Open MPI's TCP eager limit)
+// travel as a stream of eager-sized messages, all posted at once, in order on
+// both sides (the non-overtaking rule pairs them): a large message goes by
+// MPI's rendezvous protocol, whose control messages (the receiver's ACK and
+// PUT requests) share the TCP connection with the receiver's own outgoing
+// data and queue behind it, so two ranks exchanging large messages at once
+// often ran one direction after the other: half the link (docs/PERF_TORCH.md,
+// "DDP across nodes"). Eager messages need no reply. The node of each rank is
+// learnt from nodeIdOfEachRank(), which the communicator asks at
+// construction; until then, and on one node, messages go whole.
 #pragma once
 
 #include "transport/mpi/mpi_c.h"
@@ -79,8 +91,12 @@ class MpiTransport final : public Transport {
 
  private:
   void postBytes(bool isSend, void* buf, std::size_t bytes, int peer, int tag, Request& req);
+  // Posts a message to a rank on another node as eager-sized pieces (see above).
+  void postStream(bool isSend, void* buf, std::size_t bytes, int peer, int tag, Request& req);
+  bool testStream(Request& req);
   void postPieces(bool isSend, const core::Piece* pieces, std::size_t count, int peer, int tag, Request& req);
   int checkedCount(std::size_t count, const char* what) const;
+  std::vector<long long> nodeIds();
 
   // Released first in the destructor: its MPI windows must go before the communicator.
   std::unique_ptr<SharedMemoryEngine> sharedMemory_;
@@ -96,6 +112,9 @@ class MpiTransport final : public Transport {
   int rank_ = -1;
   int size_ = 0;
   int maxTag_ = 0;
+  // Whether each rank is on another node (from nodeIdOfEachRank; empty until then).
+  std::vector<bool> offNode_;
+  std::size_t pieceBytes_ = 0;  // BOOSTCOMM_MPI_PIECE_BYTES; 0: messages go whole
 };
 
 // MPI_Finalize, but only when createWorld() was the one that initialized MPI
