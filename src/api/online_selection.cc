@@ -48,19 +48,22 @@ bool OnlineSelection::next(const algorithms::CollectiveSpec& spec, const tuning:
     s.started = true;
     s.candidates = model.trialCandidates(spec.collective, bytes);
     s.samples.assign(s.candidates.size() * kCallsPerCandidate, Sample{});
+    s.agreedUs.assign(s.candidates.size(), kNoTime);
+    s.racing.clear();
+    for (std::size_t c = 0; c < s.candidates.size(); ++c) s.racing.push_back(c);
     if (s.candidates.empty()) {
       s.decided = true;  // fewer than two candidates: nothing to learn
       return false;
     }
   }
-  if (s.calls == static_cast<int>(s.samples.size())) return true;
-  const int index = s.calls++;
-  const algorithms::AlgorithmInfo* candidate = s.candidates[static_cast<std::size_t>(index / kCallsPerCandidate)];
+  if (s.at == s.racing.size()) return true;  // the round is over: a checkpoint
+  const std::size_t c = s.racing[s.at++];
+  const algorithms::AlgorithmInfo* candidate = s.candidates[c];
   // This payload may be beyond a candidate (native's int counts, rd's
   // power-of-two block layouts): the same answer on every rank; no time.
   if (!candidate->unsupportedReason(spec).empty()) return false;
   algo = candidate;
-  trial = {spec.collective, cls, index};
+  trial = {spec.collective, cls, static_cast<int>(c) * kCallsPerCandidate + s.round};
   return false;
 }
 
@@ -86,30 +89,61 @@ void OnlineSelection::recordLaunch(const Trial& trial, std::chrono::steady_clock
 void OnlineSelection::decide(const algorithms::CollectiveSpec& spec, transport::Transport& world) {
   const int cls = classOf(spec.payloadBytes());
   ClassState& s = state(spec.collective, cls);
-  BC_INTERNAL(s.started && !s.decided && s.calls == static_cast<int>(s.samples.size()),
-              "online selection: decision before the trials of its class ended");
-  // Each candidate's median local time (infinity: none; of two, the
-  // slower), then the slowest rank's: a collective is as fast as its
-  // slowest member.
+  BC_INTERNAL(s.started && !s.decided && s.at == s.racing.size(),
+              "online selection: checkpoint before a round of its class ended");
+  // Each candidate's median local time over the rounds so far (infinity:
+  // none; of two, the slower), then the slowest rank's: a collective is as
+  // fast as its slowest member. Candidates out of the race keep infinity.
   const std::size_t n = s.candidates.size();
   std::vector<double> medianUs(n, kNoTime);
   std::vector<double> times;
-  for (std::size_t c = 0; c < n; ++c) {
+  for (std::size_t c : s.racing) {
     times.clear();
-    for (std::size_t k = 0; k < kCallsPerCandidate; ++k) {
-      Sample& sample = s.samples[c * kCallsPerCandidate + k];
-      double us = sample.us;
+    for (int k = 0; k <= s.round; ++k) {
+      Sample& sample = s.samples[c * kCallsPerCandidate + static_cast<std::size_t>(k)];
       if (sample.state && sample.state->isDone() && !sample.state->error()) {
-        us = std::chrono::duration<double, std::micro>(sample.state->doneAt - sample.start).count();
+        sample.us = std::chrono::duration<double, std::micro>(sample.state->doneAt - sample.start).count();
       }
-      if (us >= 0) times.push_back(us);
       sample.state.reset();
+      if (sample.us >= 0) times.push_back(sample.us);
     }
     std::sort(times.begin(), times.end());
     if (!times.empty()) medianUs[c] = times[times.size() / 2];
   }
   world.nativeAllreduce(medianUs.data(), medianUs.data(), n, DataType::kFloat64, ReduceOp::kMax, nullptr);
+  for (std::size_t c : s.racing) s.agreedUs[c] = medianUs[c];
+  const std::size_t lo = std::size_t{1} << cls;
+  const std::size_t hi = cls >= 63 ? static_cast<std::size_t>(-1) : (std::size_t{1} << (cls + 1)) - 1;
+  if (s.round + 1 < kCallsPerCandidate) {
+    // Out of the race: no time, or slower than kDropFactor x the best.
+    double fastest = kNoTime;
+    for (std::size_t c : s.racing) fastest = std::min(fastest, medianUs[c]);
+    std::vector<std::size_t> left;
+    std::ostringstream dropped;
+    for (std::size_t c : s.racing) {
+      if (medianUs[c] < kNoTime && medianUs[c] <= fastest * kDropFactor) {
+        left.push_back(c);
+      } else {
+        dropped << (dropped.tellp() > 0 ? ", " : "") << s.candidates[c]->name;
+      }
+    }
+    if (log_ && world.rank() == 0 && dropped.tellp() > 0) {
+      std::fprintf(stderr, "[boostcomm] trials of %s %s - %s, round %d: dropping %s (slower than %.1fx the best)\n",
+                   std::string(toString(spec.collective)).c_str(), describeBytes(lo).c_str(), describeBytes(hi + 1).c_str(), s.round + 1,
+                   dropped.str().c_str(), kDropFactor);
+    }
+    s.racing = std::move(left);
+    if (s.racing.size() > 1) {  // the next round
+      ++s.round;
+      s.at = 0;
+      return;
+    }
+  }
   s.decided = true;
+  // Only the candidates still in the race can win.
+  for (std::size_t c = 0; c < n; ++c) {
+    medianUs[c] = std::find(s.racing.begin(), s.racing.end(), c) != s.racing.end() ? s.agreedUs[c] : kNoTime;
+  }
   // The fastest schedule (candidates 1..), then native (candidate 0) only
   // where it is faster by more than the margin: between nodes the backend's
   // times swing from call to call (1.7x at 4 and 64 MiB over TCP: a
@@ -121,8 +155,6 @@ void OnlineSelection::decide(const algorithms::CollectiveSpec& spec, transport::
     if (medianUs[i] < kNoTime && (best == n || medianUs[i] < medianUs[best])) best = i;
   }
   if (medianUs[0] < kNoTime && (best == n || medianUs[0] < medianUs[best] * (1.0 - nativeMargin_))) best = 0;
-  const std::size_t lo = std::size_t{1} << cls;
-  const std::size_t hi = cls >= 63 ? static_cast<std::size_t>(-1) : (std::size_t{1} << (cls + 1)) - 1;
   if (best != n) winners_.push_back({spec.collective, lo, hi, s.candidates[best]});
   if (log_ && world.rank() == 0) {
     std::ostringstream os;
@@ -130,8 +162,8 @@ void OnlineSelection::decide(const algorithms::CollectiveSpec& spec, transport::
        << describeBytes(hi + 1) << ": tried";
     for (std::size_t i = 0; i < n; ++i) {
       os << " " << s.candidates[i]->name << " ";
-      if (medianUs[i] < kNoTime) {
-        os << std::fixed << std::setprecision(1) << medianUs[i] << " us";
+      if (s.agreedUs[i] < kNoTime) {
+        os << std::fixed << std::setprecision(1) << s.agreedUs[i] << " us";
       } else {
         os << "(no time)";
       }

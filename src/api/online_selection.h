@@ -6,15 +6,20 @@
 // never a whole job.
 //
 // Terms. Size class c: payloads of [2^c, 2^(c+1)) bytes. Trial: one call of
-// a class run with a candidate chosen by the call's position in its class
-// (calls 0..R-1 candidate 0, R..2R-1 candidate 1, ...; R =
-// kCallsPerCandidate), so every rank runs the same candidate for the same
-// call. Decision: at the first call after the trials, the communicator
-// drains its work in flight and allreduces (MAX) each candidate's median
-// local time; the fastest slowest-rank time wins, native only when it is
-// faster than the best schedule by more than kNativeWinPercent (its times
-// between nodes swing from call to call). Every rank sees the
-// same maxima, so every rank keeps the same winner.
+// a class run with a candidate chosen by the call's position in its class.
+// The trials go in rounds (R = kCallsPerCandidate of them): each round
+// runs every candidate still in the race once, in candidate order, so
+// every rank runs the same candidate for the same call. Checkpoint: at the
+// first call after a round, the communicator drains its work in flight and
+// allreduces (MAX) each candidate's median local time so far. After a round
+// that is not the last, a candidate slower than kDropFactor x the best is
+// out of the race: a trial that cannot win back its cost is not repeated
+// (native's 3 calls of a 25 MiB DDP bucket between two nodes cost 1.3 s
+// where the winner took 0.15 s each). After the last round (or when one
+// candidate is left) the decision: the fastest slowest-rank time wins,
+// native only when it is faster than the best schedule by more than
+// kNativeWinPercent (its times between nodes swing from call to call).
+// Every rank sees the same maxima, so every rank keeps the same winner.
 //
 // Timing: a blocking call from its start to its return; an asynchronous
 // call from launch to the engine seeing it complete, only while a progress
@@ -50,6 +55,8 @@ class OnlineSelection {
   // 4 MiB on the emulated 1 Gbit/s link), so the fastest of two chose it
   // where it then ran 1.5x slower than rhd.
   static constexpr int kCallsPerCandidate = 3;
+  // After a round, a candidate slower than this times the best leaves the race.
+  static constexpr double kDropFactor = 1.5;
   static constexpr double kNativeWinPercent = 10.0;
   static constexpr std::size_t kMinBytes = 4096;  // below: latency-bound, the model's choice stands
   static constexpr int kClasses = 64;
@@ -75,8 +82,8 @@ class OnlineSelection {
   const std::vector<Winner>& winners() const { return winners_; }
 
   // [comm lock] For a call of `spec` whose top selection layer is the model:
-  // true when the class's trials are over and a decision is due (the caller
-  // drains, then calls decide()). Otherwise sets `algo` to the candidate to
+  // true when a round of the class's trials is over and a checkpoint is due
+  // (the caller drains, then calls decide()). Otherwise sets `algo` to the candidate to
   // try (null: nothing to try, use the map) and `trial` to where its time goes.
   bool next(const algorithms::CollectiveSpec& spec, const tuning::ModelSelection& model,
             const algorithms::AlgorithmInfo*& algo, Trial& trial);
@@ -86,9 +93,10 @@ class OnlineSelection {
   // read from `state` at the decision (when it is complete by then).
   void recordLaunch(const Trial& trial, std::chrono::steady_clock::time_point start,
                     std::shared_ptr<const executor::OpState> state);
-  // [comm lock, nothing in flight] Collective over `world`: agrees on and
-  // keeps the winner of spec's class (the caller then rebuilds the
-  // selection map from winners()).
+  // [comm lock, nothing in flight] Collective over `world`: the checkpoint
+  // of spec's class: agrees on the times so far, drops the candidates that
+  // cannot win and, after the last round, keeps the winner (the caller then
+  // rebuilds the selection map from winners()).
   void decide(const algorithms::CollectiveSpec& spec, transport::Transport& world);
 
  private:
@@ -100,9 +108,12 @@ class OnlineSelection {
   struct ClassState {
     bool started = false;
     bool decided = false;
-    int calls = 0;
+    int round = 0;        // the round under way
+    std::size_t at = 0;   // the next position in `racing` this round
     std::vector<const algorithms::AlgorithmInfo*> candidates;
-    std::vector<Sample> samples;  // kCallsPerCandidate per candidate
+    std::vector<std::size_t> racing;  // indices of the candidates still in the race
+    std::vector<double> agreedUs;     // each candidate's slowest-rank median at its last checkpoint
+    std::vector<Sample> samples;      // [candidate * kCallsPerCandidate + round]
   };
   static int classOf(std::size_t bytes);
   ClassState& state(Collective coll, int cls) {

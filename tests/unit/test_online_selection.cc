@@ -25,7 +25,7 @@
 namespace boostcomm {
 namespace {
 
-constexpr int kTrialCalls = 13;  // at most 4 candidates x 3 calls, then the decision
+constexpr int kTrialCalls = 15;  // at most 4 candidates x 3 rounds, each round closed by a checkpoint call
 
 using testing::Tunables;
 
