@@ -17,7 +17,7 @@
 // and that communicator. Every member except the thread's own loop, setThreadEnabled and
 // runCallbacks is called with it held. The thread only ever try_locks, so a
 // caller driving a blocking call is never slowed by it; it backs off (spin,
-// then yield, then short sleeps) while nothing advances.
+// then yield, then sleeps that grow with the wait) while nothing advances.
 //
 // Completion callbacks run exactly once, outside the lock (they may call the
 // communicator again), on whichever thread retired the operation: the
@@ -232,6 +232,7 @@ class ProgressEngine {
   std::mutex sleepMutex_;
   std::condition_variable sleepCv_;
   bool stop_ = false;  // [sleepMutex_]
+  std::uint64_t posted_ = 0;  // [sleepMutex_] operations and messages posted: wakes a sleeping thread
   std::mutex threadMutex_;  // serialises setThreadEnabled
   std::atomic<bool> threadRunning_{false};
   std::thread thread_;  // [threadMutex_]
