@@ -68,6 +68,7 @@ void Execution::dropHeaderPlan() {
   recvHeaders_.clear();
   recvSlot_.clear();
   inlineOf_.clear();
+  sendHold_.clear();
 }
 
 void Execution::buildHeaderPlan() {
@@ -120,6 +121,15 @@ void Execution::buildHeaderPlan() {
     }
   }
   if (inline_.size() < inlineBytes) inline_.resize(inlineBytes);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const Step& s = steps[i];
+    if (s.kind != StepKind::kSend || s.bytes < kHoldSendBytes) continue;
+    for (std::size_t k = 0; k < recvHeaders_.size(); ++k) {
+      if (recvHeaders_[k].comm != s.comm || recvHeaders_[k].peer != s.peer) continue;
+      if (sendHold_.empty()) sendHold_.assign(steps.size(), -1);
+      sendHold_[i] = static_cast<std::int32_t>(k);
+    }
+  }
   // What progressHeaders waits for: header messages, and peers' status
   // entries (an inline header is checked when its step's message completes).
   headerMessages_ = 0;
@@ -611,54 +621,65 @@ bool Execution::progress(transport::Transport& transport, IssueLedger& ledger, b
   if (headersPending_ > 0) progressHeaders(transport, any);
   const auto& steps = schedule_->steps();
   bool advanced = true;
+  // Tests step i when running, starts it when ready (only receives when
+  // recvsOnly), and retires it when that finished it.
+  auto visit = [&](std::size_t i, bool recvsOnly) {
+    State& st = state_[i];
+    if (st == State::kDone || (recvsOnly && (st != State::kPending || steps[i].kind != StepKind::kRecv))) return;
+    bool finished = false;
+    try {
+      if (st == State::kRunning) {
+        transport::Transport& t = transportFor(steps[i].comm, transport);
+        if (steps[i].kind == StepKind::kShm) {
+          // Chunks that moved count as progress (the progress thread then
+          // keeps polling instead of backing off into sleeps mid-transfer).
+          transport::SharedMemoryEngine& shm = engineOf(t);
+          const std::uint64_t before = shm.advances();
+          finished = shm.test(requests_[i]);
+          if (shm.advances() != before) any = true;
+        } else {
+          finished = t.test(requests_[i]);
+        }
+      } else if (ready(steps[i])) {
+        const bool ordered = isIssueOrdered(steps[i].kind);
+        if (ordered && !placeIsNext(steps[i])) return;  // an earlier call's collective goes first
+        if (steps[i].kind == StepKind::kRecv && !headerAgreed(i)) return;  // the peer's header first
+        if (steps[i].kind == StepKind::kSend && !sendMayStart(i, transportFor(steps[i].comm, transport))) return;
+        st = State::kRunning;
+        any = true;
+        if (ordered) markIssued(steps[i]);
+        if (binding_.meter != nullptr) meterStart(i);
+        finished = startStep(i, transport);
+      }
+    } catch (const Error& e) {
+      // A peer's first message longer than its inline receive: its call differs.
+      if (e.category() == ErrorCategory::kTransport && e.detail().find("MPI_ERR_TRUNCATE") != std::string::npos &&
+          steps[i].kind == StepKind::kRecv && inlineHeaderOf(i) != nullptr) {
+        raiseInlineTruncation(i, e, transport);
+      }
+      throw;
+    }
+    if (finished) {
+      finishStep(i, transport);
+      if (binding_.meter != nullptr) meterFinish(i);
+      st = State::kDone;
+      --remaining_;
+      advanced = true;
+      any = true;
+    }
+  };
   // Local steps finish at once and may unblock later ones: sweep until a pass
   // changes nothing. Steps are in dependency order, so one pass usually does it.
   while (advanced && remaining_ > 0) {
     advanced = false;
-    for (std::size_t i = firstPending_; i < steps.size(); ++i) {
-      State& st = state_[i];
-      if (st == State::kDone) continue;
-      bool finished = false;
-      try {
-        if (st == State::kRunning) {
-          transport::Transport& t = transportFor(steps[i].comm, transport);
-          if (steps[i].kind == StepKind::kShm) {
-            // Chunks that moved count as progress (the progress thread then
-            // keeps polling instead of backing off into sleeps mid-transfer).
-            transport::SharedMemoryEngine& shm = engineOf(t);
-            const std::uint64_t before = shm.advances();
-            finished = shm.test(requests_[i]);
-            if (shm.advances() != before) any = true;
-          } else {
-            finished = t.test(requests_[i]);
-          }
-        } else if (ready(steps[i])) {
-          const bool ordered = isIssueOrdered(steps[i].kind);
-          if (ordered && !placeIsNext(steps[i])) continue;  // an earlier call's collective goes first
-          if (steps[i].kind == StepKind::kRecv && !headerAgreed(i)) continue;  // the peer's header first
-          st = State::kRunning;
-          any = true;
-          if (ordered) markIssued(steps[i]);
-          if (binding_.meter != nullptr) meterStart(i);
-          finished = startStep(i, transport);
-        }
-      } catch (const Error& e) {
-        // A peer's first message longer than its inline receive: its call differs.
-        if (e.category() == ErrorCategory::kTransport && e.detail().find("MPI_ERR_TRUNCATE") != std::string::npos &&
-            steps[i].kind == StepKind::kRecv && inlineHeaderOf(i) != nullptr) {
-          raiseInlineTruncation(i, e, transport);
-        }
-        throw;
-      }
-      if (finished) {
-        finishStep(i, transport);
-        if (binding_.meter != nullptr) meterFinish(i);
-        st = State::kDone;
-        --remaining_;
-        advanced = true;
-        any = true;
-      }
-    }
+    // Receives that are ready are posted before anything else of the pass:
+    // a transport that tells the sender when a receive is posted (Gloo's
+    // pairs) then sends that notice ahead of this rank's own outgoing data
+    // instead of behind it, where it held the peer's send back until ours
+    // had crossed the link (two ranks exchanging 25 MiB ran one direction
+    // after the other); MPI gets its receives posted before the messages land.
+    for (std::size_t i = firstPending_; i < steps.size(); ++i) visit(i, /*recvsOnly=*/true);
+    for (std::size_t i = firstPending_; i < steps.size(); ++i) visit(i, /*recvsOnly=*/false);
     while (firstPending_ < steps.size() && state_[firstPending_] == State::kDone) ++firstPending_;
   }
   if (anyAdvance != nullptr && any) *anyAdvance = true;

@@ -135,6 +135,10 @@ class IssueLedger {
 // rendezvous. So header + data stays within 4 KiB, and first messages of
 // 217-256 bytes keep the separate header (or status read).
 inline constexpr std::size_t kInlineHeaderBytes = 4096 - sizeof(core::CallHeader);
+// Sends from this size on wait for the peer's header where the transport
+// announces receives (Execution::sendMayStart): a round trip is then small
+// beside the message's own time on the wire.
+inline constexpr std::size_t kHoldSendBytes = 64 * 1024;
 inline constexpr std::size_t kInlineSkipFrom = 256 - sizeof(core::CallHeader) + 1;
 inline constexpr std::size_t kInlineSkipTo = 256;
 
@@ -261,6 +265,18 @@ class Execution {
     const PeerHeader& h = recvHeaders_[recvSlot_[step]];
     return h.done || (h.inlined && h.firstStep == step);  // the inline carrier itself may start
   }
+  // Whether send step `step` may start on `transport`: a send of at least
+  // kHoldSendBytes to a peer this execution also receives from waits, on a
+  // transport that announces receives, for that peer's header, so that the
+  // receive from it is posted first (progress() posts ready receives
+  // before anything else) and its announcement leaves ahead of this send's
+  // data. Two ranks exchanging 25 MiB over Gloo's pairs otherwise ran one
+  // direction after the other: the receive waited for the header while the
+  // send went at once. Headers are never held, so this cannot deadlock.
+  bool sendMayStart(std::size_t step, const transport::Transport& transport) const {
+    if (sendHold_.empty() || sendHold_[step] < 0 || !transport.announcesReceives()) return true;
+    return recvHeaders_[static_cast<std::size_t>(sendHold_[step])].done;
+  }
 
   const Schedule* schedule_ = nullptr;
   Binding binding_;
@@ -268,6 +284,7 @@ class Execution {
   std::vector<PeerHeader> recvHeaders_;
   std::vector<std::uint32_t> recvSlot_;  // per step: its peer's entry in recvHeaders_ (receives only)
   std::vector<std::int32_t> inlineOf_;   // per step: its inline header's entry (send or recv list), or -1
+  std::vector<std::int32_t> sendHold_;   // per step: the recv header a large send waits for (see sendMayStart), or -1
   std::vector<char> inline_;             // the staged inline messages; capacity kept across calls
   std::size_t headersPending_ = 0;
   // What the header plan above was built for (held: its address is not reused).

@@ -66,6 +66,12 @@ class Transport {
   // message is an error either way. The inline fingerprint header
   // (executor.h) needs it.
   virtual bool acceptsShorterMessages() const { return false; }
+  // Whether a receive is announced to its sender, which sends only once the
+  // announcement arrived (Gloo's pairs), and the announcement queues behind
+  // this rank's outgoing data: the executor then posts a large send to a peer
+  // it also receives from only after that peer's header, with the receive
+  // first, so the announcement leaves ahead of the data (executor.h).
+  virtual bool announcesReceives() const { return false; }
   virtual void isend(const void* buf, std::size_t bytes, int peer, int tag, Request& req) = 0;
   virtual void irecv(void* buf, std::size_t bytes, int peer, int tag, Request& req) = 0;
   // One message gathered from (sent) or scattered into (received) several
