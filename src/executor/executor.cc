@@ -625,7 +625,10 @@ bool Execution::progress(transport::Transport& transport, IssueLedger& ledger, b
   // recvsOnly), and retires it when that finished it.
   auto visit = [&](std::size_t i, bool recvsOnly) {
     State& st = state_[i];
-    if (st == State::kDone || (recvsOnly && (st != State::kPending || steps[i].kind != StepKind::kRecv))) return;
+    if (st == State::kDone) return;
+    if (recvsOnly && (st != State::kPending || steps[i].kind != StepKind::kRecv ||
+                      !transportFor(steps[i].comm, transport).announcesReceives()))
+      return;
     bool finished = false;
     try {
       if (st == State::kRunning) {
@@ -672,12 +675,14 @@ bool Execution::progress(transport::Transport& transport, IssueLedger& ledger, b
   // changes nothing. Steps are in dependency order, so one pass usually does it.
   while (advanced && remaining_ > 0) {
     advanced = false;
-    // Receives that are ready are posted before anything else of the pass:
-    // a transport that tells the sender when a receive is posted (Gloo's
-    // pairs) then sends that notice ahead of this rank's own outgoing data
-    // instead of behind it, where it held the peer's send back until ours
-    // had crossed the link (two ranks exchanging 25 MiB ran one direction
-    // after the other); MPI gets its receives posted before the messages land.
+    // On a transport that announces receives to their senders (Gloo's
+    // pairs), receives that are ready are posted before anything else of
+    // the pass: the notice then leaves ahead of this rank's own outgoing
+    // data instead of behind it, where it held the peer's send back until
+    // ours had crossed the link (two ranks exchanging 25 MiB ran one
+    // direction after the other). Elsewhere steps go in schedule order
+    // (posting receives first there broke the inline header's mismatch
+    // report on the in-process transport: both ranks then waited).
     for (std::size_t i = firstPending_; i < steps.size(); ++i) visit(i, /*recvsOnly=*/true);
     for (std::size_t i = firstPending_; i < steps.size(); ++i) visit(i, /*recvsOnly=*/false);
     while (firstPending_ < steps.size() && state_[firstPending_] == State::kDone) ++firstPending_;

@@ -362,7 +362,26 @@ std::unique_ptr<Transport> MpiTransport::split(int color, int key) {
   MPI_Comm out = MPI_COMM_NULL;
   checkMpi(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &out), "MPI_Comm_split", rank_);
   if (out == MPI_COMM_NULL) return nullptr;
-  return std::make_unique<MpiTransport>(out, true);
+  auto child = std::make_unique<MpiTransport>(out, true);
+  if (!nodeIds_.empty()) {
+    // The child's ranks keep their nodes (a local translation, no message):
+    // hier's inter-node level and the point-to-point split stream too.
+    MPI_Group parent = MPI_GROUP_NULL;
+    MPI_Group group = MPI_GROUP_NULL;
+    checkMpi(MPI_Comm_group(comm_, &parent), "MPI_Comm_group", rank_);
+    checkMpi(MPI_Comm_group(out, &group), "MPI_Comm_group", rank_);
+    std::vector<int> mine(static_cast<std::size_t>(child->size()));
+    std::vector<int> theirs(mine.size());
+    for (std::size_t r = 0; r < mine.size(); ++r) mine[r] = static_cast<int>(r);
+    const int rc = MPI_Group_translate_ranks(group, child->size(), mine.data(), parent, theirs.data());
+    MPI_Group_free(&group);
+    MPI_Group_free(&parent);
+    checkMpi(rc, "MPI_Group_translate_ranks", rank_);
+    std::vector<long long> ids(mine.size());
+    for (std::size_t r = 0; r < ids.size(); ++r) ids[r] = nodeIds_[static_cast<std::size_t>(theirs[r])];
+    child->learnNodes(std::move(ids));
+  }
+  return child;
 }
 
 void MpiTransport::attachSharedMemory(std::unique_ptr<SharedMemoryEngine> engine) {
@@ -379,10 +398,15 @@ std::unique_ptr<MpiTransport> MpiTransport::splitSharedMemory() {
 
 std::vector<long long> MpiTransport::nodeIdOfEachRank() {
   std::vector<long long> ids = nodeIds();
-  offNode_.assign(ids.size(), false);
-  for (std::size_t r = 0; r < ids.size(); ++r) offNode_[r] = ids[r] != ids[static_cast<std::size_t>(rank_)];
-  pieceBytes_ = static_cast<std::size_t>(core::tunableInt(core::kTunableMpiPieceBytes));
+  learnNodes(ids);
   return ids;
+}
+
+void MpiTransport::learnNodes(std::vector<long long> ids) {
+  nodeIds_ = std::move(ids);
+  offNode_.assign(nodeIds_.size(), false);
+  for (std::size_t r = 0; r < nodeIds_.size(); ++r) offNode_[r] = nodeIds_[r] != nodeIds_[static_cast<std::size_t>(rank_)];
+  pieceBytes_ = static_cast<std::size_t>(core::tunableInt(core::kTunableMpiPieceBytes));
 }
 
 std::vector<long long> MpiTransport::nodeIds() {

@@ -17,7 +17,8 @@
 // often ran one direction after the other: half the link (docs/PERF_TORCH.md,
 // "DDP across nodes"). Eager messages need no reply. The node of each rank is
 // learnt from nodeIdOfEachRank(), which the communicator asks at
-// construction; until then, and on one node, messages go whole.
+// construction, and passed on to splits; until then, and on one node,
+// messages go whole.
 #pragma once
 
 #include "transport/mpi/mpi_c.h"
@@ -97,6 +98,7 @@ class MpiTransport final : public Transport {
   void postPieces(bool isSend, const core::Piece* pieces, std::size_t count, int peer, int tag, Request& req);
   int checkedCount(std::size_t count, const char* what) const;
   std::vector<long long> nodeIds();
+  void learnNodes(std::vector<long long> ids);
 
   // Released first in the destructor: its MPI windows must go before the communicator.
   std::unique_ptr<SharedMemoryEngine> sharedMemory_;
@@ -112,7 +114,9 @@ class MpiTransport final : public Transport {
   int rank_ = -1;
   int size_ = 0;
   int maxTag_ = 0;
-  // Whether each rank is on another node (from nodeIdOfEachRank; empty until then).
+  // Each rank's node, and whether it is another than this rank's (from
+  // nodeIdOfEachRank, or the parent of a split; empty until then).
+  std::vector<long long> nodeIds_;
   std::vector<bool> offNode_;
   std::size_t pieceBytes_ = 0;  // BOOSTCOMM_MPI_PIECE_BYTES; 0: messages go whole
 };
