@@ -204,36 +204,73 @@ void MpiTransport::postPieces(bool isSend, const core::Piece* pieces, std::size_
   // absolute addresses (MPI_BOTTOM): MPI gathers/scatters it itself, so the
   // peer sees one message of the total size whatever its own layout. The
   // type is freed right after posting (MPI keeps it until completion).
-  // Blocks are cut at 1 GiB so each length fits an int.
+  // Blocks are cut at 1 GiB so each length fits an int. To a rank on
+  // another node above the piece size, the same bytes go as a stream of
+  // messages cut at the same offsets as postStream's, so a peer that
+  // posts the message whole (or in other pieces) matches it.
   const char* what = isSend ? "isend" : "irecv";
   BC_INTERNAL(!req.active(), what << ": request is still active");
   BC_INVALID(peer >= 0 && peer < size_, rank_, what << ": peer " << peer << " outside [0, " << size_ << ")");
   BC_INVALID(tag >= 0 && tag <= maxTag_, rank_, what << ": tag " << tag << " outside [0, " << maxTag_ << "]");
   constexpr std::size_t kMaxBlockBytes = std::size_t{1} << 30;
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < count; ++i) total += pieces[i].bytes;
+  const bool stream = pieceBytes_ > 0 && total > pieceBytes_ && !offNode_.empty() && offNode_[static_cast<std::size_t>(peer)];
+  const std::size_t messageBytes = stream ? pieceBytes_ : static_cast<std::size_t>(-1);
   thread_local std::vector<int> lengths;
   thread_local std::vector<MPI_Aint> displs;
   lengths.clear();
   displs.clear();
+  auto streamed = stream ? std::make_unique<PieceStream>() : nullptr;
+  MPI_Request whole = MPI_REQUEST_NULL;
+  bool posted = false;
+  auto post = [&] {
+    BC_INVALID(lengths.size() <= static_cast<std::size_t>(INT_MAX), rank_, what << ": too many pieces");
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    checkMpi(MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(), displs.data(), MPI_BYTE, &type),
+             "MPI_Type_create_hindexed", rank_);
+    MPI_Request r = MPI_REQUEST_NULL;
+    int rc = MPI_Type_commit(&type);
+    if (rc == MPI_SUCCESS) {
+      rc = isSend ? MPI_Isend(MPI_BOTTOM, 1, type, peer, tag, comm_, &r) : MPI_Irecv(MPI_BOTTOM, 1, type, peer, tag, comm_, &r);
+    }
+    MPI_Type_free(&type);
+    if (rc != MPI_SUCCESS) {
+      static_cast<void>(streamed.release());  // the messages already posted stay in flight with it
+      checkMpi(rc, isSend ? "MPI_Isend(pieces)" : "MPI_Irecv(pieces)", rank_);
+    }
+    if (streamed) {
+      streamed->requests.push_back(r);
+    } else {
+      whole = r;
+    }
+    posted = true;
+    lengths.clear();
+    displs.clear();
+  };
+  std::size_t inMessage = 0;
   for (std::size_t i = 0; i < count; ++i) {
-    for (std::size_t done = 0; done < pieces[i].bytes; done += kMaxBlockBytes) {
+    for (std::size_t done = 0; done < pieces[i].bytes;) {
+      const std::size_t take = std::min({kMaxBlockBytes, pieces[i].bytes - done, messageBytes - inMessage});
       MPI_Aint address = 0;
       checkMpi(MPI_Get_address(pieces[i].data + done, &address), "MPI_Get_address", rank_);
       displs.push_back(address);
-      lengths.push_back(static_cast<int>(std::min(kMaxBlockBytes, pieces[i].bytes - done)));
+      lengths.push_back(static_cast<int>(take));
+      done += take;
+      inMessage += take;
+      if (inMessage == messageBytes) {
+        post();
+        inMessage = 0;
+      }
     }
   }
-  BC_INVALID(lengths.size() <= static_cast<std::size_t>(INT_MAX), rank_, what << ": too many pieces");
-  MPI_Datatype type = MPI_DATATYPE_NULL;
-  checkMpi(MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(), displs.data(), MPI_BYTE, &type),
-           "MPI_Type_create_hindexed", rank_);
-  MPI_Request r = MPI_REQUEST_NULL;
-  int rc = MPI_Type_commit(&type);
-  if (rc == MPI_SUCCESS) {
-    rc = isSend ? MPI_Isend(MPI_BOTTOM, 1, type, peer, tag, comm_, &r) : MPI_Irecv(MPI_BOTTOM, 1, type, peer, tag, comm_, &r);
+  if (!lengths.empty() || !posted) post();
+  if (streamed) {
+    req.slot[0] = reinterpret_cast<std::uintptr_t>(streamed.release());
+    req.slot[1] = kStreamMark;
+  } else {
+    req.slot[0] = encodeRequest(whole);
   }
-  MPI_Type_free(&type);
-  checkMpi(rc, isSend ? "MPI_Isend(pieces)" : "MPI_Irecv(pieces)", rank_);
-  req.slot[0] = encodeRequest(r);
 }
 
 void MpiTransport::isendPieces(const core::Piece* pieces, std::size_t count, int peer, int tag, Request& req) {
