@@ -47,6 +47,7 @@ bool OnlineSelection::next(const algorithms::CollectiveSpec& spec, const tuning:
     // rank ranks the same candidates.
     s.started = true;
     s.candidates = model.trialCandidates(spec.collective, bytes);
+    s.rounds = model.bestPredictedUs(spec.collective, bytes) >= kOneRoundUs ? 1 : kCallsPerCandidate;
     s.samples.assign(s.candidates.size() * kCallsPerCandidate, Sample{});
     s.agreedUs.assign(s.candidates.size(), kNoTime);
     s.racing.clear();
@@ -114,7 +115,7 @@ void OnlineSelection::decide(const algorithms::CollectiveSpec& spec, transport::
   for (std::size_t c : s.racing) s.agreedUs[c] = medianUs[c];
   const std::size_t lo = std::size_t{1} << cls;
   const std::size_t hi = cls >= 63 ? static_cast<std::size_t>(-1) : (std::size_t{1} << (cls + 1)) - 1;
-  if (s.round + 1 < kCallsPerCandidate) {
+  if (s.round + 1 < s.rounds) {
     // Out of the race: no time, or slower than kDropFactor x the best.
     double fastest = kNoTime;
     for (std::size_t c : s.racing) fastest = std::min(fastest, medianUs[c]);

@@ -7,7 +7,8 @@
 //
 // Terms. Size class c: payloads of [2^c, 2^(c+1)) bytes. Trial: one call of
 // a class run with a candidate chosen by the call's position in its class.
-// The trials go in rounds (R = kCallsPerCandidate of them): each round
+// The trials go in rounds (R = kCallsPerCandidate of them; one where the
+// model predicts a call of kOneRoundUs or more): each round
 // runs every candidate still in the race once, in candidate order, so
 // every rank runs the same candidate for the same call. Checkpoint: at the
 // first call after a round, the communicator drains its work in flight and
@@ -55,6 +56,11 @@ class OnlineSelection {
   // 4 MiB on the emulated 1 Gbit/s link), so the fastest of two chose it
   // where it then ran 1.5x slower than rhd.
   static constexpr int kCallsPerCandidate = 3;
+  // A class whose fastest predicted call takes this long runs one round:
+  // its calls are bound by the link and repeat (rd, 25 MiB between two
+  // emulated nodes: 221-227 ms), and a DDP bucket of that size comes once
+  // per step, so three rounds kept its trials going for a dozen steps.
+  static constexpr double kOneRoundUs = 20000.0;
   // After a round, a candidate slower than this times the best leaves the race.
   static constexpr double kDropFactor = 1.5;
   static constexpr double kNativeWinPercent = 10.0;
@@ -109,6 +115,7 @@ class OnlineSelection {
     bool started = false;
     bool decided = false;
     int round = 0;        // the round under way
+    int rounds = kCallsPerCandidate;  // of this class (1 from kOneRoundUs)
     std::size_t at = 0;   // the next position in `racing` this round
     std::vector<const algorithms::AlgorithmInfo*> candidates;
     std::vector<std::size_t> racing;  // indices of the candidates still in the race

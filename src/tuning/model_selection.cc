@@ -71,6 +71,14 @@ ModelSelection::ModelSelection(const CostParams& params, const algorithms::Colle
   }
 }
 
+double ModelSelection::bestPredictedUs(Collective coll, std::size_t bytes) const {
+  double best = std::numeric_limits<double>::infinity();
+  for (const std::string& name : candidates_[static_cast<int>(coll)]) {
+    best = std::min(best, predictUs(params_, coll, name, std::max<std::size_t>(bytes, 1)));
+  }
+  return best;
+}
+
 std::vector<const algorithms::AlgorithmInfo*> ModelSelection::trialCandidates(Collective coll,
                                                                               std::size_t bytes) const {
   std::vector<std::pair<double, const algorithms::AlgorithmInfo*>> ranked;

@@ -58,6 +58,8 @@ class ModelSelection {
   // Candidates worth timing at `bytes` of `coll`, fastest predicted first
   // (native always among them); fewer than two: nothing to try.
   std::vector<const algorithms::AlgorithmInfo*> trialCandidates(Collective coll, std::size_t bytes) const;
+  // The model's fastest predicted time at `bytes` of `coll`, in microseconds.
+  double bestPredictedUs(Collective coll, std::size_t bytes) const;
 
  private:
   CostParams params_;
