@@ -106,8 +106,8 @@ def loss_of(out, target):
 
 def thread_cpu():
     """CPU seconds each thread of this process has used, {tid: (name, seconds)}:
-    the kernel's per-thread accounting (the thread CPU-time clock of each tid,
-    nanoseconds), read for every thread of /proc/self/task."""
+    the kernel's per-thread accounting (the CPU-time clock of each tid, kept
+    in nanoseconds), read for every thread of /proc/self/task."""
     out = {}
     for entry in os.listdir("/proc/self/task"):
         tid = int(entry)

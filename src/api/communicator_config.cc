@@ -85,6 +85,8 @@ std::vector<std::pair<const char*, std::string>> CommunicatorImpl::configuration
       // The effective limit (auto or set), so equal limits reached either way agree.
       {kTunableShmSmallBytes, std::to_string(smallAllreduceBytes_)},
       {kTunableFingerprints, fingerprints_ ? "1" : "0"},
+      // How the MPI transport cuts messages between nodes: both sides must cut alike.
+      {kTunableMpiPieceBytes, std::to_string(tunableInt(kTunableMpiPieceBytes))},
   };
 }
 

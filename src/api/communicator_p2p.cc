@@ -22,6 +22,7 @@ void CommunicatorImpl::enablePointToPoint() {
   // first (see ensureSubCommunicators).
   engine_->drain(deadlineFor({}), "enablePointToPoint", rank_);
   p2p_ = transport_->split(0, rank_);
+  if (p2p_) p2p_->keepMessagesWhole();  // receives from any source match one message
   BC_INTERNAL(p2p_ && p2p_->size() == size_ && p2p_->rank() == rank_, "point-to-point split does not match the group");
 }
 

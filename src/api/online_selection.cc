@@ -96,7 +96,12 @@ void OnlineSelection::decide(const algorithms::CollectiveSpec& spec, transport::
   // none; of two, the slower), then the slowest rank's: a collective is as
   // fast as its slowest member. Candidates out of the race keep infinity.
   const std::size_t n = s.candidates.size();
-  std::vector<double> medianUs(n, kNoTime);
+  // [0, n): each candidate's median; [n, 2n): its fastest call, which is
+  // what a drop goes by (a first call pays the schedule's build and, across
+  // nodes, MPI's connection set-up: one slow sample must not drop it).
+  std::vector<double> agreed(2 * n, kNoTime);
+  double* medianUs = agreed.data();
+  double* fastestUs = agreed.data() + n;
   std::vector<double> times;
   for (std::size_t c : s.racing) {
     times.clear();
@@ -109,20 +114,24 @@ void OnlineSelection::decide(const algorithms::CollectiveSpec& spec, transport::
       if (sample.us >= 0) times.push_back(sample.us);
     }
     std::sort(times.begin(), times.end());
-    if (!times.empty()) medianUs[c] = times[times.size() / 2];
+    if (!times.empty()) {
+      medianUs[c] = times[times.size() / 2];
+      fastestUs[c] = times.front();
+    }
   }
-  world.nativeAllreduce(medianUs.data(), medianUs.data(), n, DataType::kFloat64, ReduceOp::kMax, nullptr);
+  world.nativeAllreduce(agreed.data(), agreed.data(), 2 * n, DataType::kFloat64, ReduceOp::kMax, nullptr);
   for (std::size_t c : s.racing) s.agreedUs[c] = medianUs[c];
   const std::size_t lo = std::size_t{1} << cls;
   const std::size_t hi = cls >= 63 ? static_cast<std::size_t>(-1) : (std::size_t{1} << (cls + 1)) - 1;
   if (s.round + 1 < s.rounds) {
-    // Out of the race: no time, or slower than kDropFactor x the best.
-    double fastest = kNoTime;
-    for (std::size_t c : s.racing) fastest = std::min(fastest, medianUs[c]);
+    // Out of the race: no time, or even its fastest call slower than
+    // kDropFactor x the best median.
+    double best = kNoTime;
+    for (std::size_t c : s.racing) best = std::min(best, medianUs[c]);
     std::vector<std::size_t> left;
     std::ostringstream dropped;
     for (std::size_t c : s.racing) {
-      if (medianUs[c] < kNoTime && medianUs[c] <= fastest * kDropFactor) {
+      if (fastestUs[c] < kNoTime && fastestUs[c] <= best * kDropFactor) {
         left.push_back(c);
       } else {
         dropped << (dropped.tellp() > 0 ? ", " : "") << s.candidates[c]->name;

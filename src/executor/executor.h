@@ -273,6 +273,8 @@ class Execution {
   // data. Two ranks exchanging 25 MiB over Gloo's pairs otherwise ran one
   // direction after the other: the receive waited for the header while the
   // send went at once. Headers are never held, so this cannot deadlock.
+  // Without fingerprint headers (BOOSTCOMM_FINGERPRINTS=0) receives wait
+  // for nothing and nothing is held.
   bool sendMayStart(std::size_t step, const transport::Transport& transport) const {
     if (sendHold_.empty() || sendHold_[step] < 0 || !transport.announcesReceives()) return true;
     return recvHeaders_[static_cast<std::size_t>(sendHold_[step])].done;

@@ -121,7 +121,7 @@ void ProgressEngine::wakeThread() {
     // under it, so this wake-up cannot fall between the two.
     {
       std::lock_guard lock(sleepMutex_);
-      ++posted_;
+      posted_.fetch_add(1, std::memory_order_relaxed);
     }
     sleepCv_.notify_one();
   }
@@ -386,6 +386,8 @@ void ProgressEngine::threadMain() {
       }
     }
     bool advanced = false;
+    // Posts seen before this sweep: one that lands after it wakes the sleep below.
+    const std::uint64_t posted = posted_.load(std::memory_order_relaxed);
     // A caller waiting for the lock will progress everything itself.
     if (!mutex_.contended() && mutex_.try_lock()) {
       try {
@@ -416,8 +418,7 @@ void ProgressEngine::threadMain() {
     const Clock::time_point now = Clock::now();
     if (sleep == kThreadMinSleep) idleSince = now;
     std::unique_lock lock(sleepMutex_);
-    const std::uint64_t posted = posted_;
-    if (sleepCv_.wait_for(lock, sleep, [&] { return stop_ || posted_ != posted; })) {
+    if (sleepCv_.wait_for(lock, sleep, [&] { return stop_ || posted_.load(std::memory_order_relaxed) != posted; })) {
       // New work (or stop): back to spinning, as after progress.
       idlePolls = 0;
       sleep = kThreadMinSleep;

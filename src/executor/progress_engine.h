@@ -232,7 +232,9 @@ class ProgressEngine {
   std::mutex sleepMutex_;
   std::condition_variable sleepCv_;
   bool stop_ = false;  // [sleepMutex_]
-  std::uint64_t posted_ = 0;  // [sleepMutex_] operations and messages posted: wakes a sleeping thread
+  // Operations and messages posted (bumped under sleepMutex_): a sleeping
+  // thread wakes when it differs from what it read before its last sweep.
+  std::atomic<std::uint64_t> posted_{0};
   std::mutex threadMutex_;  // serialises setThreadEnabled
   std::atomic<bool> threadRunning_{false};
   std::thread thread_;  // [threadMutex_]

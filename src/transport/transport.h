@@ -72,6 +72,11 @@ class Transport {
   // it also receives from only after that peer's header, with the receive
   // first, so the announcement leaves ahead of the data (executor.h).
   virtual bool announcesReceives() const { return false; }
+  // From now on every message of this transport travels whole (one backend
+  // message per isend), never cut into pieces (MpiTransport's streams): a
+  // receive from any source is one posted receive and must match a whole
+  // message. The point-to-point channel (Communicator::sendAsync) calls it.
+  virtual void keepMessagesWhole() {}
   virtual void isend(const void* buf, std::size_t bytes, int peer, int tag, Request& req) = 0;
   virtual void irecv(void* buf, std::size_t bytes, int peer, int tag, Request& req) = 0;
   // One message gathered from (sent) or scattered into (received) several

@@ -17,6 +17,8 @@
 #include "common/rank_printer.h"
 #include "common/test_data.h"
 #include "common/transport_checks.h"
+#include "core/segment_list.h"
+#include "core/tunables.h"
 #include "transport/mpi/mpi_transport.h"
 #include "transport/mpi/mpi_types.h"
 
@@ -247,26 +249,34 @@ TEST(MpiTransport, FinalizeIsLeftToTheApplication) {
   g_world->nativeBarrier(nullptr);
 }
 
-// Above INT_MAX bytes the message travels as a block-typed part plus a remainder.
 // Once the transport knows the nodes, a message to a rank on another node
 // above BOOSTCOMM_MPI_PIECE_BYTES travels as a stream of eager messages
 // (mpi_transport.h): sizes around the piece boundaries arrive intact, in
-// both directions at once, streams on one tag keep their posting order, and
-// a split (hier's inter-node level) streams too. On one node the same calls
-// go whole. Under the emulated cluster (emucluster.mpi_transport.np2) the
-// ranks are on two nodes.
+// both directions at once, streams on one tag keep their posting order, a
+// split (hier's inter-node level) streams too, and a message sent whole
+// matches one received into scattered pieces (hier's list calls). On one
+// node the same calls go whole. Under the emulated cluster
+// (emucluster.mpi_transport.np4, BC_TEST_EXPECT_NODES=2) the ranks are on
+// two nodes.
 TEST(MpiTransport, MessagesToOtherNodesAsEagerPieces) {
   if (g_world->size() < 2) GTEST_SKIP() << "needs 2 ranks";
   const std::vector<long long> nodes = g_world->nodeIdOfEachRank();
   ASSERT_EQ(nodes.size(), static_cast<std::size_t>(g_world->size()));
+  if (const char* expect = std::getenv("BC_TEST_EXPECT_NODES")) {
+    std::vector<long long> distinct = nodes;
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    ASSERT_EQ(distinct.size(), static_cast<std::size_t>(std::atoi(expect))) << "the ranks' nodes";
+  }
+  const auto piece = static_cast<std::size_t>(core::tunableInt(core::kTunableMpiPieceBytes));
+  ASSERT_GT(piece, 0u);
   std::unique_ptr<Transport> split = g_world->split(0, g_world->size() - g_world->rank());  // reversed order
   ASSERT_NE(split, nullptr);
   for (Transport* t : {static_cast<Transport*>(g_world.get()), split.get()}) {
     const int n = t->size();
     const int next = (t->rank() + 1) % n;
     const int prev = (t->rank() + n - 1) % n;
-    constexpr std::size_t kPiece = 64512;
-    for (std::size_t bytes : {kPiece - 1, kPiece, kPiece + 1, 3 * kPiece + 7, std::size_t{1} << 21}) {
+    for (std::size_t bytes : {piece - 1, piece, piece + 1, 3 * piece + 7, std::size_t{1} << 21}) {
       // Two messages per direction on one tag: the streams must not interleave.
       std::vector<unsigned char> out[2], in[2];
       Request reqs[4];
@@ -281,7 +291,7 @@ TEST(MpiTransport, MessagesToOtherNodesAsEagerPieces) {
         // A stream marks its request's second slot with all ones (mpi_transport.cc).
         const bool otherNode = nodes[static_cast<std::size_t>(next)] != nodes[static_cast<std::size_t>(t->rank())];
         const bool streamed = reqs[2].slot[1] == ~std::uintptr_t{0};
-        EXPECT_EQ(streamed, otherNode && bytes > kPiece) << bytes << " bytes to rank " << next;
+        EXPECT_EQ(streamed, otherNode && bytes > piece) << bytes << " bytes to rank " << next;
       }
       for (auto& r : reqs) waitFor(*t, r);
       for (int k = 0; k < 2; ++k) {
@@ -290,11 +300,36 @@ TEST(MpiTransport, MessagesToOtherNodesAsEagerPieces) {
         EXPECT_TRUE(in[k] == expected) << bytes << " bytes, message " << k << " from rank " << prev;
       }
     }
+    // Sent whole, received into three scattered pieces of other sizes, and back.
+    const std::size_t bytes = 2 * piece + 1001;
+    std::vector<unsigned char> out(bytes), in(bytes + 80, 0), expected(bytes);
+    char* inAt = reinterpret_cast<char*>(in.data());
+    char* outAt = reinterpret_cast<char*>(out.data());
+    fillBytes(out.data(), bytes, 77, t->rank());
+    fillBytes(expected.data(), bytes, 77, prev);
+    const std::size_t cut1 = piece / 3, cut2 = piece + 5000;
+    const core::Piece parts[3] = {{inAt, cut1}, {inAt + cut1 + 16, cut2 - cut1}, {inAt + cut2 + 64, bytes - cut2}};
+    Request got, sent;
+    t->irecvPieces(parts, 3, prev, 6, got);
+    t->isend(out.data(), bytes, next, 6, sent);
+    waitFor(*t, got);
+    waitFor(*t, sent);
+    std::vector<unsigned char> joined;
+    for (const core::Piece& p : parts) joined.insert(joined.end(), p.data, p.data + p.bytes);
+    EXPECT_TRUE(joined == expected) << "whole to scattered pieces, from rank " << prev;
+    const core::Piece back[2] = {{outAt, cut2}, {outAt + cut2, bytes - cut2}};
+    std::vector<unsigned char> whole(bytes, 0);
+    t->irecv(whole.data(), bytes, prev, 7, got);
+    t->isendPieces(back, 2, next, 7, sent);
+    waitFor(*t, got);
+    waitFor(*t, sent);
+    EXPECT_TRUE(whole == expected) << "scattered pieces to whole, from rank " << prev;
   }
   split.reset();
   g_world->nativeBarrier(nullptr);
 }
 
+// Above INT_MAX bytes the message travels as a block-typed part plus a remainder.
 TEST(MpiTransport, MessageAboveIntMax) {
   const char* enabled = std::getenv("BOOSTCOMM_TEST_LARGE");
   if (enabled == nullptr || std::string(enabled) != "1") GTEST_SKIP() << "set BOOSTCOMM_TEST_LARGE=1";

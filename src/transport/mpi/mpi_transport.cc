@@ -4,6 +4,8 @@
 #include <climits>
 #include <cstring>
 #include <mutex>
+#include <numeric>
+#include <string>
 #include <vector>
 
 #include "core/check.h"
@@ -43,7 +45,9 @@ MPI_Request decodeRequest(std::uintptr_t slot) {
 // a live request, non-zero, or 0).
 struct PieceStream {
   std::vector<MPI_Request> requests;
-  std::size_t done = 0;  // requests[0, done) completed (pieces complete in order)
+  std::vector<int> bytes;  // receives: each piece's length, checked as it completes
+  int peer = -1;
+  std::size_t done = 0;  // requests[0, done) completed (tested in order)
 };
 constexpr std::uintptr_t kStreamMark = ~std::uintptr_t{0};
 
@@ -154,15 +158,17 @@ void MpiTransport::postStream(bool isSend, void* buf, std::size_t bytes, int pee
   auto stream = std::make_unique<PieceStream>();
   const std::size_t pieces = (bytes + pieceBytes_ - 1) / pieceBytes_;
   stream->requests.assign(pieces, MPI_REQUEST_NULL);
+  stream->peer = peer;
   char* at = static_cast<char*>(buf);
   for (std::size_t i = 0; i < pieces; ++i) {
     const int n = static_cast<int>(std::min(pieceBytes_, bytes - i * pieceBytes_));
+    if (!isSend) stream->bytes.push_back(n);
     MPI_Request& r = stream->requests[i];
     const int rc = isSend ? MPI_Isend(at, n, MPI_BYTE, peer, tag, comm_, &r)
                           : MPI_Irecv(at, n, MPI_BYTE, peer, tag, comm_, &r);
     if (rc != MPI_SUCCESS) {
-      // The pieces already posted stay in flight: their stream is leaked
-      // with them (the engine fails; MPI may still write into it).
+      // The pieces already posted stay in flight: their stream (holding
+      // their requests) is leaked with them; the engine fails.
       static_cast<void>(stream.release());
       checkMpi(rc, isSend ? "MPI_Isend" : "MPI_Irecv", rank_);
     }
@@ -176,13 +182,27 @@ bool MpiTransport::testStream(Request& req) {
   auto* stream = reinterpret_cast<PieceStream*>(req.slot[0]);
   while (stream->done < stream->requests.size()) {
     int done = 0;
-    const int rc = MPI_Test(&stream->requests[stream->done], &done, MPI_STATUS_IGNORE);
+    MPI_Status status;
+    const int rc = MPI_Test(&stream->requests[stream->done], &done, &status);
     if (rc != MPI_SUCCESS) {
       // The request stays failed; the stream is leaked with the pieces in flight.
       req.slot[0] = req.slot[1] = 0;
       checkMpi(rc, "MPI_Test", rank_);
     }
     if (!done) return false;
+    if (!stream->bytes.empty()) {
+      int got = 0;
+      MPI_Get_count(&status, MPI_BYTE, &got);
+      const int want = stream->bytes[stream->done];
+      if (got != want) {
+        req.slot[0] = req.slot[1] = 0;  // the rest of the stream is leaked in flight
+        throw Error(ErrorCategory::kMismatch, rank_,
+                    "a message from rank " + std::to_string(stream->peer) + " arrived in pieces of another size (piece " +
+                        std::to_string(stream->done) + ": " + std::to_string(got) + " bytes, this rank expected " +
+                        std::to_string(want) + "): the ranks disagree on the message's length or on " +
+                        core::kTunableMpiPieceBytes.env);
+      }
+    }
     ++stream->done;
   }
   delete stream;
@@ -222,6 +242,7 @@ void MpiTransport::postPieces(bool isSend, const core::Piece* pieces, std::size_
   lengths.clear();
   displs.clear();
   auto streamed = stream ? std::make_unique<PieceStream>() : nullptr;
+  if (streamed) streamed->peer = peer;
   MPI_Request whole = MPI_REQUEST_NULL;
   bool posted = false;
   auto post = [&] {
@@ -236,11 +257,12 @@ void MpiTransport::postPieces(bool isSend, const core::Piece* pieces, std::size_
     }
     MPI_Type_free(&type);
     if (rc != MPI_SUCCESS) {
-      static_cast<void>(streamed.release());  // the messages already posted stay in flight with it
+      static_cast<void>(streamed.release());  // the messages already posted stay in flight: leaked with them
       checkMpi(rc, isSend ? "MPI_Isend(pieces)" : "MPI_Irecv(pieces)", rank_);
     }
     if (streamed) {
       streamed->requests.push_back(r);
+      if (!isSend) streamed->bytes.push_back(static_cast<int>(std::accumulate(lengths.begin(), lengths.end(), std::size_t{0})));
     } else {
       whole = r;
     }
@@ -400,6 +422,7 @@ std::unique_ptr<Transport> MpiTransport::split(int color, int key) {
   checkMpi(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &out), "MPI_Comm_split", rank_);
   if (out == MPI_COMM_NULL) return nullptr;
   auto child = std::make_unique<MpiTransport>(out, true);
+  if (wholeMessages_) child->keepMessagesWhole();
   if (!nodeIds_.empty()) {
     // The child's ranks keep their nodes (a local translation, no message):
     // hier's inter-node level and the point-to-point split stream too.
@@ -443,7 +466,7 @@ void MpiTransport::learnNodes(std::vector<long long> ids) {
   nodeIds_ = std::move(ids);
   offNode_.assign(nodeIds_.size(), false);
   for (std::size_t r = 0; r < nodeIds_.size(); ++r) offNode_[r] = nodeIds_[r] != nodeIds_[static_cast<std::size_t>(rank_)];
-  pieceBytes_ = static_cast<std::size_t>(core::tunableInt(core::kTunableMpiPieceBytes));
+  pieceBytes_ = wholeMessages_ ? 0 : static_cast<std::size_t>(core::tunableInt(core::kTunableMpiPieceBytes));
 }
 
 std::vector<long long> MpiTransport::nodeIds() {

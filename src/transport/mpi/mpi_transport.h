@@ -17,8 +17,12 @@
 // often ran one direction after the other: half the link (docs/PERF_TORCH.md,
 // "DDP across nodes"). Eager messages need no reply. The node of each rank is
 // learnt from nodeIdOfEachRank(), which the communicator asks at
-// construction, and passed on to splits; until then, and on one node,
-// messages go whole.
+// construction unless a node layout is declared (BOOSTCOMM_NODE_LAYOUT,
+// BOOSTCOMM_RANKS_PER_NODE) or shared memory is attached, and passed on to
+// splits; until then, on one node, and on the point-to-point channel
+// (keepMessagesWhole: an any-source receive matches one message), messages
+// go whole. A receiving piece checks it got its whole length: ranks that cut
+// differently fail with Error{kMismatch} instead of misaligning the stream.
 #pragma once
 
 #include "transport/mpi/mpi_c.h"
@@ -54,6 +58,10 @@ class MpiTransport final : public Transport {
   int maxTag() const override { return maxTag_; }
 
   bool acceptsShorterMessages() const override { return true; }
+  void keepMessagesWhole() override {
+    wholeMessages_ = true;
+    pieceBytes_ = 0;
+  }
   void isend(const void* buf, std::size_t bytes, int peer, int tag, Request& req) override;
   void irecv(void* buf, std::size_t bytes, int peer, int tag, Request& req) override;
   void isendPieces(const core::Piece* pieces, std::size_t count, int peer, int tag, Request& req) override;
@@ -119,6 +127,7 @@ class MpiTransport final : public Transport {
   std::vector<long long> nodeIds_;
   std::vector<bool> offNode_;
   std::size_t pieceBytes_ = 0;  // BOOSTCOMM_MPI_PIECE_BYTES; 0: messages go whole
+  bool wholeMessages_ = false;  // keepMessagesWhole(): never pieces (inherited by splits)
 };
 
 // MPI_Finalize, but only when createWorld() was the one that initialized MPI
