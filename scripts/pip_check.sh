@@ -39,17 +39,20 @@ print("pip-check: boostcomm", boostcomm.__file__, "torch", torch.__version__)
 PY
 env -u PYTHONPATH "$venv/bin/boostcomm" --version
 cat >"$work/allreduce.py" <<'PY'
+import os
 import torch, torch.distributed as dist
 import boostcomm.torch  # registers the backend
 dist.init_process_group("boostcomm")
 t = torch.full((5,), float(dist.get_rank() + 1))
 dist.all_reduce(t)
 assert torch.equal(t, torch.full((5,), 3.0)), t
-print(f"pip-check: rank {dist.get_rank()} allreduce ok on {dist.get_backend()}")
+# One write(2) of the whole line: the two ranks share torchrun's output pipe,
+# and print()'s text and newline could interleave with the other rank's line.
+os.write(1, f"pip-check: rank {dist.get_rank()} allreduce ok on {dist.get_backend()}\n".encode())
 dist.destroy_process_group()
 PY
 out=$(env -u PYTHONPATH "$venv/bin/torchrun" --standalone --nproc-per-node 2 "$work/allreduce.py" 2>&1) \
   || { echo "$out"; echo "pip-check: the torchrun job failed" >&2; exit 1; }
 grep "pip-check" <<<"$out"
-[[ $(grep -c "allreduce ok" <<<"$out") == 2 ]] || { echo "$out"; echo "pip-check: not every rank reported" >&2; exit 1; }
+[[ $(grep -o "rank [01] allreduce ok" <<<"$out" | sort -u | wc -l) == 2 ]] || { echo "$out"; echo "pip-check: not every rank reported" >&2; exit 1; }
 echo "pip-check: ok in $((SECONDS - start_s)) s"
