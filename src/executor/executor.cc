@@ -128,6 +128,7 @@ void Execution::buildHeaderPlan() {
       if (recvHeaders_[k].comm != s.comm || recvHeaders_[k].peer != s.peer) continue;
       if (sendHold_.empty()) sendHold_.assign(steps.size(), -1);
       sendHold_[i] = static_cast<std::int32_t>(k);
+      break;  // one entry per (comm, peer)
     }
   }
   // What progressHeaders waits for: header messages, and peers' status
@@ -621,14 +622,13 @@ bool Execution::progress(transport::Transport& transport, IssueLedger& ledger, b
   if (headersPending_ > 0) progressHeaders(transport, any);
   const auto& steps = schedule_->steps();
   bool advanced = true;
+  const bool announcesReceives = transport.announcesReceives();
   // Tests step i when running, starts it when ready (only receives when
   // recvsOnly), and retires it when that finished it.
   auto visit = [&](std::size_t i, bool recvsOnly) {
     State& st = state_[i];
     if (st == State::kDone) return;
-    if (recvsOnly && (st != State::kPending || steps[i].kind != StepKind::kRecv ||
-                      !transportFor(steps[i].comm, transport).announcesReceives()))
-      return;
+    if (recvsOnly && (st != State::kPending || steps[i].kind != StepKind::kRecv)) return;
     bool finished = false;
     try {
       if (st == State::kRunning) {
@@ -683,7 +683,11 @@ bool Execution::progress(transport::Transport& transport, IssueLedger& ledger, b
     // direction after the other). Elsewhere steps go in schedule order
     // (posting receives first there broke the inline header's mismatch
     // report on the in-process transport: both ranks then waited).
-    for (std::size_t i = firstPending_; i < steps.size(); ++i) visit(i, /*recvsOnly=*/true);
+    // (A job's transports are all of one kind: the world's answer holds for
+    // its splits, and the pass costs MPI nothing.)
+    if (announcesReceives) {
+      for (std::size_t i = firstPending_; i < steps.size(); ++i) visit(i, /*recvsOnly=*/true);
+    }
     for (std::size_t i = firstPending_; i < steps.size(); ++i) visit(i, /*recvsOnly=*/false);
     while (firstPending_ < steps.size() && state_[firstPending_] == State::kDone) ++firstPending_;
   }

@@ -4,7 +4,6 @@
 #include <climits>
 #include <cstring>
 #include <mutex>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -127,7 +126,7 @@ void MpiTransport::postBytes(bool isSend, void* buf, std::size_t bytes, int peer
   BC_INVALID(peer >= 0 && peer < size_, rank_, what << ": peer " << peer << " outside [0, " << size_ << ")");
   BC_INVALID(tag >= 0 && tag <= maxTag_, rank_, what << ": tag " << tag << " outside [0, " << maxTag_ << "]");
   BC_INVALID(buf != nullptr || bytes == 0, rank_, what << ": buf is null for " << bytes << " bytes");
-  if (pieceBytes_ > 0 && bytes > pieceBytes_ && !offNode_.empty() && offNode_[static_cast<std::size_t>(peer)]) {
+  if (streams(bytes, peer)) {
     postStream(isSend, buf, bytes, peer, tag, req);
     return;
   }
@@ -235,7 +234,7 @@ void MpiTransport::postPieces(bool isSend, const core::Piece* pieces, std::size_
   constexpr std::size_t kMaxBlockBytes = std::size_t{1} << 30;
   std::size_t total = 0;
   for (std::size_t i = 0; i < count; ++i) total += pieces[i].bytes;
-  const bool stream = pieceBytes_ > 0 && total > pieceBytes_ && !offNode_.empty() && offNode_[static_cast<std::size_t>(peer)];
+  const bool stream = streams(total, peer);
   const std::size_t messageBytes = stream ? pieceBytes_ : static_cast<std::size_t>(-1);
   thread_local std::vector<int> lengths;
   thread_local std::vector<MPI_Aint> displs;
@@ -245,7 +244,7 @@ void MpiTransport::postPieces(bool isSend, const core::Piece* pieces, std::size_
   if (streamed) streamed->peer = peer;
   MPI_Request whole = MPI_REQUEST_NULL;
   bool posted = false;
-  auto post = [&] {
+  auto post = [&](std::size_t messageLength) {
     BC_INVALID(lengths.size() <= static_cast<std::size_t>(INT_MAX), rank_, what << ": too many pieces");
     MPI_Datatype type = MPI_DATATYPE_NULL;
     checkMpi(MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(), displs.data(), MPI_BYTE, &type),
@@ -262,7 +261,7 @@ void MpiTransport::postPieces(bool isSend, const core::Piece* pieces, std::size_
     }
     if (streamed) {
       streamed->requests.push_back(r);
-      if (!isSend) streamed->bytes.push_back(static_cast<int>(std::accumulate(lengths.begin(), lengths.end(), std::size_t{0})));
+      if (!isSend) streamed->bytes.push_back(static_cast<int>(messageLength));
     } else {
       whole = r;
     }
@@ -281,12 +280,12 @@ void MpiTransport::postPieces(bool isSend, const core::Piece* pieces, std::size_
       done += take;
       inMessage += take;
       if (inMessage == messageBytes) {
-        post();
+        post(inMessage);
         inMessage = 0;
       }
     }
   }
-  if (!lengths.empty() || !posted) post();
+  if (!lengths.empty() || !posted) post(inMessage);
   if (streamed) {
     req.slot[0] = reinterpret_cast<std::uintptr_t>(streamed.release());
     req.slot[1] = kStreamMark;
@@ -425,7 +424,8 @@ std::unique_ptr<Transport> MpiTransport::split(int color, int key) {
   if (wholeMessages_) child->keepMessagesWhole();
   if (!nodeIds_.empty()) {
     // The child's ranks keep their nodes (a local translation, no message):
-    // hier's inter-node level and the point-to-point split stream too.
+    // hier's inter-node level streams too (the point-to-point split keeps
+    // messages whole, see keepMessagesWhole).
     MPI_Group parent = MPI_GROUP_NULL;
     MPI_Group group = MPI_GROUP_NULL;
     checkMpi(MPI_Comm_group(comm_, &parent), "MPI_Comm_group", rank_);
@@ -462,10 +462,13 @@ std::vector<long long> MpiTransport::nodeIdOfEachRank() {
   return ids;
 }
 
+bool MpiTransport::streams(std::size_t bytes, int peer) const {
+  return pieceBytes_ > 0 && bytes > pieceBytes_ &&
+         nodeIds_[static_cast<std::size_t>(peer)] != nodeIds_[static_cast<std::size_t>(rank_)];
+}
+
 void MpiTransport::learnNodes(std::vector<long long> ids) {
   nodeIds_ = std::move(ids);
-  offNode_.assign(nodeIds_.size(), false);
-  for (std::size_t r = 0; r < nodeIds_.size(); ++r) offNode_[r] = nodeIds_[r] != nodeIds_[static_cast<std::size_t>(rank_)];
   pieceBytes_ = wholeMessages_ ? 0 : static_cast<std::size_t>(core::tunableInt(core::kTunableMpiPieceBytes));
 }
 

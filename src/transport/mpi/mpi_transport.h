@@ -107,6 +107,9 @@ class MpiTransport final : public Transport {
   int checkedCount(std::size_t count, const char* what) const;
   std::vector<long long> nodeIds();
   void learnNodes(std::vector<long long> ids);
+  // Whether a message of `bytes` to `peer` goes as a stream of pieces: above
+  // the piece size, to a rank on another node.
+  bool streams(std::size_t bytes, int peer) const;
 
   // Released first in the destructor: its MPI windows must go before the communicator.
   std::unique_ptr<SharedMemoryEngine> sharedMemory_;
@@ -122,10 +125,9 @@ class MpiTransport final : public Transport {
   int rank_ = -1;
   int size_ = 0;
   int maxTag_ = 0;
-  // Each rank's node, and whether it is another than this rank's (from
-  // nodeIdOfEachRank, or the parent of a split; empty until then).
+  // Each rank's node (from nodeIdOfEachRank, or the parent of a split;
+  // empty until then, and pieceBytes_ 0).
   std::vector<long long> nodeIds_;
-  std::vector<bool> offNode_;
   std::size_t pieceBytes_ = 0;  // BOOSTCOMM_MPI_PIECE_BYTES; 0: messages go whole
   bool wholeMessages_ = false;  // keepMessagesWhole(): never pieces (inherited by splits)
 };
