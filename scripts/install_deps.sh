@@ -7,8 +7,9 @@
 # `apt-get install`). That keeps `make test` cheap to repeat and lets it work
 # offline once everything is installed.
 #
-# Usage: scripts/install_deps.sh [--check]
+# Usage: scripts/install_deps.sh [--check] [PACKAGE...]
 #   --check   only report missing packages; exit 1 if any are missing.
+#   PACKAGE   more packages to install with the project's (.ci/run: ccache, ninja-build).
 set -euo pipefail
 
 # Debian 12 (bookworm) names, checked with apt-cache policy.
@@ -35,22 +36,26 @@ readonly kPackages=(
 )
 
 check_only=0
-case "${1:-}" in
-  --check) check_only=1 ;;
-  "") ;;
-  -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
-  *) echo "install_deps: unknown argument '$1' (try --help)" >&2; exit 2 ;;
-esac
+extra=()
+for arg in "$@"; do
+  case "$arg" in
+    --check) check_only=1 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -*) echo "install_deps: unknown option '$arg' (try --help)" >&2; exit 2 ;;
+    *) extra+=("$arg") ;;
+  esac
+done
+packages=("${kPackages[@]}" "${extra[@]}")
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
   # Not Debian: do not guess another package manager's names.
   echo "install_deps: dpkg-query not found; this script knows Debian 12 only." >&2
-  echo "install_deps: install the equivalents of: ${kPackages[*]}" >&2
+  echo "install_deps: install the equivalents of: ${packages[*]}" >&2
   exit 0
 fi
 
 missing=()
-for pkg in "${kPackages[@]}"; do
+for pkg in "${packages[@]}"; do
   # db:Status-Status is "installed" only for a fully installed package (not
   # for "config-files" leftovers of a removed one).
   status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
@@ -58,7 +63,7 @@ for pkg in "${kPackages[@]}"; do
 done
 
 if ((${#missing[@]} == 0)); then
-  echo "install_deps: all ${#kPackages[@]} packages present"
+  echo "install_deps: all ${#packages[@]} packages present"
   exit 0
 fi
 echo "install_deps: missing: ${missing[*]}"

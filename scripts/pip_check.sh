@@ -6,12 +6,15 @@
 # and a 2-rank torchrun job allreduces on init_process_group("boostcomm").
 # `make install-check` calls this (CI).
 #
-# Usage: scripts/pip_check.sh [WORK_DIR]   (default build/pip-check)
-#   The wheel's CMake tree stays in WORK_DIR/cmake, so a rerun is incremental.
+# Usage: scripts/pip_check.sh [WORK_DIR [CMAKE_DIR]]   (default build/pip-check)
+#   The wheel's CMake tree stays in CMAKE_DIR (default WORK_DIR/cmake), so a
+#   rerun is incremental. .ci/run puts it beside build/ (build-pip-check), at
+#   the same depth, so that ccache can hand it make build's objects.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 work=$(realpath -m "${1:-$repo/build/pip-check}")
 venv=$work/venv
+cmake_dir=$(realpath -m "${2:-$work/cmake}")
 base=${BOOSTCOMM_BASE_PYTHON:-python3}
 start_s=$SECONDS
 
@@ -23,7 +26,7 @@ echo "pip-check: $torch_pin into a fresh environment ($venv)"
 "$venv/bin/pip" install --quiet --disable-pip-version-check "$torch_pin" numpy >"$work/pip-torch.log" 2>&1 \
   || { tail -20 "$work/pip-torch.log"; echo "pip-check: pip install $torch_pin failed" >&2; exit 1; }
 echo "pip-check: pip install $repo"
-"$venv/bin/pip" install --disable-pip-version-check -C build-dir="$work/cmake" "$repo" >"$work/pip.log" 2>&1 \
+"$venv/bin/pip" install --disable-pip-version-check -C build-dir="$cmake_dir" "$repo" >"$work/pip.log" 2>&1 \
   || { tail -40 "$work/pip.log"; echo "pip-check: pip install failed (log: $work/pip.log)" >&2; exit 1; }
 
 cd "$work"  # nothing of the source tree on the path
