@@ -116,7 +116,7 @@ install-check: build
 	scripts/pip_check.sh $(BUILD_DIR)/pip-check
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) build-pip-check  # the second: .ci/run's pip check tree
 
 # Re-records which tests of torch's DistributedTest suite pass on gloo here
 # (run it when torch changes; ~2 min for both world sizes on 2 cores), into
