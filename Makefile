@@ -166,8 +166,11 @@ SAN_ENV_ubsan := UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 SAN_ENV_asan-ubsan := $(SAN_ENV_asan) $(SAN_ENV_ubsan)
 SAN_ENV_tsan  := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/sanitizers/tsan.supp
 
+# The sanitizer trees build file by file (no unity build, unlike the default):
+# there a file that does not include what it uses fails to compile.
 asan ubsan asan-ubsan tsan: deps
 	cmake -S . -B build-$@ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBOOSTCOMM_BUILD_PYTHON=OFF -DBOOSTCOMM_BUILD_BENCH=OFF \
+	  -DCMAKE_UNITY_BUILD=OFF \
 	  -DCMAKE_C_FLAGS="$(SAN_FLAGS_$@)" -DCMAKE_CXX_FLAGS="$(SAN_FLAGS_$@)" \
 	  -DCMAKE_EXE_LINKER_FLAGS="$(SAN_FLAGS_$@)" -DCMAKE_SHARED_LINKER_FLAGS="$(SAN_FLAGS_$@)" $(CMAKE_ARGS)
 	cmake --build build-$@ -j $(JOBS) $(if $(SAN_TARGETS),--target $(SAN_TARGETS))

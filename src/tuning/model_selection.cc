@@ -7,7 +7,6 @@
 namespace boostcomm::tuning {
 namespace {
 
-constexpr std::size_t kOpen = std::numeric_limits<std::size_t>::max();
 constexpr double kModelStep = 1.189207115;  // 2^(1/4)
 constexpr double kModelTopBytes = 1099511627776.0;
 // The model is coarse: it moves away from native only when it predicts a
@@ -64,7 +63,7 @@ ModelSelection::ModelSelection(const CostParams& params, const algorithms::Colle
     }
     if (coll == Collective::kBarrier) continue;
     std::vector<ModelRule>& rules = rules_[static_cast<std::size_t>(c)];
-    sampleModel(params_, coll, candidates_[static_cast<std::size_t>(c)], 0, kOpen, kNativeMargin,
+    sampleModel(params_, coll, candidates_[static_cast<std::size_t>(c)], 0, kOpenEnd, kNativeMargin,
                 [&rules](std::size_t lo, std::size_t hi, const algorithms::AlgorithmInfo* algo) {
                   rules.push_back({lo, hi, algo});
                 });

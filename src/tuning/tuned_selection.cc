@@ -15,7 +15,6 @@
 namespace boostcomm::tuning {
 namespace {
 
-constexpr std::size_t kOpen = std::numeric_limits<std::size_t>::max();
 // The model is coarse: it moves away from native only when it predicts a
 // gain above 10%.
 constexpr double kModelNativeMargin = 0.10;
@@ -80,7 +79,7 @@ TunedSelection::TunedSelection(std::shared_ptr<const TuningCache> cache, const C
       push(lo, hi, algorithms::findAlgorithm(coll, entries[i]->winner), true);
       next = hi + 1;
     }
-    fromModel(next, kOpen);
+    fromModel(next, kOpenEnd);
   }
 }
 

@@ -97,11 +97,12 @@ class _Forked:
 def launch(script, size, init="file", extra_env=None, timeout=240, args=(), fresh=False):
     """Returns [(returncode, output)] per rank; kills every rank at `timeout` s."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX", "PMI_"))}
+    store_file = None
     if init == "env":
         base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
     elif init == "file":
-        path = tempfile.mktemp(prefix="bc_store_")
-        base["BC_TEST_INIT"] = "file://" + path
+        store_file = tempfile.mktemp(prefix="bc_store_")
+        base["BC_TEST_INIT"] = "file://" + store_file
     extra_env = extra_env or {}
     # What torch, OpenMP or Python read at start-up is the fork server's: such a
     # setting needs a fresh interpreter.
@@ -134,3 +135,5 @@ def launch(script, size, init="file", extra_env=None, timeout=240, args=(), fres
             if p.returncode is None:
                 p.kill()
                 p.communicate()
+        if store_file and os.path.exists(store_file):  # torch's FileStore leaves it behind
+            os.unlink(store_file)

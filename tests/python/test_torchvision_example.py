@@ -6,7 +6,6 @@ the mpirun case starts its own mpirun."""
 
 import os
 import shutil
-import tempfile
 import subprocess
 import sys
 
@@ -31,8 +30,8 @@ def check(text, rc, ranks, launcher):
 
 
 @pytest.mark.parametrize("init", ["env", "file"])
-def test_by_hand(init):
-    args = ARGS + (["--init", "file://" + tempfile.mktemp(prefix="bc_tv_")] if init == "file" else [])
+def test_by_hand(init, tmp_path):
+    args = ARGS + (["--init", "file://" + str(tmp_path / "store")] if init == "file" else [])
     outs = rank_launcher.launch(SCRIPT, 2, "env" if init == "env" else "none", None, 240, args, fresh=True)
     text = "\n".join(out for _, out in outs)
     check(text, max(rc for rc, _ in outs), 2, "env://" if init == "env" else "file://")

@@ -132,6 +132,13 @@ class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
         suite.INIT_METHOD = os.environ["INIT_METHOD"]
         self._start_processes(torch.multiprocessing.get_context("fork").Process)
 
+    def tearDown(self):
+        super().tearDown()
+        # torch's MultiProcessTestCase makes a rendezvous file per test
+        # (NamedTemporaryFile(delete=False)) and leaves it in /tmp.
+        if os.path.exists(getattr(self, "file_name", "")):
+            os.remove(self.file_name)
+
     @classmethod
     def _run(cls, *args, **kwargs):
         # A forked rank ends in os._exit, which skips the atexit handlers a

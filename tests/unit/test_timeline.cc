@@ -23,10 +23,19 @@ using namespace boostcomm;
 namespace fs = std::filesystem;
 namespace bt = boostcomm::testing;
 
+// One directory per process, removed when the program exits.
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("bc_timeline_" + std::to_string(::getpid()));
+  TempDir() { fs::create_directories(path); }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+};
+
 std::string tempPath(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("bc_timeline_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return (dir / name).string();
+  static TempDir dir;
+  return (dir.path / name).string();
 }
 
 std::string readAll(const std::string& path) {
