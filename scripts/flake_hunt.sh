@@ -9,7 +9,9 @@
 # A loaded run starts one busy loop per core (nice 0, like a second build)
 # before `make test` and stops them after. Every run builds in its own
 # clone, as a newcomer would; the virtual environment is shared (VENV), since
-# it only holds the pinned PyPI packages.
+# it only holds the pinned PyPI packages, and so is the compiler cache (ccache,
+# where installed; FLAKE_CCACHE=0 turns it off): the build is not what is
+# hunted, and a cached build leaves the time to the runs.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 runs=${1:-5}
@@ -18,7 +20,16 @@ dir=${FLAKE_DIR:-/tmp/boostcomm-flake-hunt}
 venv=$repo/.venv
 mkdir -p "$dir"
 summary=$dir/summary.txt
+if [[ ${FLAKE_CCACHE:-1} != 0 ]] && command -v ccache >/dev/null; then
+  # Ninja and one compiler name, every clone at the same depth under
+  # CCACHE_BASEDIR (FLAKE_DIR): a later clone's compile commands match the first's.
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache CC=gcc CXX=g++
+  export CCACHE_BASEDIR=$dir CCACHE_DIR=$dir/ccache
+  command -v ninja >/dev/null && export CMAKE_GENERATOR=Ninja
+fi
 : >"$summary"
+# Every run tests the commit that was HEAD when the hunt began, whatever is
+# committed meanwhile.
 commit=$(git -C "$repo" rev-parse --short HEAD)
 
 load_pids=()
@@ -38,6 +49,7 @@ for i in $(seq "$runs"); do
   clone=$dir/run$i
   rm -rf "$clone"
   git clone --quiet "$repo" "$clone"
+  git -C "$clone" checkout --quiet --detach "$commit"
   kind=quiet
   # The loaded runs are the last ones (the first run's build is then quiet too).
   if ((i > runs - loaded)); then kind=loaded; start_load; fi
