@@ -168,12 +168,6 @@ void validate(const BenchOptions& o, int ranks) {
   }
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
 class Sweep {
  public:
   // offComm: the communicator of "@nofp" entries (null when there are none).

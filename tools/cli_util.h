@@ -29,6 +29,9 @@ std::size_t positiveBytes(const std::string& text, const char* option);
 // "a,b,,c" -> {"a", "b", "c"} (empty items dropped).
 std::vector<std::string> splitList(const std::string& text);
 
+// The median of `values` (the mean of the middle two for an even count); 0 when empty.
+double median(std::vector<double> values);
+
 // 1536 -> "1.5K", 67108864 -> "64M", 100 -> "100" (for tables; exact bytes go to JSON).
 std::string formatBytes(std::size_t bytes);
 

@@ -60,13 +60,6 @@ double maxOverRanks(double value) {
 
 }  // namespace
 
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
 void timeMethods(Communicator& comm, std::vector<FusionMethod*> methods, const TimingOptions& options) {
   for (FusionMethod* m : methods) {
     if (m->refill) m->refill();

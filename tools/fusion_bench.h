@@ -40,7 +40,6 @@ struct TimingOptions {
 
 // Runs warm-up steps, then `repeats` rounds over all methods; fills stepUs.
 void timeMethods(Communicator& comm, std::vector<FusionMethod*> methods, const TimingOptions& options);
-double median(std::vector<double> values);
 
 // Gradient tensors of a model, one allocation per tensor (as a framework
 // holds them), float dtypes only.

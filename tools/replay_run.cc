@@ -28,13 +28,6 @@ using Clock = std::chrono::steady_clock;
 
 double secondsBetween(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // Timeline threads of the replay's own events (the engine uses 1, 2, 10+).
 constexpr int kComputeTid = 0;
 constexpr int kStepTid = 3;
@@ -153,8 +146,10 @@ class Replayer {
     }
     const auto end = Clock::now();
     links_ = comm_.linkStats(false);
-    StepSample s{secondsBetween(start, end), secondsBetween(start, computed), secondsBetween(computed, end),
-                 secondsBetween(computed, end)};
+    StepSample s;
+    s.step = secondsBetween(start, end);
+    s.compute = secondsBetween(start, computed);
+    s.sync = s.exposed = secondsBetween(computed, end);
     return s;
   }
 
@@ -169,15 +164,23 @@ class Replayer {
     const auto end = Clock::now();
     links_ = comm_.linkStats(false);
     const OverlapStats stats = engine.getOverlapStats();
-    return {secondsBetween(start, end), secondsBetween(start, computed), stats.last.commSeconds,
-            secondsBetween(computed, end)};
+    StepSample s;
+    s.step = secondsBetween(start, end);
+    s.compute = secondsBetween(start, computed);
+    s.sync = stats.last.commSeconds;
+    s.exposed = secondsBetween(computed, end);
+    return s;
   }
 
   // Slowest rank per metric (a step is as slow as its slowest rank).
   StepSample slowest(StepSample s) {
     double v[4] = {s.step, s.compute, s.sync, s.exposed};
     comm_.allreduce(ConstView(v, 4, DataType::kFloat64), View(v, 4, DataType::kFloat64), ReduceOp::kMax);
-    return {v[0], v[1], v[2], v[3]};
+    s.step = v[0];
+    s.compute = v[1];
+    s.sync = v[2];
+    s.exposed = v[3];
+    return s;
   }
 
   // The step's link rows from every rank's snapshot (collective), over the

@@ -44,8 +44,9 @@ TEST(GlooTransport, NativeReductionsEveryDtypeAndOp) {
         for (ReduceOp op : ops) {
           for (std::size_t count : {0, 1, 7, 1000}) {
             for (bool nonBlocking : {false, true}) {
-              testing::checkNativeReductions(*ts[static_cast<std::size_t>(r)], dt, op, count, seed++, nonBlocking,
-                                             /*inPlace=*/(seed % 2) == 0, /*expectPending=*/false);
+              const std::uint64_t caseSeed = seed++;
+              testing::checkNativeReductions(*ts[static_cast<std::size_t>(r)], dt, op, count, caseSeed, nonBlocking,
+                                             /*inPlace=*/(caseSeed % 2) == 1, /*expectPending=*/false);
             }
           }
         }
