@@ -19,10 +19,13 @@ loaded=${2:-2}
 dir=${FLAKE_DIR:-/tmp/boostcomm-flake-hunt}
 venv=$repo/.venv
 mkdir -p "$dir"
+dir=$(cd "$dir" && pwd -P)  # absolute: ccache's CCACHE_BASEDIR must be
 summary=$dir/summary.txt
 if [[ ${FLAKE_CCACHE:-1} != 0 ]] && command -v ccache >/dev/null; then
-  # Ninja and one compiler name, every clone at the same depth under
-  # CCACHE_BASEDIR (FLAKE_DIR): a later clone's compile commands match the first's.
+  # Ninja and one compiler name, and every run builds at one path
+  # ($dir/clone, moved to run$i afterwards): the unity build's batch files
+  # include the sources by absolute path, and gtest's assertions expand
+  # __FILE__, so only the same path gives a later run the first run's objects.
   export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache CC=gcc CXX=g++
   export CCACHE_BASEDIR=$dir CCACHE_DIR=$dir/ccache
   command -v ninja >/dev/null && export CMAKE_GENERATOR=Ninja
@@ -30,7 +33,7 @@ fi
 : >"$summary"
 # Every run tests the commit that was HEAD when the hunt began, whatever is
 # committed meanwhile.
-commit=$(git -C "$repo" rev-parse --short HEAD)
+commit=$(git -C "$repo" rev-parse HEAD)
 
 load_pids=()
 start_load() {
@@ -46,8 +49,8 @@ stop_load() {
 trap stop_load EXIT
 
 for i in $(seq "$runs"); do
-  clone=$dir/run$i
-  rm -rf "$clone"
+  clone=$dir/clone
+  rm -rf "$clone" "$dir/run$i"
   git clone --quiet "$repo" "$clone"
   git -C "$clone" checkout --quiet --detach "$commit"
   kind=quiet
@@ -59,9 +62,10 @@ for i in $(seq "$runs"); do
   rc=$?
   set -e
   stop_load
+  mv "$clone" "$dir/run$i"
   failed=$(grep -E '^\s+[0-9]+ - ' "$dir/run$i.log" | sed -E 's/^\s+[0-9]+ - //' | tr '\n' ';' || true)
   totals=$(grep -E 'tests passed, [0-9]+ tests failed out of' "$dir/run$i.log" | tail -1 || true)
-  line="run $i ($kind, $commit): rc $rc, $((SECONDS - began)) s; ${totals:-no ctest summary}; failed: ${failed:-none}"
+  line="run $i ($kind, ${commit:0:7}): rc $rc, $((SECONDS - began)) s; ${totals:-no ctest summary}; failed: ${failed:-none}"
   echo "$line" | tee -a "$summary"
 done
 echo "flake_hunt: summary in $summary"

@@ -122,6 +122,7 @@ class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
         if reason is not None:
             raise unittest.SkipTest(reason)
         super().setUp()
+        self.addCleanup(self._remove_rendezvous_file)  # after tearDown, whether it raises or not
         if os.environ.get("BC_SUITE_START", "fork") == "spawn":
             self._spawn_processes()  # torch's way: every rank imports torch afresh (~2 s a rank)
             return
@@ -132,8 +133,7 @@ class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
         suite.INIT_METHOD = os.environ["INIT_METHOD"]
         self._start_processes(torch.multiprocessing.get_context("fork").Process)
 
-    def tearDown(self):
-        super().tearDown()
+    def _remove_rendezvous_file(self):
         # torch's MultiProcessTestCase makes a rendezvous file per test
         # (NamedTemporaryFile(delete=False)) and leaves it in /tmp.
         if os.path.exists(getattr(self, "file_name", "")):
