@@ -11,7 +11,6 @@ namespace {
 
 constexpr std::size_t kKiB = 1024;
 constexpr std::size_t kMiB = 1024 * kKiB;
-constexpr std::size_t kOpen = static_cast<std::size_t>(-1);
 
 std::vector<std::string_view> split(std::string_view text, char sep) {
   std::vector<std::string_view> parts;
@@ -58,26 +57,26 @@ SelectionTable SelectionTable::builtIn(bool sharedMemory, std::string_view trans
   // first-touch page faults (0.12-1.1 s per call here) while ring's persistent
   // scratch does not (6-15x faster).
   SelectionTable t;
-  t.rules_[static_cast<int>(Collective::kAllreduce)] = {{0, 32 * kMiB - 1, "native"}, {32 * kMiB, kOpen, "ring"}};
+  t.rules_[static_cast<int>(Collective::kAllreduce)] = {{0, 32 * kMiB - 1, "native"}, {32 * kMiB, kOpenEnd, "ring"}};
   // One node with a shared segment: shm beats MPI from 4 KiB up (1.35x at
   // 4 KiB, 4.6x at 8 KiB, 1.5-1.8x at 0.5-16 MiB, 25x at 64 MiB); below, MPI's
   // ~0.3 us latency wins (shm costs ~0.5 us of flag round trips).
   if (sharedMemory) {
-    t.rules_[static_cast<int>(Collective::kAllreduce)] = {{0, 4 * kKiB - 1, "native"}, {4 * kKiB, kOpen, "shm"}};
+    t.rules_[static_cast<int>(Collective::kAllreduce)] = {{0, 4 * kKiB - 1, "native"}, {4 * kKiB, kOpenEnd, "shm"}};
   }
-  t.rules_[static_cast<int>(Collective::kAllgather)] = {{0, kOpen, "native"}};
-  t.rules_[static_cast<int>(Collective::kBroadcast)] = {{0, kOpen, "native"}};
-  t.rules_[static_cast<int>(Collective::kReduceScatter)] = {{0, kOpen, "native"}};
-  t.rules_[static_cast<int>(Collective::kBarrier)] = {{0, kOpen, "native"}};
+  t.rules_[static_cast<int>(Collective::kAllgather)] = {{0, kOpenEnd, "native"}};
+  t.rules_[static_cast<int>(Collective::kBroadcast)] = {{0, kOpenEnd, "native"}};
+  t.rules_[static_cast<int>(Collective::kReduceScatter)] = {{0, kOpenEnd, "native"}};
+  t.rules_[static_cast<int>(Collective::kBarrier)] = {{0, kOpenEnd, "native"}};
   // One node, MPI: the engine's allgather and reduce_scatter beat MPI's from
   // 256 KiB (total payload; 1.08-1.85x and 1.28-5.1x at 2-4 ranks), its
   // broadcast from 1 MiB (1.5-2.8x); below, MPI's is as fast or faster at 3-4
   // ranks (docs/PERFORMANCE_HISTORY.md section 21, stop 30).
   if (sharedMemory) {
-    t.rules_[static_cast<int>(Collective::kAllgather)] = {{0, 256 * kKiB - 1, "native"}, {256 * kKiB, kOpen, "shm"}};
-    t.rules_[static_cast<int>(Collective::kBroadcast)] = {{0, kMiB - 1, "native"}, {kMiB, kOpen, "shm"}};
+    t.rules_[static_cast<int>(Collective::kAllgather)] = {{0, 256 * kKiB - 1, "native"}, {256 * kKiB, kOpenEnd, "shm"}};
+    t.rules_[static_cast<int>(Collective::kBroadcast)] = {{0, kMiB - 1, "native"}, {kMiB, kOpenEnd, "shm"}};
     t.rules_[static_cast<int>(Collective::kReduceScatter)] = {{0, 256 * kKiB - 1, "native"},
-                                                              {256 * kKiB, kOpen, "shm"}};
+                                                              {256 * kKiB, kOpenEnd, "shm"}};
   }
   // The store transport's natives are Gloo's collectives over TCP loopback
   // (tens of microseconds per message, run on its worker thread): on one
@@ -86,7 +85,7 @@ SelectionTable SelectionTable::builtIn(bool sharedMemory, std::string_view trans
   if (sharedMemory && transport == "gloo") {
     for (Collective c : {Collective::kAllreduce, Collective::kAllgather, Collective::kBroadcast,
                          Collective::kReduceScatter}) {
-      t.rules_[static_cast<int>(c)] = {{0, kOpen, "shm"}};
+      t.rules_[static_cast<int>(c)] = {{0, kOpenEnd, "shm"}};
     }
   }
   t.resolve();
@@ -121,7 +120,7 @@ void SelectionTable::applyOverride(std::string_view text) {
       SelectionRule r;
       r.minBytes = parseBytes(rule.substr(0, dash), rule);
       const std::string_view maxText = rule.substr(dash + 1, eq - dash - 1);
-      r.maxBytes = maxText.empty() ? kOpen : parseBytes(maxText, rule);
+      r.maxBytes = maxText.empty() ? kOpenEnd : parseBytes(maxText, rule);
       r.algorithm = std::string(rule.substr(eq + 1));
       BC_INVALID(findAlgorithm(coll, r.algorithm) != nullptr, -1,
                  "BOOSTCOMM_SELECTION: unknown " << toString(coll) << " algorithm '" << r.algorithm
@@ -150,7 +149,7 @@ std::string SelectionTable::describe() const {
   for (int c = 0; c < kNumCollectives; ++c) {
     os << toString(static_cast<Collective>(c)) << ":";
     for (const SelectionRule& r : rules_[c]) {
-      os << " [" << r.minBytes << ", " << (r.maxBytes == kOpen ? std::string("inf") : std::to_string(r.maxBytes))
+      os << " [" << r.minBytes << ", " << (r.maxBytes == kOpenEnd ? std::string("inf") : std::to_string(r.maxBytes))
          << "] " << r.algorithm << ";";
     }
     os << "\n";

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstddef>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,9 +18,12 @@
 
 namespace boostcomm::algorithms {
 
+// The upper end of an open byte range ([lo, kOpenEnd]: every size from lo).
+inline constexpr std::size_t kOpenEnd = std::numeric_limits<std::size_t>::max();
+
 struct SelectionRule {
   std::size_t minBytes = 0;
-  std::size_t maxBytes = static_cast<std::size_t>(-1);  // inclusive
+  std::size_t maxBytes = kOpenEnd;  // inclusive
   std::string algorithm;
   const struct AlgorithmInfo* resolved = nullptr;  // registry entry of `algorithm`, set by the table
 };

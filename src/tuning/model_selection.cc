@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "algorithms/selection.h"
+
 namespace boostcomm::tuning {
 namespace {
 
@@ -63,7 +65,7 @@ ModelSelection::ModelSelection(const CostParams& params, const algorithms::Colle
     }
     if (coll == Collective::kBarrier) continue;
     std::vector<ModelRule>& rules = rules_[static_cast<std::size_t>(c)];
-    sampleModel(params_, coll, candidates_[static_cast<std::size_t>(c)], 0, kOpenEnd, kNativeMargin,
+    sampleModel(params_, coll, candidates_[static_cast<std::size_t>(c)], 0, algorithms::kOpenEnd, kNativeMargin,
                 [&rules](std::size_t lo, std::size_t hi, const algorithms::AlgorithmInfo* algo) {
                   rules.push_back({lo, hi, algo});
                 });

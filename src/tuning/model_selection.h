@@ -19,7 +19,6 @@
 #include <array>
 #include <cstddef>
 #include <functional>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -27,9 +26,6 @@
 #include "tuning/cost_model.h"
 
 namespace boostcomm::tuning {
-
-// The upper end of an open byte range ([lo, kOpenEnd]: every size from lo).
-inline constexpr std::size_t kOpenEnd = std::numeric_limits<std::size_t>::max();
 
 struct ModelRule {
   std::size_t minBytes = 0;

@@ -8,6 +8,7 @@
 #include <iterator>
 #include <limits>
 
+#include "algorithms/selection.h"
 #include "core/tunables.h"
 #include "topology/detect.h"
 #include "tuning/model_selection.h"
@@ -79,7 +80,7 @@ TunedSelection::TunedSelection(std::shared_ptr<const TuningCache> cache, const C
       push(lo, hi, algorithms::findAlgorithm(coll, entries[i]->winner), true);
       next = hi + 1;
     }
-    fromModel(next, kOpenEnd);
+    fromModel(next, algorithms::kOpenEnd);
   }
 }
 
