@@ -16,21 +16,30 @@ namespace {
 // a message is a few microseconds away.
 constexpr std::uint32_t kIdlePollsBeforeYield = 64;
 
-// Progress thread back-off while nothing advances: spin kThreadSpinPolls
-// polls, yield for kThreadYieldPolls more, then sleep, doubling from
-// kThreadMinSleep to kThreadMaxSleep. Why sleep at all: on a machine with as
-// many ranks as cores (2 and 2 here) a thread that spins or yields takes a
-// core's share from the caller's compute; the c10d worker thread this engine
-// replaced measured that cost as larger than the overlap it won. 200 us
-// bounds the added completion latency to a fraction of a bucket's transfer.
-// A wait that has lasted longer sleeps longer, up to an eighth of the time
-// since anything last advanced (kThreadLongSleep at most): a DDP bucket
-// crossing a 1 Gbit/s link for 100-300 ms then costs a few hundred
-// wake-ups instead of thousands (the progress thread used 3-4x gloo's CPU
-// per step, docs/PERF_TORCH.md), and completion is seen at most 12.5%
-// late. A new operation, or a message, wakes the thread at once.
-constexpr std::uint32_t kThreadSpinPolls = 64;
-constexpr std::uint32_t kThreadYieldPolls = 256;
+// Progress thread back-off while nothing advances, by the time since
+// anything last advanced: spin for kThreadSpinFor, yield until
+// kThreadYieldFor, then sleep, doubling from kThreadMinSleep to
+// kThreadMaxSleep. Why sleep at all: on a machine with as many ranks as
+// cores (2 and 2 here) a thread that spins or yields takes a core's share
+// from the caller's compute; the c10d worker thread this engine replaced
+// measured that cost as larger than the overlap it won. 200 us bounds the
+// added completion latency to a fraction of a bucket's transfer. A wait that
+// has lasted longer sleeps longer, up to an eighth of the time since
+// anything last advanced (kThreadLongSleep at most): a DDP bucket crossing a
+// 1 Gbit/s link for 100-300 ms then costs a few hundred wake-ups instead of
+// thousands, and completion is seen at most 12.5% late. A new operation, or
+// a message, wakes the thread at once.
+//
+// Why by time, not by a count of polls: a poll's cost varies 100-fold. On
+// the MPI transport with peers on other nodes each poll is an MPI_Test,
+// whose progress runs poll(2) over every TCP socket, and a yield lets the
+// compute of the other ranks run first: the earlier 64 spins + 256 yields
+// after each completion lasted milliseconds, so a DDP step on the emulated
+// 2 x 2 cluster (about 100 completions a second per rank) never slept and
+// its progress threads used 150-220 ms of CPU per step against gloo's
+// 40-75 (65-80 ms by time; docs/PERF_TORCH.md).
+constexpr auto kThreadSpinFor = std::chrono::microseconds(20);
+constexpr auto kThreadYieldFor = std::chrono::microseconds(100);
 constexpr auto kThreadMinSleep = std::chrono::microseconds(10);
 constexpr auto kThreadMaxSleep = std::chrono::microseconds(200);
 constexpr auto kThreadLongSleep = std::chrono::microseconds(2000);
@@ -370,17 +379,16 @@ void ProgressEngine::threadMain() {
   core::nameThisThread("bc-progress");
   std::vector<Due> due;
   using Clock = std::chrono::steady_clock;
-  std::uint32_t idlePolls = 0;
   std::uint32_t deadlineChecks = 0;
   auto sleep = kThreadMinSleep;
-  Clock::time_point idleSince{};  // when the current back-off began sleeping
+  Clock::time_point lastAdvance = Clock::now();
   while (true) {
     {
       std::unique_lock lock(sleepMutex_);
       if (stop_) return;
       if (inFlightCount_.load(std::memory_order_acquire) == 0) {
         sleepCv_.wait(lock, [&] { return stop_ || inFlightCount_.load(std::memory_order_acquire) > 0; });
-        idlePolls = 0;
+        lastAdvance = Clock::now();
         sleep = kThreadMinSleep;
         continue;
       }
@@ -405,27 +413,26 @@ void ProgressEngine::threadMain() {
       if (!due.empty()) runCallbacks(due);
     }
     if (advanced) {
-      idlePolls = 0;
+      lastAdvance = Clock::now();
       sleep = kThreadMinSleep;
-      continue;
-    }
-    ++idlePolls;
-    if (idlePolls < kThreadSpinPolls) continue;
-    if (idlePolls < kThreadSpinPolls + kThreadYieldPolls) {
-      std::this_thread::yield();
       continue;
     }
     const Clock::time_point now = Clock::now();
-    if (sleep == kThreadMinSleep) idleSince = now;
+    const auto idle = now - lastAdvance;
+    if (idle < kThreadSpinFor) continue;
+    if (idle < kThreadYieldFor) {
+      std::this_thread::yield();
+      continue;
+    }
     std::unique_lock lock(sleepMutex_);
     if (sleepCv_.wait_for(lock, sleep, [&] { return stop_ || posted_.load(std::memory_order_relaxed) != posted; })) {
       // New work (or stop): back to spinning, as after progress.
-      idlePolls = 0;
+      lastAdvance = Clock::now();
       sleep = kThreadMinSleep;
       continue;
     }
-    const auto cap = std::clamp(std::chrono::duration_cast<std::chrono::microseconds>(now - idleSince) / 8,
-                                kThreadMaxSleep, kThreadLongSleep);
+    const auto cap = std::clamp(std::chrono::duration_cast<std::chrono::microseconds>(idle) / 8, kThreadMaxSleep,
+                                kThreadLongSleep);
     sleep = std::min<std::chrono::microseconds>(sleep * 2, cap);
   }
 }
