@@ -34,7 +34,7 @@ OnlineSelection::OnlineSelection(bool enabled, bool log, double nativeMarginPerc
 int OnlineSelection::classOf(std::size_t bytes) { return std::bit_width(bytes) - 1; }
 
 bool OnlineSelection::next(const algorithms::CollectiveSpec& spec, const tuning::ModelSelection& model,
-                           const algorithms::AlgorithmInfo*& algo, Trial& trial) {
+                           WireFormat wire, const algorithms::AlgorithmInfo*& algo, Trial& trial) {
   algo = nullptr;
   trial.index = -1;
   const std::size_t bytes = spec.payloadBytes();
@@ -46,7 +46,7 @@ bool OnlineSelection::next(const algorithms::CollectiveSpec& spec, const tuning:
     // Every rank starts a class with the same call (same payload), so every
     // rank ranks the same candidates.
     s.started = true;
-    s.candidates = model.trialCandidates(spec.collective, bytes);
+    s.candidates = model.trialCandidates(spec.collective, bytes, wire);
     s.rounds = model.bestPredictedUs(spec.collective, bytes) >= kOneRoundUs ? 1 : kCallsPerCandidate;
     s.samples.assign(s.candidates.size() * kCallsPerCandidate, Sample{});
     s.agreedUs.assign(s.candidates.size(), kNoTime);
@@ -154,17 +154,21 @@ void OnlineSelection::decide(const algorithms::CollectiveSpec& spec, transport::
   for (std::size_t c = 0; c < n; ++c) {
     medianUs[c] = std::find(s.racing.begin(), s.racing.end(), c) != s.racing.end() ? s.agreedUs[c] : kNoTime;
   }
-  // The fastest schedule (candidates 1..), then native (candidate 0) only
-  // where it is faster by more than the margin: between nodes the backend's
-  // times swing from call to call (1.7x at 4 and 64 MiB over TCP: a
-  // per-call temporary, its own protocol switches) while a schedule's
-  // point-to-point messages repeat, so a near tie goes to the one that
-  // stays where it was measured.
+  // The fastest schedule, then native (candidate 0 when it is one: see
+  // ModelSelection::trialCandidates) only where it is faster by more than
+  // the margin: between nodes the backend's times swing from call to call
+  // (1.7x at 4 and 64 MiB over TCP: a per-call temporary, its own protocol
+  // switches) while a schedule's point-to-point messages repeat, so a near
+  // tie goes to the one that stays where it was measured.
+  const std::size_t native = std::string_view(s.candidates.front()->name) == "native" ? 0 : n;
   std::size_t best = n;
-  for (std::size_t i = 1; i < n; ++i) {
-    if (medianUs[i] < kNoTime && (best == n || medianUs[i] < medianUs[best])) best = i;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i != native && medianUs[i] < kNoTime && (best == n || medianUs[i] < medianUs[best])) best = i;
   }
-  if (medianUs[0] < kNoTime && (best == n || medianUs[0] < medianUs[best] * (1.0 - nativeMargin_))) best = 0;
+  if (native != n && medianUs[native] < kNoTime &&
+      (best == n || medianUs[native] < medianUs[best] * (1.0 - nativeMargin_))) {
+    best = native;
+  }
   if (best != n) winners_.push_back({spec.collective, lo, hi, s.candidates[best]});
   if (log_ && world.rank() == 0) {
     std::ostringstream os;

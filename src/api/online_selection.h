@@ -91,7 +91,9 @@ class OnlineSelection {
   // true when a round of the class's trials is over and a checkpoint is due
   // (the caller drains, then calls decide()). Otherwise sets `algo` to the candidate to
   // try (null: nothing to try, use the map) and `trial` to where its time goes.
-  bool next(const algorithms::CollectiveSpec& spec, const tuning::ModelSelection& model,
+  // `wire`: the wire format the call asked for; a class's candidates are
+  // ranked with the one its first call asked for.
+  bool next(const algorithms::CollectiveSpec& spec, const tuning::ModelSelection& model, WireFormat wire,
             const algorithms::AlgorithmInfo*& algo, Trial& trial);
   // [comm lock] A blocking trial call took `us` here.
   void recordTime(const Trial& trial, double us);

@@ -232,5 +232,79 @@ TEST(ModelSelection, TrialCandidatesStartWithNativeAndAreRunnable) {
   for (const auto* a : flat.trialCandidates(Collective::kAllreduce, 1 << 20)) EXPECT_FALSE(algorithms::isHierarchical(*a));
 }
 
+// With the bf16 wire on a link-bound class (the model's default 1.25 GB/s
+// link, 16 MiB), native is not tried: the decision is among the schedules
+// alone, every rank keeps the same one, and every call is exact (the inputs
+// are small integers, exact in bf16).
+TEST(OnlineSelection, WithTheWireTheScheduleWinsWithoutTryingNative) {
+  const int ranks = 2;
+  const std::size_t count = std::size_t{4} << 20;  // 16 MiB: the 16 - 32 MiB class
+  const int calls = kTrialCalls + 1;
+  Tunables t{{core::kTunableNodeLayout, "1,1"}, {core::kTunableLinkProbe, "0"}, {core::kTunableWireDtype, "bf16"},
+             {core::kTunableLogSelection, "1"}};
+  Seen seen;
+  ::testing::internal::CaptureStderr();
+  runCalls(ranks, "1,1", count, calls, /*async=*/false, /*thread=*/false, seen);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  expectExactAndIdentical(seen, ranks, count, calls);
+  const std::size_t at = err.find("[boostcomm] selection: allreduce 16 MiB - 32 MiB: tried ");
+  ASSERT_NE(at, std::string::npos) << err;
+  const std::string line = err.substr(at, err.find('\n', at) - at);
+  EXPECT_EQ(line.find("native"), std::string::npos) << line;
+  ASSERT_EQ(seen.selected.size(), static_cast<std::size_t>(ranks));
+  for (const std::string& s : seen.selected) {
+    EXPECT_EQ(s, seen.selected.front()) << "ranks kept different winners";
+    EXPECT_NE(s, "native");
+  }
+}
+
+// With a 16-bit wire asked for, the schedules that carry it are ranked with
+// it, and native, which cannot, is tried only where it is predicted within
+// kTrialSpread of the best: not where the link bounds the call (it would move
+// twice the bytes), still where latency does.
+TEST(ModelSelection, TrialCandidatesWithAWireLeaveOutNativeWhereTheLinkBounds) {
+  const algorithms::NodeLayout layout = algorithms::layoutFromSizes({1, 1});
+  algorithms::CollectiveSpec probe;
+  probe.size = 2;
+  probe.layout = &layout;
+  probe.chunkBytes = 1 << 20;
+  probe.maxChunks = 64;
+  probe.tagSpan = 4096;
+  LinkModel inter;
+  inter.latencyUs = 50.0;
+  inter.bandwidthGBps = 0.125;  // 1 Gbit/s
+  inter.hops = 2;
+  inter.measured = true;
+  const tuning::CostParams params = tuning::paramsFor(2, {1, 1}, 2, false, LinkModel{}, inter);
+  const tuning::ModelSelection model(params, probe);
+  auto names = [](const std::vector<const algorithms::AlgorithmInfo*>& list) {
+    std::vector<std::string> out;
+    for (const auto* a : list) out.emplace_back(a->name);
+    return out;
+  };
+  const std::size_t big = std::size_t{25} << 20;
+  const auto plain = names(model.trialCandidates(Collective::kAllreduce, big));
+  ASSERT_FALSE(plain.empty());
+  EXPECT_EQ(plain.front(), "native");  // float32: the baseline is always tried
+  for (WireFormat wire : {WireFormat::kBf16, WireFormat::kFp16, WireFormat::kAuto}) {
+    const auto packed = names(model.trialCandidates(Collective::kAllreduce, big, wire));
+    ASSERT_GE(packed.size(), 2u) << toString(wire);
+    EXPECT_EQ(std::count(packed.begin(), packed.end(), "native"), 0) << toString(wire);
+    // Native's prediction is over twice the best with the wire: the reason it is left out.
+    const double best = tuning::predictUs(params, Collective::kAllreduce, packed.front(), big,
+                                          wire == WireFormat::kAuto ? WireFormat::kBf16 : wire);
+    EXPECT_GT(tuning::predictUs(params, Collective::kAllreduce, "native", big),
+              best * tuning::ModelSelection::kTrialSpread)
+        << toString(wire);
+  }
+  // Where latency bounds the call the wire changes little: native stays the baseline.
+  const auto small = names(model.trialCandidates(Collective::kAllreduce, 4096, WireFormat::kBf16));
+  ASSERT_FALSE(small.empty());
+  EXPECT_EQ(small.front(), "native");
+  // Other collectives do not carry the wire: asking for one changes nothing there.
+  EXPECT_EQ(names(model.trialCandidates(Collective::kAllgather, big, WireFormat::kBf16)),
+            names(model.trialCandidates(Collective::kAllgather, big)));
+}
+
 }  // namespace
 }  // namespace boostcomm
