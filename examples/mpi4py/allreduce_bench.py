@@ -2,7 +2,7 @@
 libboostcomm_mpi.so accelerates when preloaded (no code change).
 
     mpirun -np 2 [-x LD_PRELOAD=build/src/interposer/libboostcomm_mpi.so] \\
-        /usr/bin/python3 examples/mpi4py/allreduce_bench.py [--sizes 8,4096,1048576] [--json out.json]
+        .venv/bin/python examples/mpi4py/allreduce_bench.py [--sizes 8,4096,1048576] [--json out.json]
 
 Each size: warm-up, then `reps` samples of `iters` back-to-back
 comm.Allreduce(send, recv, MPI.SUM) on float32 numpy arrays; a sample is the

@@ -3,7 +3,7 @@ alternating (A, B, A, B, ...) so both see the same machine load, and prints a
 markdown table of medians and ratios (plain / preloaded: > 1 means faster
 with the interposer).
 
-    /usr/bin/python3 examples/mpi4py/compare_preload.py --lib build/src/interposer/libboostcomm_mpi.so \\
+    .venv/bin/python examples/mpi4py/compare_preload.py --lib build/src/interposer/libboostcomm_mpi.so \\
         [--np 2] [--rounds 3] [--sizes ...]
 """
 import argparse
@@ -23,7 +23,7 @@ def run(np_, lib, sizes, reps, budget):
     cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(np_)]
     if lib:
         cmd += ["-x", "LD_PRELOAD=" + os.path.abspath(lib)]
-    cmd += ["/usr/bin/python3", os.path.join(HERE, "allreduce_bench.py"), "--reps", str(reps),
+    cmd += [sys.executable, os.path.join(HERE, "allreduce_bench.py"), "--reps", str(reps),
             "--budget-s", str(budget), "--json", out]
     if sizes:
         cmd += ["--sizes", sizes]

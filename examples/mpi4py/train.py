@@ -6,7 +6,7 @@ ResNet-50's 161 parameter tensors (25,557,032 floats, torchvision order).
 Accelerated with no code change by preloading the interposer:
 
     mpirun -np 2 -x LD_PRELOAD=$PWD/build/src/interposer/libboostcomm_mpi.so \\
-        /usr/bin/python3 examples/mpi4py/train.py --steps 5
+        .venv/bin/python examples/mpi4py/train.py --steps 5
 
 It prints the time per step (median over steps, slowest rank) and a checksum
 of the final parameters: with 2 ranks a sum is one addition, so the checksum is
