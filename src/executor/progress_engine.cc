@@ -17,29 +17,35 @@ namespace {
 constexpr std::uint32_t kIdlePollsBeforeYield = 64;
 
 // Progress thread back-off while nothing advances, by the time since
-// anything last advanced: spin for kThreadSpinFor, yield until
-// kThreadYieldFor, then sleep, doubling from kThreadMinSleep to
-// kThreadMaxSleep. Why sleep at all: on a machine with as many ranks as
-// cores (2 and 2 here) a thread that spins or yields takes a core's share
-// from the caller's compute; the c10d worker thread this engine replaced
-// measured that cost as larger than the overlap it won. 200 us bounds the
-// added completion latency to a fraction of a bucket's transfer. A wait that
-// has lasted longer sleeps longer, up to an eighth of the time since
-// anything last advanced (kThreadLongSleep at most): a DDP bucket crossing a
-// 1 Gbit/s link for 100-300 ms then costs a few hundred wake-ups instead of
-// thousands, and completion is seen at most 12.5% late. A new operation, or
-// a message, wakes the thread at once.
-//
-// Why by time, not by a count of polls: a poll's cost varies 100-fold. On
-// the MPI transport with peers on other nodes each poll is an MPI_Test,
-// whose progress runs poll(2) over every TCP socket, and a yield lets the
-// compute of the other ranks run first: the earlier 64 spins + 256 yields
-// after each completion lasted milliseconds, so a DDP step on the emulated
-// 2 x 2 cluster (about 100 completions a second per rank) never slept and
-// its progress threads used 150-220 ms of CPU per step against gloo's
-// 40-75 (65-80 ms by time; docs/PERF_TORCH.md).
+// anything last advanced: spin, then yield, then sleep, doubling from
+// kThreadMinSleep to kThreadMaxSleep. How long it spins and yields depends on
+// how often things have been advancing (a moving average of the gaps):
+// - gaps under kThreadFrequentGap (shared-memory hand-offs between ranks of
+//   one node, each waiting for the other's progress): spin 100 us, yield
+//   until 1 ms, so a hand-off is seen while the peer is still awake. With
+//   the short window below, one-host DDP overhead on resnet50 was 0.55-0.66x
+//   gloo's; with this one 0.41-0.45x.
+// - longer gaps (messages crossing a network): spin 20 us, yield until
+//   100 us, then sleep. On the MPI transport with peers on other nodes each
+//   poll is an MPI_Test whose progress runs poll(2) over every TCP socket:
+//   the earlier fixed 64 spins + 256 yields after each completion lasted
+//   milliseconds, so on the emulated 2 x 2 cluster the thread never slept
+//   (150-220 ms of CPU per DDP step against gloo's 40-75; now 65-80).
+// Why sleep at all: on a machine with as many ranks as cores (2 and 2 here)
+// a thread that spins or yields takes a core's share from the caller's
+// compute; the c10d worker thread this engine replaced measured that cost as
+// larger than the overlap it won. 200 us bounds the added completion latency
+// to a fraction of a bucket's transfer. A wait that has lasted longer sleeps
+// longer, up to an eighth of the time since anything last advanced
+// (kThreadLongSleep at most): a DDP bucket crossing a 1 Gbit/s link for
+// 100-300 ms then costs a few hundred wake-ups instead of thousands, and
+// completion is seen at most 12.5% late. A new operation, or a message,
+// wakes the thread at once.
 constexpr auto kThreadSpinFor = std::chrono::microseconds(20);
 constexpr auto kThreadYieldFor = std::chrono::microseconds(100);
+constexpr auto kThreadSpinForFrequent = std::chrono::microseconds(100);
+constexpr auto kThreadYieldForFrequent = std::chrono::microseconds(1000);
+constexpr auto kThreadFrequentGap = std::chrono::microseconds(1000);
 constexpr auto kThreadMinSleep = std::chrono::microseconds(10);
 constexpr auto kThreadMaxSleep = std::chrono::microseconds(200);
 constexpr auto kThreadLongSleep = std::chrono::microseconds(2000);
@@ -382,6 +388,8 @@ void ProgressEngine::threadMain() {
   std::uint32_t deadlineChecks = 0;
   auto sleep = kThreadMinSleep;
   Clock::time_point lastAdvance = Clock::now();
+  // The recent gap between advances (a moving average, 1/4 weight to the newest).
+  Clock::duration recentGap = kThreadFrequentGap * 2;
   while (true) {
     {
       std::unique_lock lock(sleepMutex_);
@@ -413,14 +421,17 @@ void ProgressEngine::threadMain() {
       if (!due.empty()) runCallbacks(due);
     }
     if (advanced) {
-      lastAdvance = Clock::now();
+      const Clock::time_point now = Clock::now();
+      recentGap = (recentGap * 3 + (now - lastAdvance)) / 4;
+      lastAdvance = now;
       sleep = kThreadMinSleep;
       continue;
     }
     const Clock::time_point now = Clock::now();
     const auto idle = now - lastAdvance;
-    if (idle < kThreadSpinFor) continue;
-    if (idle < kThreadYieldFor) {
+    const bool frequent = recentGap < kThreadFrequentGap;
+    if (idle < (frequent ? kThreadSpinForFrequent : kThreadSpinFor)) continue;
+    if (idle < (frequent ? kThreadYieldForFrequent : kThreadYieldFor)) {
       std::this_thread::yield();
       continue;
     }
