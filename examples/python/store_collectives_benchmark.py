@@ -1,6 +1,7 @@
 """Collectives on the boostcomm backend's store transport vs gloo, same job, no mpirun.
 
     python3 examples/python/store_collectives_benchmark.py --launch 2 [--sizes 8,65536,...] [--reps 20] [--runs 3]
+        [--colls allreduce,broadcast,allgather,reduce_scatter_tensor,all_gather_into_tensor]
 
 --launch N starts N ranks on this host with env:// (MASTER_ADDR=127.0.0.1, a free port).
 Every rank makes boostcomm its default group and a gloo group over the same processes;
@@ -39,7 +40,9 @@ def main():
     ap.add_argument("--launch", type=int, default=0)
     ap.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="bytes per rank's tensor")
     ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--colls", default="allreduce,broadcast,allgather")
+    ap.add_argument("--colls", default="allreduce,broadcast,allgather",
+                    help="any of allreduce, broadcast, allgather (list form; bytes per rank's tensor), "
+                         "reduce_scatter_tensor, all_gather_into_tensor (bytes of the full tensor)")
     ap.add_argument("--runs", type=int, default=1)
     args, rest = ap.parse_known_args()
     if args.launch:
@@ -64,7 +67,15 @@ def main():
             return lambda: dist.all_reduce(x, group=group)
         if coll == "broadcast":
             return lambda: dist.broadcast(x, src=0, group=group)
-        # The list form: gloo (torch 1.13) has no _allgather_base and no reduce_scatter.
+        # FSDP's pair, sized by the full (unsharded) tensor of n elements:
+        # each rank holds n / size of it.
+        shard = max(1, n // size)
+        if coll == "reduce_scatter_tensor":
+            full, part = torch.ones(shard * size), torch.empty(shard)
+            return lambda: dist.reduce_scatter_tensor(part, full, group=group)
+        if coll == "all_gather_into_tensor":
+            full, part = torch.empty(shard * size), torch.ones(shard)
+            return lambda: dist.all_gather_into_tensor(full, part, group=group)
         outs = [torch.empty(n) for _ in range(size)]
         return lambda: dist.all_gather(outs, x, group=group)
 
