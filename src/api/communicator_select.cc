@@ -157,10 +157,11 @@ const AlgorithmInfo* CommunicatorImpl::onlineChoice(const CollectiveSpec& spec, 
   if (selection_.at(spec.collective, spec.payloadBytes()).topLayer() != algorithms::SelectionLayer::kModel)
     return nullptr;
   const AlgorithmInfo* candidate = nullptr;
-  // The wire the call asked for, where a schedule could carry it.
-  const WireFormat asked = options.wire.value_or(wire_);
+  // The communicator's wire format (BOOSTCOMM_WIRE_DTYPE, setWireFormat: the
+  // same on every rank), where this call could carry it. Not a call's own
+  // CallOptions::wire: a class's winner serves all its calls.
   const bool wireApplies = spec.collective == Collective::kAllreduce && spec.dtype == DataType::kFloat32;
-  if (online_.next(spec, *model_, wireApplies ? asked : WireFormat::kOff, candidate, trial_)) {
+  if (online_.next(spec, *model_, wireApplies ? wire_ : WireFormat::kOff, candidate, trial_)) {
     // Every rank reaches this call with its trials issued; finish them (a
     // peer may wait for our part) and agree.
     engine_->drain(deadlineFor(options), "online selection", rank_);

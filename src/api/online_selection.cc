@@ -6,6 +6,7 @@
 #include <iomanip>
 #include <limits>
 #include <sstream>
+#include <string_view>
 
 #include "core/check.h"
 
@@ -47,7 +48,7 @@ bool OnlineSelection::next(const algorithms::CollectiveSpec& spec, const tuning:
     // rank ranks the same candidates.
     s.started = true;
     s.candidates = model.trialCandidates(spec.collective, bytes, wire);
-    s.rounds = model.bestPredictedUs(spec.collective, bytes) >= kOneRoundUs ? 1 : kCallsPerCandidate;
+    s.rounds = model.bestPredictedUs(spec.collective, bytes, wire) >= kOneRoundUs ? 1 : kCallsPerCandidate;
     s.samples.assign(s.candidates.size() * kCallsPerCandidate, Sample{});
     s.agreedUs.assign(s.candidates.size(), kNoTime);
     s.racing.clear();
@@ -154,13 +155,16 @@ void OnlineSelection::decide(const algorithms::CollectiveSpec& spec, transport::
   for (std::size_t c = 0; c < n; ++c) {
     medianUs[c] = std::find(s.racing.begin(), s.racing.end(), c) != s.racing.end() ? s.agreedUs[c] : kNoTime;
   }
-  // The fastest schedule, then native (candidate 0 when it is one: see
+  // The fastest schedule, then native (when it was a candidate: see
   // ModelSelection::trialCandidates) only where it is faster by more than
   // the margin: between nodes the backend's times swing from call to call
   // (1.7x at 4 and 64 MiB over TCP: a per-call temporary, its own protocol
   // switches) while a schedule's point-to-point messages repeat, so a near
   // tie goes to the one that stays where it was measured.
-  const std::size_t native = std::string_view(s.candidates.front()->name) == "native" ? 0 : n;
+  std::size_t native = n;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (std::string_view(s.candidates[i]->name) == "native") native = i;
+  }
   std::size_t best = n;
   for (std::size_t i = 0; i < n; ++i) {
     if (i != native && medianUs[i] < kNoTime && (best == n || medianUs[i] < medianUs[best])) best = i;

@@ -91,8 +91,11 @@ class OnlineSelection {
   // true when a round of the class's trials is over and a checkpoint is due
   // (the caller drains, then calls decide()). Otherwise sets `algo` to the candidate to
   // try (null: nothing to try, use the map) and `trial` to where its time goes.
-  // `wire`: the wire format the call asked for; a class's candidates are
-  // ranked with the one its first call asked for.
+  // `wire`: the communicator's wire format where the call carries it (kOff
+  // otherwise). A class's candidates are those of its first call, and its
+  // winner serves every later call of the class, with or without a wire: a
+  // class decided with bf16 on (native not tried where the link bounds it)
+  // keeps its schedule after set_wire("off") or for float64 payloads.
   bool next(const algorithms::CollectiveSpec& spec, const tuning::ModelSelection& model, WireFormat wire,
             const algorithms::AlgorithmInfo*& algo, Trial& trial);
   // [comm lock] A blocking trial call took `us` here.

@@ -72,36 +72,40 @@ ModelSelection::ModelSelection(const CostParams& params, const algorithms::Colle
   }
 }
 
-double ModelSelection::bestPredictedUs(Collective coll, std::size_t bytes) const {
+double ModelSelection::predictWith(Collective coll, const std::string& name, std::size_t bytes, WireFormat wire) const {
+  const std::size_t at = std::max<std::size_t>(bytes, 1);
+  const double plain = predictUs(params_, coll, name, at);
+  if (coll != Collective::kAllreduce || wire == WireFormat::kOff) return plain;
+  // kAuto sends 16-bit where that is predicted faster: the better of both.
+  const double packed = predictUs(params_, coll, name, at, wire == WireFormat::kAuto ? WireFormat::kBf16 : wire);
+  return wire == WireFormat::kAuto ? std::min(plain, packed) : packed;
+}
+
+double ModelSelection::bestPredictedUs(Collective coll, std::size_t bytes, WireFormat wire) const {
   double best = std::numeric_limits<double>::infinity();
   for (const std::string& name : candidates_[static_cast<int>(coll)]) {
-    best = std::min(best, predictUs(params_, coll, name, std::max<std::size_t>(bytes, 1)));
+    best = std::min(best, predictWith(coll, name, bytes, wire));
   }
   return best;
 }
 
 std::vector<const algorithms::AlgorithmInfo*> ModelSelection::trialCandidates(Collective coll, std::size_t bytes,
                                                                               WireFormat wire) const {
-  const std::size_t at = std::max<std::size_t>(bytes, 1);
-  // kAuto sends 16-bit where that is predicted faster: the better of both.
-  auto predict = [&](const std::string& name) {
-    const double plain = predictUs(params_, coll, name, at);
-    if (wire == WireFormat::kOff) return plain;
-    const WireFormat sent = wire == WireFormat::kAuto ? WireFormat::kBf16 : wire;
-    const double packed = predictUs(params_, coll, name, at, sent);
-    return wire == WireFormat::kAuto ? std::min(plain, packed) : packed;
-  };
+  if (coll != Collective::kAllreduce) wire = WireFormat::kOff;  // only allreduce carries a wire
   std::vector<std::pair<double, const algorithms::AlgorithmInfo*>> ranked;
   for (const std::string& name : candidates_[static_cast<int>(coll)]) {
-    const double t = predict(name);
+    const double t = predictWith(coll, name, bytes, wire);
     if (std::isfinite(t)) ranked.emplace_back(t, algorithms::findAlgorithm(coll, name));
   }
   std::sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
   std::vector<const algorithms::AlgorithmInfo*> out;
   const algorithms::AlgorithmInfo* native = algorithms::findAlgorithm(coll, "native");
-  const bool nativeTried = native != nullptr && (wire == WireFormat::kOff || ranked.empty() ||
-                                                 predictUs(params_, coll, "native", at) <=
-                                                     ranked.front().first * kTrialSpread);
+  // Native is the baseline the selection must never lose to, so it is always
+  // tried, but where the wire is what puts it beyond kTrialSpread of the best.
+  const bool nativeTried =
+      native != nullptr &&
+      (wire == WireFormat::kOff || ranked.empty() ||
+       predictUs(params_, coll, "native", std::max<std::size_t>(bytes, 1)) <= ranked.front().first * kTrialSpread);
   if (nativeTried) out.push_back(native);
   for (const auto& [t, algo] : ranked) {
     if (static_cast<int>(out.size()) >= kMaxTrialCandidates || t > ranked.front().first * kTrialSpread) break;

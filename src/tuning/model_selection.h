@@ -63,15 +63,18 @@ class ModelSelection {
   const std::vector<ModelRule>& rules(Collective coll) const { return rules_[static_cast<int>(coll)]; }
   const CostParams& params() const { return params_; }
   // Candidates worth timing at `bytes` of `coll`, fastest predicted first
-  // (native among them but where a wire makes it slower than kTrialSpread x
-  // the best); fewer than two: nothing to try.
+  // (native among them, but where a wire on an allreduce puts it beyond
+  // kTrialSpread x the best); fewer than two: nothing to try.
   // `wire`: the wire format the call asked for (kOff, kBf16, kFp16, kAuto).
   std::vector<const algorithms::AlgorithmInfo*> trialCandidates(Collective coll, std::size_t bytes,
                                                                 WireFormat wire = WireFormat::kOff) const;
-  // The model's fastest predicted time at `bytes` of `coll`, in microseconds.
-  double bestPredictedUs(Collective coll, std::size_t bytes) const;
+  // The model's fastest predicted time at `bytes` of `coll`, in microseconds
+  // (`wire`: as for trialCandidates).
+  double bestPredictedUs(Collective coll, std::size_t bytes, WireFormat wire = WireFormat::kOff) const;
 
  private:
+  // `name`'s predicted time, with `wire` where the collective carries one.
+  double predictWith(Collective coll, const std::string& name, std::size_t bytes, WireFormat wire) const;
   CostParams params_;
   std::array<std::vector<std::string>, kNumCollectives> candidates_;
   std::array<std::vector<ModelRule>, kNumCollectives> rules_;

@@ -258,6 +258,26 @@ TEST(OnlineSelection, WithTheWireTheScheduleWinsWithoutTryingNative) {
   }
 }
 
+// The wire applies to float32 allreduces only: a float64 class on the same
+// communicator still tries native, the baseline.
+TEST(OnlineSelection, WithTheWireAFloat64ClassStillTriesNative) {
+  const std::size_t count = std::size_t{2} << 20;  // 16 MiB of doubles
+  Tunables t{{core::kTunableNodeLayout, "1,1"}, {core::kTunableLinkProbe, "0"}, {core::kTunableWireDtype, "bf16"},
+             {core::kTunableLogSelection, "1"}};
+  ::testing::internal::CaptureStderr();
+  detail::runInProcess(2, [&](Communicator& comm) {
+    std::vector<double> send(count, static_cast<double>(comm.rank() + 1));
+    std::vector<double> recv(count);
+    for (int call = 0; call < kTrialCalls + 1; ++call) {
+      comm.allreduce(std::span<const double>(send), std::span<double>(recv), ReduceOp::kSum);
+      ASSERT_EQ(recv.front(), 3.0);
+      ASSERT_EQ(recv.back(), 3.0);
+    }
+  });
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("[boostcomm] selection: allreduce 16 MiB - 32 MiB: tried native"), std::string::npos) << err;
+}
+
 // With a 16-bit wire asked for, the schedules that carry it are ranked with
 // it, and native, which cannot, is tried only where it is predicted within
 // kTrialSpread of the best: not where the link bounds the call (it would move
