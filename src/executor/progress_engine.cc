@@ -388,8 +388,12 @@ void ProgressEngine::threadMain() {
   std::uint32_t deadlineChecks = 0;
   auto sleep = kThreadMinSleep;
   Clock::time_point lastAdvance = Clock::now();
-  // The recent gap between advances (a moving average, 1/4 weight to the newest).
+  // The recent gap between advances (a moving average, 1/4 weight to the
+  // newest; it starts on the "messages crossing a network" side). The first
+  // advance after a wake-up is usually the new operation's first step, a
+  // gap of nothing: it restarts the back-off but is not averaged.
   Clock::duration recentGap = kThreadFrequentGap * 2;
+  bool woken = true;
   while (true) {
     {
       std::unique_lock lock(sleepMutex_);
@@ -397,6 +401,7 @@ void ProgressEngine::threadMain() {
       if (inFlightCount_.load(std::memory_order_acquire) == 0) {
         sleepCv_.wait(lock, [&] { return stop_ || inFlightCount_.load(std::memory_order_acquire) > 0; });
         lastAdvance = Clock::now();
+        woken = true;
         sleep = kThreadMinSleep;
         continue;
       }
@@ -409,7 +414,7 @@ void ProgressEngine::threadMain() {
       try {
         advanced = progress();
         // Asynchronous work nobody waits for has no waiter to time it out:
-        // the thread does (a clock read every 64 idle sweeps).
+        // the thread does (every 64 idle sweeps).
         if (!advanced && (++deadlineChecks & 0x3f) == 0) checkDeadlines();
       } catch (...) {
         // progress() failed the engine: every in-flight operation completed
@@ -422,7 +427,8 @@ void ProgressEngine::threadMain() {
     }
     if (advanced) {
       const Clock::time_point now = Clock::now();
-      recentGap = (recentGap * 3 + (now - lastAdvance)) / 4;
+      if (!woken) recentGap = (recentGap * 3 + (now - lastAdvance)) / 4;
+      woken = false;
       lastAdvance = now;
       sleep = kThreadMinSleep;
       continue;
@@ -439,6 +445,7 @@ void ProgressEngine::threadMain() {
     if (sleepCv_.wait_for(lock, sleep, [&] { return stop_ || posted_.load(std::memory_order_relaxed) != posted; })) {
       // New work (or stop): back to spinning, as after progress.
       lastAdvance = Clock::now();
+      woken = true;
       sleep = kThreadMinSleep;
       continue;
     }
