@@ -10,7 +10,9 @@ each sample a blocking call bracketed by barriers on its own group, and rank 0 p
 median of each and the ratio gloo / boostcomm (> 1: boostcomm faster). With --runs R the whole
 sweep is repeated R times in the same processes; the table gives the median over runs of each
 run's median, and the range of the ratio over runs in brackets.
-On one host boostcomm's built-in table picks shm (a POSIX shared-memory segment) for all three.
+On one host boostcomm's built-in table picks shm (a POSIX shared-memory segment) for allreduce,
+broadcast and allgather; reduce_scatter_tensor and all_gather_into_tensor (FSDP's pair) go
+through the library's reduce_scatter and allgather, whose selection decides likewise.
 """
 
 import argparse
@@ -38,7 +40,8 @@ def launch(n, argv):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--launch", type=int, default=0)
-    ap.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="bytes per rank's tensor")
+    ap.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)),
+                    help="bytes per rank's tensor (of the full tensor for the two FSDP collectives)")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--colls", default="allreduce,broadcast,allgather",
                     help="any of allreduce, broadcast, allgather (list form; bytes per rank's tensor), "
@@ -76,6 +79,8 @@ def main():
         if coll == "all_gather_into_tensor":
             full, part = torch.empty(shard * size), torch.ones(shard)
             return lambda: dist.all_gather_into_tensor(full, part, group=group)
+        if coll != "allgather":
+            raise SystemExit(f"--colls: unknown collective {coll!r}")
         outs = [torch.empty(n) for _ in range(size)]
         return lambda: dist.all_gather(outs, x, group=group)
 

@@ -5,7 +5,7 @@ lowercase ones) give the exact results, and the interposer reports the
 buffer-based ones as routed. mpi4py calls MPI_* (nm -D on its MPI module), so
 preloading is enough.
 
-    mpirun -np 2 -x LD_PRELOAD=.../libboostcomm_mpi.so /usr/bin/python3 test_mpi4py.py --expect-preload
+    mpirun -np 2 -x LD_PRELOAD=.../libboostcomm_mpi.so .venv/bin/python test_mpi4py.py --expect-preload
 """
 import ctypes
 import sys
