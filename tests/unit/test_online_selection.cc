@@ -196,17 +196,24 @@ TEST(OnlineSelection, LogsOneLinePerDecisionAndTheLinkFacts) {
   EXPECT_NE(err.find("1 MiB - 2 MiB: tried native"), std::string::npos) << err;
 }
 
+// A one-element communicator description of `size` ranks on `layout`, as
+// the communicator gives the model.
+algorithms::CollectiveSpec probeOf(const algorithms::NodeLayout& layout, int size) {
+  algorithms::CollectiveSpec probe;
+  probe.size = size;
+  probe.layout = &layout;
+  probe.chunkBytes = 1 << 20;
+  probe.maxChunks = 64;
+  probe.tagSpan = 4096;
+  return probe;
+}
+
 // The candidates a class tries: native first (the baseline the selection must
 // never lose to), then the model's fastest within 2x of its best, at most 4,
 // all runnable on the layout; the model's ranges tile every payload.
 TEST(ModelSelection, TrialCandidatesStartWithNativeAndAreRunnable) {
   const algorithms::NodeLayout layout = algorithms::layoutFromSizes({2, 2});
-  algorithms::CollectiveSpec probe;
-  probe.size = 4;
-  probe.layout = &layout;
-  probe.chunkBytes = 1 << 20;
-  probe.maxChunks = 64;
-  probe.tagSpan = 4096;
+  const algorithms::CollectiveSpec probe = probeOf(layout, 4);
   const tuning::CostParams params =
       tuning::paramsFor(4, {2, 2}, 2, false, LinkModel{}, LinkModel{});
   const tuning::ModelSelection model(params, probe);
@@ -284,12 +291,7 @@ TEST(OnlineSelection, WithTheWireAFloat64ClassStillTriesNative) {
 // twice the bytes), still where latency does.
 TEST(ModelSelection, TrialCandidatesWithAWireLeaveOutNativeWhereTheLinkBounds) {
   const algorithms::NodeLayout layout = algorithms::layoutFromSizes({1, 1});
-  algorithms::CollectiveSpec probe;
-  probe.size = 2;
-  probe.layout = &layout;
-  probe.chunkBytes = 1 << 20;
-  probe.maxChunks = 64;
-  probe.tagSpan = 4096;
+  const algorithms::CollectiveSpec probe = probeOf(layout, 2);
   LinkModel inter;
   inter.latencyUs = 50.0;
   inter.bandwidthGBps = 0.125;  // 1 Gbit/s
