@@ -101,7 +101,7 @@ std::vector<const algorithms::AlgorithmInfo*> ModelSelection::trialCandidates(Co
   std::vector<const algorithms::AlgorithmInfo*> out;
   const algorithms::AlgorithmInfo* native = algorithms::findAlgorithm(coll, "native");
   // Native is the baseline the selection must never lose to, so it is always
-  // tried, but where the wire is what puts it beyond kTrialSpread of the best.
+  // tried, except where a wire puts it beyond kTrialSpread of the best.
   const bool nativeTried =
       native != nullptr &&
       (wire == WireFormat::kOff || ranked.empty() ||

@@ -14,7 +14,7 @@
 // kTrialSpread of its best, at most kMaxTrialCandidates in all (on a 2 x 1
 // link rd, rhd and ring were within 10% of each other where the model had
 // them 1.3x apart: three of them are worth three calls each).
-// With a 16-bit wire on the call (BOOSTCOMM_WIRE_DTYPE, set_wire) the
+// With a 16-bit wire on the communicator (BOOSTCOMM_WIRE_DTYPE, set_wire) the
 // schedules that carry it are predicted with it, and native, which cannot,
 // is tried only where it too is predicted within kTrialSpread of the best:
 // where the link bounds the call native moves twice the bytes, and its one
@@ -63,9 +63,9 @@ class ModelSelection {
   const std::vector<ModelRule>& rules(Collective coll) const { return rules_[static_cast<int>(coll)]; }
   const CostParams& params() const { return params_; }
   // Candidates worth timing at `bytes` of `coll`, fastest predicted first
-  // (native among them, but where a wire on an allreduce puts it beyond
+  // (native among them, except where a wire on an allreduce puts it beyond
   // kTrialSpread x the best); fewer than two: nothing to try.
-  // `wire`: the wire format the call asked for (kOff, kBf16, kFp16, kAuto).
+  // `wire`: the communicator's wire format (kOff, kBf16, kFp16, kAuto).
   std::vector<const algorithms::AlgorithmInfo*> trialCandidates(Collective coll, std::size_t bytes,
                                                                 WireFormat wire = WireFormat::kOff) const;
   // The model's fastest predicted time at `bytes` of `coll`, in microseconds
