@@ -75,8 +75,10 @@ ModelSelection::ModelSelection(const CostParams& params, const algorithms::Colle
 double ModelSelection::predictWith(Collective coll, const std::string& name, std::size_t bytes, WireFormat wire) const {
   const std::size_t at = std::max<std::size_t>(bytes, 1);
   const double plain = predictUs(params_, coll, name, at);
-  if (coll != Collective::kAllreduce || wire == WireFormat::kOff) return plain;
+  if (wire == WireFormat::kOff) return plain;
   // kAuto sends 16-bit where that is predicted faster: the better of both.
+  // (predictUs with a wire is the plain time where the collective or the
+  // algorithm cannot carry it.)
   const double packed = predictUs(params_, coll, name, at, wire == WireFormat::kAuto ? WireFormat::kBf16 : wire);
   return wire == WireFormat::kAuto ? std::min(plain, packed) : packed;
 }
