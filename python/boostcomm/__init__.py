@@ -180,8 +180,9 @@ class Communicator:
         return self._native.selected_algorithm(collective, nbytes)
 
     def set_wire_format(self, wire):
-        """Wire format of float32 allreduces: off, bf16, fp16 or auto (collective;
-        docs/ALGORITHMS.md "Wire formats"). Default: BOOSTCOMM_WIRE_DTYPE."""
+        """Wire format of float32 allreduce, allgather and reduce_scatter: off,
+        bf16, fp16 or auto (collective; docs/ALGORITHMS.md "Wire formats").
+        Default: BOOSTCOMM_WIRE_DTYPE."""
         self._native.set_wire_format(wire)
 
     wire_format = property(lambda self: self._native.wire_format)

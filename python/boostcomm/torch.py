@@ -234,23 +234,33 @@ _WIRES = ("off", "bf16", "fp16", "auto")
 
 
 def set_wire(group=None, wire="bf16", error_feedback=False):
-    """Wire format of `group`'s float32 allreduces (collective over the group).
+    """Wire format of `group`'s float32 all_reduce, reduce_scatter (every
+    form) and all_gather_into_tensor (with its coalesced form): the gradient
+    and parameter traffic of DDP, FSDP2 and DTensor (collective over the
+    group).
 
     wire: "bf16" or "fp16" (16-bit on the link, every sum in float32),
     "auto" (the cost model decides per call: 16-bit only where the link
     makes it pay, never on one host) or "off" (float32). It compresses
     inside the algorithm -- ring, rhd, or hier's inter-node phase -- where
     the selection runs one; a call the selection gives to native or shm
-    moves float32 (wire_counts() says how calls travelled). Non-float32
-    tensors (float64, integers, float16, bfloat16) pass through with no wire
-    rounding (the result they get without set_wire) and count as "off". Overrides BOOSTCOMM_WIRE_DTYPE for this group.
+    moves float32 (wire_counts() says how calls travelled). An all-gather
+    with a wire rounds every value once, its owner's copy too, so all ranks
+    hold the same bits (FSDP2: the unsharded parameters are the rounded
+    shards; the sharded float32 parameters the optimizer updates are not
+    touched). Non-float32 tensors (float64, integers, float16, bfloat16) pass
+    through with no wire rounding (the result they get without set_wire) and
+    count as "off". The list all_gather, gather and all_to_all always move
+    values exactly. Overrides BOOSTCOMM_WIRE_DTYPE for this group.
 
-    error_feedback: before each compressed SUM/AVG allreduce of a float32
+    error_feedback: before each compressed SUM/AVG all_reduce of a float32
     tensor, add the rounding residual this rank kept for that tensor (its
     storage) and keep the new one: v = g + e; send round(v); e = v - round(v).
     Meant for gradients (DDP's bucket buffers, which persist across steps):
     every float32 SUM/AVG allreduce of the group gets it, so run other
-    reductions (metrics, losses) on another group.
+    reductions (metrics, losses) on another group. all_reduce only: FSDP2's
+    reduce_scatter inputs are new buffers every step, with no residual to
+    follow them.
 
     Every rank must pass the same values: a bad value on any rank raises on
     every rank (ValueError naming the argument and the rank; the others a
@@ -295,8 +305,9 @@ def get_wire(group=None):
 
 
 def wire_counts(group=None, reset=False):
-    """How `group`'s allreduces travelled since its creation (or the last reset):
-    {"off": n, "bf16": n, "fp16": n}."""
+    """How `group`'s calls that may carry a wire (all_reduce, reduce_scatter,
+    all_gather_into_tensor; see set_wire) travelled since its creation (or
+    the last reset): {"off": n, "bf16": n, "fp16": n}."""
     return _boostcomm_group(group, "wire_counts")._wire_counts(reset)
 
 

@@ -7,6 +7,10 @@
 //      node b's local rank l since phase 1). These N rings run in parallel.
 // Blocks keep world-rank order in recv, whatever the rank-to-node mapping:
 // ring segments are arbitrary ranges.
+//
+// Wire format (spec.wire): phase 1's messages travel 16-bit; each rank
+// first rounds its own block in recv (what its receivers decode), and
+// phase 2 copies float32, so every rank holds the same bits.
 #include "algorithms/hier.h"
 #include "algorithms/registry.h"
 #include "algorithms/ring.h"
@@ -39,8 +43,14 @@ void buildAllgatherHier(const CollectiveSpec& spec, executor::Schedule& schedule
   const CollectiveSpec interSpec = subSpec(spec, ctx, executor::kInterComm, tagsPerRing);
   const RingLayout interRing = makeRingLayout(interSpec, interSegments);
   const auto crossed = inFrame(schedule, Frame{executor::kInterComm, 0, {BufferId::kSend, 0}, {BufferId::kRecv, 0}, {placed}}, [&] {
-    ringAllgather(interSpec, interRing, schedule, [&](int, std::size_t e) { return BufRef{BufferId::kSend, e * es}; },
-                  out(interRing), {}, nullptr, 0);
+    if (interSpec.wire == WireFormat::kOff) {
+      ringAllgather(interSpec, interRing, schedule, [&](int, std::size_t e) { return BufRef{BufferId::kSend, e * es}; },
+                    out(interRing), {}, nullptr, 0);
+      return;
+    }
+    const executor::WireScope wire(schedule, interSpec.wire);
+    const std::vector<StepId> rounded = roundOwnedSegment(interRing, schedule, out(interRing), ctx.node, placed);
+    ringAllgather(interSpec, interRing, schedule, out(interRing), out(interRing), rounded, nullptr, 0);
   });
 
   const CollectiveSpec intraSpec = subSpec(spec, ctx, executor::kIntraComm, tagsPerRing);

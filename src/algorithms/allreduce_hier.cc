@@ -29,7 +29,7 @@ void buildAllreduceHier(const CollectiveSpec& spec, executor::Schedule& schedule
   const std::size_t es = spec.elementSize();
   const AlgorithmInfo* inter = findAlgorithm(Collective::kAllreduce, spec.interAlgorithm);
   if (inter == nullptr || inter->build == buildAllreduceHier ||
-      (spec.wire != WireFormat::kOff && !wireCapable(*inter))) {
+      (spec.wire != WireFormat::kOff && !inter->carriesWire)) {
     inter = findAlgorithm(Collective::kAllreduce, "ring");
   }
   int window = 0;

@@ -7,6 +7,10 @@
 //      partial blocks; node b's member ends with B(b, l) in recv.
 // Each node sends (N-1)/N of the vector across the slow links, the minimum.
 // kAvg sums in phase 1 and divides by the world size in phase 2.
+//
+// Wire format (spec.wire): only phase 2 crosses the slow link, so only its
+// messages travel 16-bit (N-1 roundings of partial sums); phase 1 moves
+// float32.
 #include "algorithms/hier.h"
 #include "algorithms/registry.h"
 #include "algorithms/ring.h"
@@ -44,7 +48,8 @@ void buildReduceScatterHier(const CollectiveSpec& spec, executor::Schedule& sche
       ringReduceScatter(
           intraSpec, ring, schedule,
           [&](int seg, std::size_t e) { return BufRef{BufferId::kSend, (ring.segments[static_cast<std::size_t>(seg)].offset + e) * es}; },
-          [&, dst](int, std::size_t e) { return BufRef{BufferId::kScratch, dst + e * es}; }, 0);
+          [&, dst](int, std::size_t e) { return BufRef{BufferId::kScratch, dst + e * es}; }, 0,
+          OwnedSegment::kKept);
     });
     summed.insert(summed.end(), done.begin(), done.end());
   }
@@ -55,10 +60,11 @@ void buildReduceScatterHier(const CollectiveSpec& spec, executor::Schedule& sche
   for (int b = 0; b < ctx.nodes; ++b) segments.push_back(Range{0, block(b, ctx.localRank).count});
   const RingLayout ring = makeRingLayout(interSpec, segments);
   inFrame(schedule, Frame{executor::kInterComm, 0, {BufferId::kSend, 0}, {BufferId::kRecv, 0}, summed}, [&] {
+    const executor::WireScope wire(schedule, interSpec.wire);
     ringReduceScatter(
         interSpec, ring, schedule,
         [&](int seg, std::size_t e) { return BufRef{BufferId::kScratch, partial[static_cast<std::size_t>(seg)] + e * es}; },
-        [&](int, std::size_t e) { return BufRef{BufferId::kRecv, e * es}; }, 0);
+        [&](int, std::size_t e) { return BufRef{BufferId::kRecv, e * es}; }, 0, OwnedSegment::kKept);
   });
 }
 

@@ -17,24 +17,25 @@ constexpr Collective kAG = Collective::kAllgather;
 constexpr Collective kBC = Collective::kBroadcast;
 constexpr Collective kRS = Collective::kReduceScatter;
 constexpr Collective kBA = Collective::kBarrier;
+constexpr bool kCarriesWire = true;  // AlgorithmInfo::carriesWire
 
 const AlgorithmInfo kAlgorithms[] = {
     {"native", kAR, nativeUnsupported, buildNative, "the backend's own MPI_Allreduce"},
     {"shm", kAR, shmUnsupported, buildShm,
      "one node: each rank reduces its slice of every chunk straight from its peers' shared memory"},
     {"ring", kAR, always, buildAllreduceRing,
-     "pipelined ring reduce-scatter + allgather; bandwidth-optimal, 2(n-1) latency steps"},
+     "pipelined ring reduce-scatter + allgather; bandwidth-optimal, 2(n-1) latency steps", kCarriesWire},
     {"rhd", kAR, always, buildAllreduceRhd,
-     "Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather; any n (extra ranks fold in)"},
+     "Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather; any n (extra ranks fold in)", kCarriesWire},
     {"rd", kAR, always, buildAllreduceRecursiveDoubling,
      "recursive doubling on whole vectors; log2(n) steps, for small messages; any n (fold)"},
     {"hier", kAR, hierarchicalUnsupported, buildAllreduceHier,
-     "intra-node reduce-scatter, inter-node allreduce per shard, intra-node allgather; pipelined pieces"},
+     "intra-node reduce-scatter, inter-node allreduce per shard, intra-node allgather; pipelined pieces", kCarriesWire},
     {"native", kAG, nativeUnsupported, buildNative, "the backend's own MPI_Allgatherv"},
     {"shm", kAG, shmUnsupported, buildShm, "one node: every rank copies its peers' blocks from shared memory"},
     {"hier", kAG, hierarchicalUnsupported, buildAllgatherHier,
-     "inter-node ring per local rank, then intra-node rings per node"},
-    {"ring", kAG, always, buildAllgatherRing, "pipelined ring; varying counts"},
+     "inter-node ring per local rank, then intra-node rings per node", kCarriesWire},
+    {"ring", kAG, always, buildAllgatherRing, "pipelined ring; varying counts", kCarriesWire},
     {"rd", kAG, needsPowerOfTwo, buildAllgatherRecursiveDoubling, "recursive doubling; power-of-two ranks"},
     {"native", kBC, nativeUnsupported, buildNative, "the backend's own MPI_Bcast"},
     {"shm", kBC, shmUnsupported, buildShm, "one node: every rank copies the root's buffer from shared memory"},
@@ -42,9 +43,9 @@ const AlgorithmInfo kAlgorithms[] = {
     {"hier", kBC, hierarchicalUnsupported, buildBroadcastHier, "binomial across nodes, then binomial inside each node"},
     {"native", kRS, nativeUnsupported, buildNative, "the backend's own MPI_Reduce_scatter_block"},
     {"shm", kRS, shmUnsupported, buildShm, "one node: each rank reduces its block straight from shared memory"},
-    {"ring", kRS, always, buildReduceScatterRing, "pipelined ring reduce-scatter"},
+    {"ring", kRS, always, buildReduceScatterRing, "pipelined ring reduce-scatter", kCarriesWire},
     {"hier", kRS, hierarchicalUnsupported, buildReduceScatterHier,
-     "intra-node ring reduce-scatters per destination node, then an inter-node ring reduce-scatter"},
+     "intra-node ring reduce-scatters per destination node, then an inter-node ring reduce-scatter", kCarriesWire},
     {"native", kBA, nativeUnsupported, buildNative, "the backend's own MPI_Barrier"},
     {"dissemination", kBA, always, buildBarrierDissemination, "dissemination barrier, ceil(log2 n) rounds"},
 };
@@ -62,9 +63,11 @@ const AlgorithmInfo* findAlgorithm(Collective collective, std::string_view name)
 
 bool isHierarchical(const AlgorithmInfo& algo) { return algo.unsupportedReason == hierarchicalUnsupported; }
 
-bool wireCapable(const AlgorithmInfo& algo) {
-  return algo.collective == Collective::kAllreduce &&
-         (algo.build == buildAllreduceRing || algo.build == buildAllreduceRhd || algo.build == buildAllreduceHier);
+bool wireCollective(Collective collective) {
+  for (const AlgorithmInfo& a : kAlgorithms) {
+    if (a.collective == collective && a.carriesWire) return true;
+  }
+  return false;
 }
 
 std::vector<std::string> algorithmNames(Collective collective) {

@@ -21,6 +21,10 @@ struct AlgorithmInfo {
   std::string (*unsupportedReason)(const CollectiveSpec& spec);
   void (*build)(const CollectiveSpec& spec, executor::Schedule& schedule);
   const char* summary;
+  // Applies CollectiveSpec::wire (16-bit messages on its links, or on the
+  // inter-node links of a hierarchical one): ring, rhd and hier allreduce,
+  // ring and hier allgather and reduce_scatter.
+  bool carriesWire = false;
 };
 
 std::span<const AlgorithmInfo> allAlgorithms();
@@ -47,7 +51,8 @@ void buildAllgatherHier(const CollectiveSpec& spec, executor::Schedule& schedule
 void buildReduceScatterHier(const CollectiveSpec& spec, executor::Schedule& schedule);
 // True for the hierarchical algorithms (they need the intra/inter communicators).
 bool isHierarchical(const AlgorithmInfo& algo);
-// True for the builders that apply CollectiveSpec::wire: allreduce ring, rhd, hier.
-bool wireCapable(const AlgorithmInfo& algo);
+// The collectives a wire format applies to (on float32 payloads): allreduce,
+// allgather(v) and reduce_scatter, the ones some algorithm carries it for.
+bool wireCollective(Collective collective);
 
 }  // namespace boostcomm::algorithms

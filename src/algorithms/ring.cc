@@ -44,7 +44,7 @@ RingLayout makeRingLayout(const CollectiveSpec& spec, std::vector<Range> segment
 
 RingReduceScatterResult ringReduceScatter(const CollectiveSpec& spec, const RingLayout& layout,
                                           executor::Schedule& schedule, const SegmentRef& input,
-                                          const SegmentRef& out, int tagBase) {
+                                          const SegmentRef& out, int tagBase, OwnedSegment owned) {
   const RingPosition pos(spec, layout);
   const auto [n, r, k, es, right, left] = pos;
 
@@ -100,7 +100,7 @@ RingReduceScatterResult ringReduceScatter(const CollectiveSpec& spec, const Ring
         result.ownedReady[static_cast<std::size_t>(c)] =
             schedule.divide(dst, recvChunk.count, spec.divisor(), {result.reduces[idx(s, c)]});
       }
-      if (last) {
+      if (last && owned == OwnedSegment::kRounded) {
         // With a wire format the owner keeps what its allgather sends decode to.
         result.ownedReady[static_cast<std::size_t>(c)] =
             schedule.wireRound(dst, recvChunk.count, result.ownedReady[static_cast<std::size_t>(c)]);
@@ -135,6 +135,16 @@ void ringAllgather(const CollectiveSpec& spec, const RingLayout& layout, executo
       if (recvDeps) schedule.addDependencies(recvDeps(s, c));
     }
   }
+}
+
+std::vector<StepId> roundOwnedSegment(const RingLayout& layout, executor::Schedule& schedule, const SegmentRef& ref,
+                                      int segment, StepId after) {
+  std::vector<StepId> ready(static_cast<std::size_t>(layout.chunks), after);
+  for (int c = 0; c < layout.chunks; ++c) {
+    ready[static_cast<std::size_t>(c)] =
+        schedule.wireRound(layout.chunkRef(ref, segment, c), layout.chunk(segment, c).count, after);
+  }
+  return ready;
 }
 
 }  // namespace boostcomm::algorithms

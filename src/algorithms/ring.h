@@ -43,17 +43,32 @@ struct RingReduceScatterResult {
   std::vector<StepId> reduces;     // [s * chunks + c]
 };
 
+// What becomes of the owned segment under a wire format (Schedule::wire()).
+enum class OwnedSegment {
+  kKept,     // left as reduced in float32 (reduce_scatter: only its owner holds it)
+  kRounded,  // rounded through the wire format, for an allgather to copy it bitwise
+};
+
 // `input`: this rank's contribution; `out`: where segment r's result goes.
 // Applies the kAvg division to the owned segment. Uses tags [tagBase, tagBase + (n-1)*chunks).
 RingReduceScatterResult ringReduceScatter(const CollectiveSpec& spec, const RingLayout& layout,
                                           executor::Schedule& schedule, const SegmentRef& input,
-                                          const SegmentRef& out, int tagBase);
+                                          const SegmentRef& out, int tagBase, OwnedSegment owned);
 
 // `ownedSource`: where segment r is read from for the first send (ready after
-// ownedReady[c]); `out`: where received segments go. recvDeps(s, c) lists extra
+// ownedReady[c]); `out`: where received segments go. Under a wire format the
+// caller makes segment r in `out` what its receivers decode (roundOwnedSegment). recvDeps(s, c) lists extra
 // steps a receive must wait for (buffer hazards of in-place calls).
 void ringAllgather(const CollectiveSpec& spec, const RingLayout& layout, executor::Schedule& schedule,
                    const SegmentRef& ownedSource, const SegmentRef& out, const std::vector<StepId>& ownedReady,
                    const std::function<std::vector<StepId>(int s, int c)>& recvDeps, int tagBase);
+
+// Under a wire format, rounds segment `segment` of `ref` in place, message by
+// message (chunk by chunk, as ringAllgather sends it), after `after`: the
+// owner of a block an allgather sends 16-bit keeps what its receivers decode,
+// so every rank ends with the same bits. Returns the step per chunk after
+// which the chunk is final (`after` itself with no wire format).
+std::vector<StepId> roundOwnedSegment(const RingLayout& layout, executor::Schedule& schedule, const SegmentRef& ref,
+                                      int segment, StepId after);
 
 }  // namespace boostcomm::algorithms

@@ -39,9 +39,9 @@ struct CollectiveSpec {
   const char* interAlgorithm = "ring";
   // Wire format of float32 payloads on the links this call compresses
   // (core/wire.h): resolved by the caller (never kAuto), kOff unless dtype
-  // is float32. Hierarchical allreduce applies it to its inter-node phase;
+  // is float32. Hierarchical algorithms apply it to their inter-node phase;
   // flat ring and rhd to all their messages; other builders ignore it (the
-  // caller only sets it for builders that take it: wireCapable()).
+  // caller only sets it for builders that take it: AlgorithmInfo::carriesWire).
   WireFormat wire = WireFormat::kOff;
   // Pipelining knobs, resolved from tunables by the caller.
   std::size_t chunkBytes = std::size_t{1} << 20;

@@ -48,6 +48,11 @@ core::Fingerprint fingerprintOf(const algorithms::CollectiveSpec& spec) {
   return core::Fingerprint::of(spec.collective, spec.dtype, spec.op, spec.root, count);
 }
 
+// A call that asks for a 16-bit wire format. The direct and small paths
+// carry none, so such a call goes through the selection (resolveWire); an
+// explicit kOff asks for what those paths do anyway.
+bool wireAsked(const CallOptions& options) { return options.wire.value_or(WireFormat::kOff) != WireFormat::kOff; }
+
 // The flight recorder's algorithm name of runSmall's calls.
 constexpr const char* kSmallName = "shm_small";
 
@@ -694,7 +699,7 @@ bool CommunicatorImpl::tryFastAllreduce(const CallArgs& args, const CallOptions&
   // What validation would check, and an explicit algorithm (above the map).
   if (args.collective != Collective::kAllreduce || dtype >= kNumDataTypes || op >= kNumReduceOps ||
       send.dtype != recv.dtype || send.count != recv.count || recv.count == 0 || send.data == nullptr ||
-      recv.data == nullptr || !options.algorithm.empty() || options.wire.has_value() || finalized_ ||
+      recv.data == nullptr || !options.algorithm.empty() || wireAsked(options) || finalized_ ||
       engine_->failure() || inspector_->unusable()) {
     return false;
   }
@@ -708,7 +713,7 @@ bool CommunicatorImpl::tryFastAllreduce(const CallArgs& args, const CallOptions&
 
 bool CommunicatorImpl::tryFastSmall(const CallArgs& args, const CallOptions& options) {
   const FastSmall& fast = fastSmall_[static_cast<std::size_t>(args.collective)];
-  if (fast.small == 0 || args.listed() || args.varying || !options.algorithm.empty() || options.wire.has_value() ||
+  if (fast.small == 0 || args.listed() || args.varying || !options.algorithm.empty() || wireAsked(options) ||
       finalized_ || engine_->failure() || inspector_->unusable() || !engine_->idle()) {
     return false;
   }

@@ -160,7 +160,7 @@ const AlgorithmInfo* CommunicatorImpl::onlineChoice(const CollectiveSpec& spec, 
   // The communicator's wire format (BOOSTCOMM_WIRE_DTYPE, setWireFormat: the
   // same on every rank), where this call could carry it. Not a call's own
   // CallOptions::wire: a class's winner serves all its calls.
-  const bool wireApplies = spec.collective == Collective::kAllreduce && spec.dtype == DataType::kFloat32;
+  const bool wireApplies = algorithms::wireCollective(spec.collective) && spec.dtype == DataType::kFloat32;
   if (online_.next(spec, *model_, wireApplies ? wire_ : WireFormat::kOff, candidate, trial_)) {
     // Every rank reaches this call with its trials issued; finish them (a
     // peer may wait for our part) and agree.

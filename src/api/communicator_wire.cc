@@ -2,8 +2,9 @@
 //
 // Which wire format a call runs with, highest first: CallOptions::wire, the
 // communicator's (setWireFormat, else BOOSTCOMM_WIRE_DTYPE). The format
-// applies only to float32 allreduces under an algorithm that carries it
-// (ring, rhd, hier: algorithms::wireCapable); elsewhere the payload passes
+// applies only to float32 allreduce, allgather(v) and reduce_scatter
+// (algorithms::wireCollective) under an algorithm that carries it (ring, rhd,
+// hier: AlgorithmInfo::carriesWire); elsewhere the payload passes
 // through as it is, except that an explicit per-call kBf16/kFp16 that cannot
 // be honoured is an error (the caller asked for exactly that call). kAuto
 // asks the cost model: 16-bit only on several nodes and only where halving
@@ -14,6 +15,7 @@
 // ranks make, and a communicator's first call may be any one. Like every
 // collective argument, the resolved format of each call is compared by
 // BOOSTCOMM_CHECK_CONSISTENCY=1.
+#include <string>
 #include <vector>
 
 #include "api/communicator_impl.h"
@@ -26,6 +28,17 @@ using algorithms::AlgorithmInfo;
 using algorithms::CollectiveSpec;
 
 namespace {
+// "ring, rhd and hier": the algorithms of `coll` that carry a wire format.
+std::string wireCarriers(Collective coll) {
+  std::string names;
+  for (const AlgorithmInfo& a : algorithms::allAlgorithms()) {
+    if (a.collective != coll || !a.carriesWire) continue;
+    names += names.empty() ? "" : ", ";
+    names += a.name;
+  }
+  return names;
+}
+
 // kAuto compresses when the model predicts at least this saving: the model
 // is coarse, and the float32 result is exact.
 constexpr double kAutoWireMargin = 0.1;
@@ -71,8 +84,8 @@ WireFormat CommunicatorImpl::wireFormatOf(std::size_t bytes, DataType dtype, con
 WireFormat CommunicatorImpl::autoWire(const CollectiveSpec& spec, const AlgorithmInfo& algo) const {
   if (layout_.nodes() < 2) return WireFormat::kOff;
   const std::size_t bytes = spec.payloadBytes();
-  const double plain = tuning::predictUs(modelParams_, Collective::kAllreduce, algo.name, bytes);
-  const double packed = tuning::predictUs(modelParams_, Collective::kAllreduce, algo.name, bytes, WireFormat::kBf16);
+  const double plain = tuning::predictUs(modelParams_, spec.collective, algo.name, bytes);
+  const double packed = tuning::predictUs(modelParams_, spec.collective, algo.name, bytes, WireFormat::kBf16);
   return packed < plain * (1.0 - kAutoWireMargin) ? WireFormat::kBf16 : WireFormat::kOff;
 }
 
@@ -81,18 +94,20 @@ WireFormat CommunicatorImpl::resolveWire(const CollectiveSpec& spec, const Algor
   const WireFormat wire = options.wire.value_or(wire_);
   if (wire == WireFormat::kOff) return WireFormat::kOff;
   const bool demanded = options.wire.has_value() && wire != WireFormat::kAuto;
-  if (spec.collective != Collective::kAllreduce || spec.dtype != DataType::kFloat32) {
+  if (!algorithms::wireCollective(spec.collective) || spec.dtype != DataType::kFloat32) {
     BC_INVALID(!demanded, rank_,
                toString(spec.collective) << ": CallOptions::wire " << toString(wire)
-                                         << " applies to float32 allreduce only; this call is " << toString(spec.dtype)
-                                         << " " << toString(spec.collective)
+                                         << " applies to float32 allreduce, allgather and reduce_scatter only; this "
+                                            "call is "
+                                         << toString(spec.dtype) << " " << toString(spec.collective)
                                          << " (leave wire unset: other payloads travel as they are)");
     return WireFormat::kOff;
   }
-  if (!algorithms::wireCapable(algo)) {
+  if (!algo.carriesWire) {
     BC_INVALID(!demanded || options.algorithm.empty(), rank_,
-               "allreduce: CallOptions::wire " << toString(wire) << " with algorithm '" << algo.name
-                                               << "', which cannot carry it (ring, rhd and hier can)");
+               toString(spec.collective) << ": CallOptions::wire " << toString(wire) << " with algorithm '"
+                                         << algo.name << "', which cannot carry it ("
+                                         << wireCarriers(spec.collective) << " can)");
     return WireFormat::kOff;
   }
   if (wire == WireFormat::kAuto) return autoWire(spec, algo);

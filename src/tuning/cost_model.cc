@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "algorithms/registry.h"
 #include "core/backend_facts.h"
 
 namespace boostcomm::tuning {
@@ -191,9 +192,11 @@ struct Model {
     }
     if (a == "ring") {
       const Link l = compressed(ringLink());
-      return kScheduleCallUs + ringReduceScatter(S, n, l) + ringAllgather(S, n, l) + converted(S, n);
+      return kScheduleCallUs + ringReduceScatter(S, n, l) + ringAllgather(S, n, l) + converted(S, n, 2);
     }
-    if (a == "rhd") return kScheduleCallUs + rhdAllreduce(S, n, compressed(butterflyLink())) + converted(S, pow2AtMost(n));
+    if (a == "rhd") {
+      return kScheduleCallUs + rhdAllreduce(S, n, compressed(butterflyLink())) + converted(S, pow2AtMost(n), 2);
+    }
     if (a == "rd") return kScheduleCallUs + rdAllreduce(S, n, butterflyLink());
     if (a == "shm") return p.nodes == 1 && p.sharedMemory ? shm(S, (n - 1.0) / n * S, S, S) : kInfinity;
     if (a == "hier") {
@@ -203,16 +206,19 @@ struct Model {
       const double intraUs = ringReduceScatter(S, L, intra) + ringAllgather(S, L, intra);
       // Each local rank allreduces its shard S/L across nodes (ring), all L at once.
       const Link nl = compressed(nodeLink());
-      const double interUs = ringReduceScatter(S / L, N, nl) + ringAllgather(S / L, N, nl) + converted(S / L, N);
+      const double interUs = ringReduceScatter(S / L, N, nl) + ringAllgather(S / L, N, nl) + converted(S / L, N, 2);
       return kScheduleCallUs + pipelined(intraUs, interUs, S);
     }
     return kInfinity;
   }
   // A link carrying 16-bit instead of float32 bytes.
   Link compressed(Link l) const { return Link{l.alpha, l.beta * wireRatio}; }
-  // Conversions of an allreduce of S over n ranks: every byte sent encoded
-  // and every byte received decoded, 2(n-1)/n S each way.
-  double converted(double S, int n) const { return n <= 1 ? 0.0 : 4.0 * (n - 1) / n * S * wireConvert; }
+  // Conversions of `phases` ring-like phases (reduce-scatter, allgather) of
+  // S over n ranks: every byte sent encoded and every byte received decoded,
+  // (n-1)/n S each way per phase.
+  double converted(double S, int n, int phases) const {
+    return n <= 1 ? 0.0 : 2.0 * phases * (n - 1) / n * S * wireConvert;
+  }
 
   double allgather(std::string_view a, double S) const {
     const int n = p.ranks;
@@ -221,13 +227,13 @@ struct Model {
       // Open MPI: Bruck / recursive doubling for small, ring for large messages.
       return std::min(rdAllgather(S, n, butterflyLink()), ringAllgather(S, n, ringLink()));
     }
-    if (a == "ring") return kScheduleCallUs + ringAllgather(S, n, ringLink());
+    if (a == "ring") return kScheduleCallUs + ringAllgather(S, n, compressed(ringLink())) + converted(S, n, 1);
     if (a == "rd") return pow2 ? kScheduleCallUs + rdAllgather(S, n, butterflyLink()) : kInfinity;
     if (a == "shm") return p.nodes == 1 && p.sharedMemory ? shm(S / n, 0.0, S, S) : kInfinity;
     if (a == "hier") {
       if (p.nodes < 2) return kInfinity;
       const int L = p.ranksPerNode;
-      const double interUs = ringAllgather(S / L, p.nodes, nodeLink()) * 1.0;
+      const double interUs = ringAllgather(S / L, p.nodes, compressed(nodeLink())) + converted(S / L, p.nodes, 1);
       return kScheduleCallUs + pipelined(ringAllgather(S, L, intra), interUs, S);
     }
     return kInfinity;
@@ -249,13 +255,14 @@ struct Model {
   double reduceScatter(std::string_view a, double S) const {
     const int n = p.ranks;
     if (a == "native") return rhdReduceScatter(S, n, butterflyLink());
-    if (a == "ring") return kScheduleCallUs + ringReduceScatter(S, n, ringLink());
+    if (a == "ring") return kScheduleCallUs + ringReduceScatter(S, n, compressed(ringLink())) + converted(S, n, 1);
     if (a == "shm") return p.nodes == 1 && p.sharedMemory ? shm(S, (n - 1.0) / n * S, S / n, S) : kInfinity;
     if (a == "hier") {
       if (p.nodes < 2) return kInfinity;
       const int L = p.ranksPerNode;
-      return kScheduleCallUs +
-             pipelined(ringReduceScatter(S, L, intra), ringReduceScatter(S / L, p.nodes, nodeLink()), S);
+      const double interUs =
+          ringReduceScatter(S / L, p.nodes, compressed(nodeLink())) + converted(S / L, p.nodes, 1);
+      return kScheduleCallUs + pipelined(ringReduceScatter(S, L, intra), interUs, S);
     }
     return kInfinity;
   }
@@ -296,14 +303,25 @@ CostParams paramsFromTopology(const Topology& topo, bool sharedMemory) {
 
 double predictUs(const CostParams& params, Collective coll, std::string_view algorithm, std::size_t bytes,
                  WireFormat wire) {
-  if (coll != Collective::kAllreduce || wire == WireFormat::kOff || wire == WireFormat::kAuto || params.ranks <= 1 ||
-      (algorithm != "ring" && algorithm != "rhd" && algorithm != "hier")) {
+  const algorithms::AlgorithmInfo* algo = algorithms::findAlgorithm(coll, algorithm);
+  if (algo == nullptr || !algo->carriesWire || wire == WireFormat::kOff || wire == WireFormat::kAuto ||
+      params.ranks <= 1) {
     return predictUs(params, coll, algorithm, bytes);
   }
   Model m(params);
   m.wireRatio = 0.5;
   m.wireConvert = usPerByte(wire == WireFormat::kBf16 ? kWireBf16ConvertGBps : kWireFp16ConvertGBps);
-  return m.allreduce(algorithm, static_cast<double>(bytes));
+  const double S = static_cast<double>(bytes);
+  switch (coll) {
+    case Collective::kAllreduce:
+      return m.allreduce(algorithm, S);
+    case Collective::kAllgather:
+      return m.allgather(algorithm, S);
+    case Collective::kReduceScatter:
+      return m.reduceScatter(algorithm, S);
+    default:
+      return predictUs(params, coll, algorithm, bytes);
+  }
 }
 
 double predictUs(const CostParams& params, Collective coll, std::string_view algorithm, std::size_t bytes) {

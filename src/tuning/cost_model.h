@@ -50,9 +50,10 @@ CostParams paramsFor(int ranks, const std::vector<int>& ranksPerNode, int coresP
 // (e.g. shm on several nodes, hier on one node).
 double predictUs(const CostParams& params, Collective coll, std::string_view algorithm, std::size_t bytes);
 
-// The same for an allreduce whose compressing algorithm (ring, rhd, hier:
-// its inter-node phase) sends `wire` (kBf16/kFp16) messages: half the link
-// bytes plus the conversions; other algorithms and kOff as predictUs above.
+// The same for a call whose algorithm carries a wire format
+// (AlgorithmInfo::carriesWire: ring, rhd, hier, the latter on its inter-node
+// phase) sending `wire` (kBf16/kFp16) messages: half the link bytes plus the
+// conversions; other algorithms and kOff as predictUs above.
 double predictUs(const CostParams& params, Collective coll, std::string_view algorithm, std::size_t bytes,
                  WireFormat wire);
 

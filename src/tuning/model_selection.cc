@@ -93,7 +93,7 @@ double ModelSelection::bestPredictedUs(Collective coll, std::size_t bytes, WireF
 
 std::vector<const algorithms::AlgorithmInfo*> ModelSelection::trialCandidates(Collective coll, std::size_t bytes,
                                                                               WireFormat wire) const {
-  if (coll != Collective::kAllreduce) wire = WireFormat::kOff;  // only allreduce carries a wire
+  if (!algorithms::wireCollective(coll)) wire = WireFormat::kOff;
   std::vector<std::pair<double, const algorithms::AlgorithmInfo*>> ranked;
   for (const std::string& name : candidates_[static_cast<int>(coll)]) {
     const double t = predictWith(coll, name, bytes, wire);

@@ -63,7 +63,7 @@ class ModelSelection {
   const std::vector<ModelRule>& rules(Collective coll) const { return rules_[static_cast<int>(coll)]; }
   const CostParams& params() const { return params_; }
   // Candidates worth timing at `bytes` of `coll`, fastest predicted first
-  // (native among them, except where a wire on an allreduce puts it beyond
+  // (native among them, except where a wire puts it beyond
   // kTrialSpread x the best); fewer than two: nothing to try.
   // `wire`: the communicator's wire format (kOff, kBf16, kFp16, kAuto).
   std::vector<const algorithms::AlgorithmInfo*> trialCandidates(Collective coll, std::size_t bytes,

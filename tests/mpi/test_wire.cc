@@ -1,8 +1,9 @@
 // Wire formats under mpirun (docs/ALGORITHMS.md, "Wire formats"): float32
 // allreduce with bf16 and fp16 messages under every algorithm that carries
-// them here (ring, rhd; hier on a declared multi-node layout), random inputs
-// checked on every rank against the float64 reference within the documented
-// bound and bitwise across ranks (rank 0's result broadcast and compared);
+// them here (ring, rhd; hier on a declared multi-node layout), then
+// reduce_scatter and allgather (ring, hier), random inputs checked on every
+// rank against the float64 reference within the documented bound, allreduce
+// and allgather bitwise across ranks (rank 0's result broadcast and compared);
 // float64 passes through exactly; explicit bad requests fail on every rank.
 // With the argument --env-mismatch, rank 1 alone sets BOOSTCOMM_WIRE_DTYPE
 // (and every rank BOOSTCOMM_CHECK_CONSISTENCY=1): a ring allreduce, which
@@ -82,6 +83,52 @@ void check(Communicator& comm, const std::string& algorithm, WireFormat wire, st
                 comm.nodeLayout().c_str(), worst, roundings * u);
 }
 
+// reduce_scatter of `count` elements per rank (this rank's block checked
+// against the float64 reference) and allgather of `count` per rank (every
+// value within one rounding of its owner's input, ranks bitwise identical).
+void checkGatherScatter(Communicator& comm, const std::string& algorithm, WireFormat wire, std::size_t count,
+                        int roundings) {
+  const int n = comm.size();
+  const int me = comm.rank();
+  const std::string what = algorithm + " " + std::string(toString(wire)) + " count " + std::to_string(count);
+  const double u = wire == WireFormat::kFp16 ? 0x1p-11 : 0x1p-8;
+  CallOptions options;
+  options.algorithm = algorithm;
+  options.wire = wire;
+  std::vector<float> in(count * static_cast<std::size_t>(n)), block(count);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = inputOf(me, i);
+  Work rs = comm.reduceScatterAsync(std::span<const float>(in), std::span<float>(block), ReduceOp::kSum, options);
+  if (rs.wireFormat() != wire) gReport->fail("reduce_scatter " + what + ": ran as " + std::string(toString(rs.wireFormat())));
+  rs.wait();
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t global = static_cast<std::size_t>(me) * count + i;
+    double ref = 0, sumAbs = 0;
+    for (int r = 0; r < n; ++r) {
+      ref += inputOf(r, global);
+      sumAbs += std::fabs(inputOf(r, global));
+    }
+    const double bound = (roundings * u + (n + 1) * 0x1p-24) * sumAbs * (1 + 1e-6);
+    if (std::fabs(block[i] - ref) > bound) {
+      gReport->fail("reduce_scatter " + what + ": element " + std::to_string(i) + " outside the bound");
+      break;
+    }
+  }
+  std::vector<float> mine(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(count)), all(in.size(), -7.0f);
+  Work ag = comm.allgatherAsync(std::span<const float>(mine), std::span<float>(all), options);
+  if (ag.wireFormat() != wire) gReport->fail("allgather " + what + ": ran as " + std::string(toString(ag.wireFormat())));
+  ag.wait();
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const double x = inputOf(static_cast<int>(i / count), i % count);
+    if (std::fabs(all[i] - x) > u * std::fabs(x) + 0x1p-39) {
+      gReport->fail("allgather " + what + ": element " + std::to_string(i) + " not within one rounding");
+      break;
+    }
+  }
+  std::vector<float> first = all;
+  MPI_Bcast(first.data(), static_cast<int>(first.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  if (first != all) gReport->fail("allgather " + what + ": differs from rank 0");
+}
+
 void sweep(Communicator& comm) {
   const int n = comm.size();
   const std::vector<std::string> available = comm.algorithms(Collective::kAllreduce);
@@ -92,6 +139,8 @@ void sweep(Communicator& comm) {
       check(comm, "ring", wire, count, n);
       check(comm, "rhd", wire, count, log2Floor(n) + (n != (1 << log2Floor(n)) ? 1 : 0) + 1);
       if (hier) check(comm, "hier", wire, count, nodes);
+      checkGatherScatter(comm, "ring", wire, count, n - 1);
+      if (hier) checkGatherScatter(comm, "hier", wire, count, nodes - 1);
     }
   }
 }

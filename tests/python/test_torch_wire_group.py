@@ -1,9 +1,11 @@
 """boostcomm.torch.set_wire: the per-group wire option of the c10d backend,
-under mpirun -np 2 and -np 3 with BOOSTCOMM_ALGO=allreduce:ring (the flat
-ring compresses every hop; on one host the selection would move float32
-through shared memory). Results against a float64 reference within the
-documented bound (docs/ALGORITHMS.md "Wire formats", R = n for the ring),
-bitwise identical on every rank, error feedback's effect checked exactly,
+under mpirun -np 2 and -np 3 with BOOSTCOMM_ALGO=ring (the flat ring of
+allreduce, reduce_scatter and allgather compresses every hop; on one host
+the selection would move float32 through shared memory). Results against a
+float64 reference within the documented bound (docs/ALGORITHMS.md "Wire
+formats", R = n for the ring allreduce, n - 1 for its reduce_scatter, one
+rounding per all-gathered value), bitwise identical on every rank, the list
+all_gather, gather and all_to_all exact, error feedback's effect checked exactly,
 DDP on a compressed group, one group's setting not leaking into another,
 non-float32 tensors passing through exactly, and bad input raised on every
 rank."""
@@ -82,6 +84,62 @@ def test_allreduce_within_bound_and_identical(groups, wire):
     dist.all_reduce(t, group=plain)
     assert bct.wire_counts(plain)["bf16"] == 0 and bct.wire_counts(plain)["fp16"] == 0
     assert bct.get_wire(plain)[0] == "off"
+    bct.set_wire(wired, "off")
+
+
+@pytest.mark.parametrize("wire", ["bf16", "fp16"])
+def test_reduce_scatter_and_all_gather_into_tensor(groups, wire):
+    """FSDP's pair: reduce_scatter_tensor within n - 1 roundings of partial
+    sums, all_gather_into_tensor within one rounding of each value and the
+    same bits on every rank (the owner keeps the rounded value too)."""
+    wired, _ = groups
+    n, rank = dist.get_world_size(), dist.get_rank()
+    bct.set_wire(wired, wire)
+    bct.wire_counts(wired, reset=True)
+    u = UNIT_ROUNDOFF[wire]
+    for count in SIZES:
+        xs = torch.stack([rank_data(r, n * count) for r in range(n)]).float().double()
+        for op, divisor in ((dist.ReduceOp.SUM, 1), (dist.ReduceOp.AVG, n)):
+            out = torch.empty(count)
+            dist.reduce_scatter_tensor(out, xs[rank].float(), op=op, group=wired)
+            mine = slice(rank * count, (rank + 1) * count)
+            exact = xs[:, mine].sum(0) / divisor
+            bound = ((n - 1) * u + (n + 1) * 2.0 ** -24) * xs[:, mine].abs().sum(0) / divisor
+            err = (out.double() - exact).abs()
+            assert torch.all(err <= bound), f"reduce_scatter {count} {op}: max excess {(err - bound).max().item()}"
+        shard = xs[rank, :count].float()
+        full = torch.empty(n * count)
+        dist.all_gather_into_tensor(full, shard, group=wired)
+        want = xs[:, :count].reshape(-1)
+        # fp16's per-message scale: a value far below its message's largest
+        # sits in float16's subnormals (absolute floor 2^-39 of that largest).
+        floor = 2.0 ** -39 * want.abs().max()
+        err = (full.double() - want).abs()
+        assert torch.all(err <= u * want.abs() + floor), f"all_gather {count}: max error {err.max().item()}"
+        assert_identical(wired, full)
+    assert bct.wire_counts(wired) == {"off": 0, "bf16": 3 * len(SIZES) if wire == "bf16" else 0,
+                                      "fp16": 3 * len(SIZES) if wire == "fp16" else 0}
+    bct.set_wire(wired, "off")
+
+
+def test_gather_all_to_all_and_list_all_gather_stay_exact(groups):
+    """They run on an allgather too, but move values: never rounded."""
+    wired, _ = groups
+    n, rank = dist.get_world_size(), dist.get_rank()
+    bct.set_wire(wired, "bf16")
+    xs = torch.stack([rank_data(r, 1001 * n) for r in range(n)]).float()
+    rows = gathered(wired, xs[rank])
+    for r in range(n):
+        assert torch.equal(rows[r], xs[r])
+    outs = [torch.empty(1001 * n) for _ in range(n)] if rank == 0 else None
+    dist.gather(xs[rank], outs, dst=0, group=wired)
+    if rank == 0:
+        for r in range(n):
+            assert torch.equal(outs[r], xs[r])
+    swapped = torch.empty(1001 * n)
+    dist.all_to_all_single(swapped, xs[rank], group=wired)
+    for r in range(n):
+        assert torch.equal(swapped[r * 1001:(r + 1) * 1001], xs[r, rank * 1001:(rank + 1) * 1001])
     bct.set_wire(wired, "off")
 
 

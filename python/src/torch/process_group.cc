@@ -212,9 +212,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allreduce(std::vector<at::
   premultiplyInPlace(t, opts.reduceOp, rank_);
   return enqueue(c10d::OpType::ALLREDUCE, tensors, [this, t, v, op](Communicator& c) {
     feedBack(t, op);
-    Work w = c.allreduceAsync(v, v, op);
-    countWire(w.wireFormat());
-    return w;
+    return counted(c.allreduceAsync(v, v, op));
   });
 }
 
@@ -242,9 +240,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allreduce_coalesced(
   for (const at::Tensor& t : tensors) premultiplyInPlace(t, opts.reduceOp, rank_);
   return enqueue(c10d::OpType::ALLREDUCE_COALESCED, tensors,
                  [this, views = std::move(views), op](Communicator& c) {
-                   Work w = c.allreduceManyAsync(views, op);
-                   countWire(w.wireFormat());
-                   return w;
+                   return counted(c.allreduceManyAsync(views, op));
                  });
 }
 
@@ -269,7 +265,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allgather(std::vector<std:
     const View recv = bytesOf(gathered, "allgather buffer", rank_);
     std::vector<at::Tensor> outs = outputs[0];
     return enqueue(
-        c10d::OpType::ALLGATHER, outs, [send, recv, in, gathered](Communicator& c) { return c.allgatherAsync(send, recv); },
+        c10d::OpType::ALLGATHER, outs,
+        [send, recv, in, gathered](Communicator& c) { return c.allgatherAsync(send, recv, exactValues()); },
         [gathered, outs] {
           const std::int64_t n = outs[0].numel();
           for (std::size_t i = 0; i < outs.size(); ++i) {
@@ -337,7 +334,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::_allgather_base(at::Tensor
   const View send = bytesOf(input, "allgather input", rank_);
   const View recv = bytesOf(output, "allgather output", rank_);
   return enqueue(c10d::OpType::_ALLGATHER_BASE, {output},
-                 [send, recv, input](Communicator& c) { return c.allgatherAsync(send, recv); });
+                 [this, send, recv, input](Communicator& c) { return counted(c.allgatherAsync(send, recv)); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -364,7 +361,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce_scatter(std::vector
     const View send = viewOf(packed, "reduce_scatter buffer", rank_);
     const View recv = viewOf(out, "reduce_scatter output", rank_);
     return enqueue(c10d::OpType::REDUCE_SCATTER, outputs,
-                   [send, recv, op, packed](Communicator& c) { return c.reduceScatterAsync(send, recv, op); });
+                   [this, send, recv, op, packed](Communicator& c) {
+                     return counted(c.reduceScatterAsync(send, recv, op));
+                   });
   }
   // torch's per-rank input tensors are the blocks themselves: one
   // reduceScatterManyPerRank over them, no packed copy.
@@ -380,8 +379,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce_scatter(std::vector
     send.push_back(viewOf(ins[r], "reduce_scatter input", rank_));
   }
   const View recv = viewOf(out, "reduce_scatter output", rank_);
-  return enqueue(c10d::OpType::REDUCE_SCATTER, outputs, [send = std::move(send), recv, op, ins](Communicator& c) {
-    return c.reduceScatterManyPerRankAsync(send, std::span<const View>(&recv, 1), op);
+  return enqueue(c10d::OpType::REDUCE_SCATTER, outputs, [this, send = std::move(send), recv, op, ins](Communicator& c) {
+    return counted(c.reduceScatterManyPerRankAsync(send, std::span<const View>(&recv, 1), op));
   });
 }
 
@@ -399,7 +398,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::_reduce_scatter_base(at::T
   const View send = viewOf(in, "reduce_scatter input", rank_);
   const View recv = viewOf(output, "reduce_scatter output", rank_);
   return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, {output},
-                 [send, recv, op, in](Communicator& c) { return c.reduceScatterAsync(send, recv, op); });
+                 [this, send, recv, op, in](Communicator& c) { return counted(c.reduceScatterAsync(send, recv, op)); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::barrier(const c10d::BarrierOptions& opts) {

@@ -201,6 +201,11 @@ class ProcessGroupBoostcomm : public ::c10d::Backend {
   // and the call compresses.
   void feedBack(const at::Tensor& tensor, ReduceOp op);
   void countWire(WireFormat travelled);
+  // countWire(w.wireFormat()), then w: for the ops that may carry the wire.
+  Work counted(Work w) {
+    countWire(w.wireFormat());
+    return w;
+  }
 
   // Launches `start` now (and `after`, run on success before the future completes).
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,

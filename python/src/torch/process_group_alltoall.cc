@@ -100,7 +100,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::alltoall_base(at::Tensor& 
   at::Tensor flatOut = output.view({-1});
   return enqueue(
       c10d::OpType::ALLTOALL_BASE, {output},
-      [send, recv, counts, flatIn, gathered](Communicator& c) { return c.allgathervAsync(send, recv, *counts); },
+      [send, recv, counts, flatIn, gathered](Communicator& c) {
+        return c.allgathervAsync(send, recv, *counts, exactValues());
+      },
       [gathered, flatOut, from, len] {
         std::int64_t at = 0;
         for (std::size_t r = 0; r < from.size(); ++r) {

@@ -89,7 +89,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allgather_into_tensor_coal
               "as many outputs as inputs (at least one), got ", outputs.size(), " and ", inputs.size(), " (rank ",
               rank_, ")");
   // Raw bytes: the pairs may differ in dtype (FSDP gathers uint8 views of
-  // mixed-dtype parameters; torch's own ops may not).
+  // mixed-dtype parameters; torch's own ops may not). All float32: typed,
+  // so the group's wire format applies as to all_gather_into_tensor.
+  const bool float32 = std::all_of(inputs.begin(), inputs.end(),
+                                   [](const at::Tensor& t) { return t.scalar_type() == at::kFloat; });
+  auto asView = [&](const at::Tensor& t, const char* what) {
+    return float32 ? viewOf(t, what, rank_) : rawBytesOf(t, what, rank_);
+  };
   std::vector<ConstView> send;
   std::vector<View> recv;
   std::vector<at::Tensor> keep;
@@ -105,13 +111,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allgather_into_tensor_coal
         break;
       }
     }
-    send.push_back(rawBytesOf(in, "allgather_into_tensor_coalesced input", rank_));
-    recv.push_back(rawBytesOf(outputs[i], "allgather_into_tensor_coalesced output", rank_));
+    send.push_back(asView(in, "allgather_into_tensor_coalesced input"));
+    recv.push_back(asView(outputs[i], "allgather_into_tensor_coalesced output"));
     keep.push_back(in);
   }
-  return enqueue(c10d::OpType::COALESCED, outputs, [send = std::move(send), recv = std::move(recv), keep](Communicator& c) {
-    return c.allgatherManyAsync(send, recv);
-  });
+  return enqueue(c10d::OpType::COALESCED, outputs,
+                 [this, send = std::move(send), recv = std::move(recv), keep](Communicator& c) {
+                   return counted(c.allgatherManyAsync(send, recv));
+                 });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce_scatter_tensor_coalesced(
@@ -171,8 +178,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::reduce_scatter_tensor_coal
     keep.push_back(in);
   }
   return enqueue(c10d::OpType::COALESCED, outputs,
-                 [send = std::move(send), recv = std::move(recv), op, keep](Communicator& c) {
-                   return c.reduceScatterManyAsync(send, recv, op);
+                 [this, send = std::move(send), recv = std::move(recv), op, keep](Communicator& c) {
+                   return counted(c.reduceScatterManyAsync(send, recv, op));
                  });
 }
 

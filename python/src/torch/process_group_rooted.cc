@@ -67,7 +67,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::gather(std::vector<std::ve
   const View send = bytesOf(in, "gather input", rank_);
   const View recv = bytesOf(gathered, "gather buffer", rank_);
   return enqueue(
-      c10d::OpType::GATHER, outs, [send, recv, in, gathered](Communicator& c) { return c.allgatherAsync(send, recv); },
+      c10d::OpType::GATHER, outs,
+      [send, recv, in, gathered](Communicator& c) { return c.allgatherAsync(send, recv, exactValues()); },
       [gathered, outs] {
         const std::int64_t n = outs.empty() ? 0 : outs[0].numel();
         for (std::size_t i = 0; i < outs.size(); ++i) {

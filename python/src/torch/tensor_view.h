@@ -5,6 +5,7 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include "boostcomm/buffer.h"
+#include "boostcomm/communicator.h"
 #include "boostcomm/types.h"
 
 namespace boostcomm::python {
@@ -21,6 +22,15 @@ View bytesOf(const at::Tensor& tensor, const char* what, int rank);
 // Any dtype as its raw bytes (a uint8 view of nbytes): for list collectives
 // that only move data, so tensors of different dtypes can share one list.
 View rawBytesOf(const at::Tensor& tensor, const char* what, int rank);
+// Options of the ops that run on an allgather but must move values exactly
+// whatever the group's wire format (set_wire): gather, the list all_gather
+// and alltoall. all_gather_into_tensor (FSDP's parameters, DTensor) and the
+// reduce-scatters carry the wire as allreduce does.
+inline CallOptions exactValues() {
+  CallOptions options;
+  options.wire = WireFormat::kOff;
+  return options;
+}
 // Whether the memory of a and b overlaps (an in-place use of an op).
 bool overlaps(const at::Tensor& a, const at::Tensor& b);
 DataType dataTypeOf(at::ScalarType type, const char* what, int rank);
