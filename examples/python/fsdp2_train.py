@@ -4,6 +4,7 @@ boostcomm backend, CPU only.
     torchrun --standalone --nproc-per-node 2 examples/python/fsdp2_train.py
     mpirun -np 2 --oversubscribe --bind-to none .venv/bin/python examples/python/fsdp2_train.py
     # variants: --mp bf16 (bfloat16 parameters and gradients on the wire),
+    #           --wire bf16 (float32 training, 16-bit messages on the links: set_wire),
     #           --hsdp (a (replicate, shard) mesh: 2 x world/2), --backend gloo (the same run on gloo)
 
 (with PYTHONPATH=build/python from the source tree). The training code is
@@ -97,6 +98,9 @@ def main():
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--mp", choices=["off", "bf16"], default="off",
                    help="bf16: MixedPrecisionPolicy(param_dtype=bfloat16); float32 master weights")
+    p.add_argument("--wire", choices=["off", "bf16", "fp16", "auto"], default="off",
+                   help="boostcomm.torch.set_wire on every mesh dimension's group: its reduce-scatters and "
+                        "all-gathers send 16-bit messages across links (hier: across nodes), sums in float32")
     p.add_argument("--hsdp", action="store_true",
                    help="a (replicate, shard) mesh of 2 x world/2: shard within a pair, replicate across")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
@@ -111,6 +115,11 @@ def main():
         mesh = init_device_mesh("cpu", (2, size // 2), mesh_dim_names=("replicate", "shard"))
     else:
         mesh = init_device_mesh("cpu", (size,))
+    if args.wire != "off":
+        if args.backend != "boostcomm":
+            raise SystemExit(f"--wire is boostcomm's option (backend {args.backend})")
+        for dim in range(mesh.ndim):
+            bct.set_wire(mesh.get_group(dim), args.wire)
 
     torch.manual_seed(0)  # the same initial weights on every rank
     model = TransformerLM(args.vocab, args.dim, args.heads, args.layers, args.seq)
@@ -123,7 +132,7 @@ def main():
         params = sum(p.numel() for p in TransformerLM(args.vocab, args.dim, args.heads, args.layers,
                                                       args.seq).parameters())
         print(f"{args.backend} via {launcher}: {size} ranks, mesh {tuple(mesh.shape)}, {params} parameters, "
-              f"mixed precision {args.mp}", flush=True)
+              f"mixed precision {args.mp}, wire {args.wire}", flush=True)
 
     gen = torch.Generator().manual_seed(1000 + rank)  # each rank its own data
     times = []

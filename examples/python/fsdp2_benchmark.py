@@ -1,0 +1,139 @@
+"""FSDP2 step time on gloo and on boostcomm, interleaved in one job.
+
+    mpirun -np 4 --oversubscribe --bind-to none .venv/bin/python examples/python/fsdp2_benchmark.py
+    scripts/emucluster.sh run -- -np 4 -x PYTHONPATH .venv/bin/python examples/python/fsdp2_benchmark.py --wire bf16
+
+(with PYTHONPATH=build/python from the source tree). The model and data are
+fsdp2_train.py's. The default group runs on gloo; a second group over the
+same ranks on boostcomm; each gets its own DeviceMesh (DeviceMesh.from_group)
+and its own copy of the model, fully_shard'ed the same way (every block, then
+the root), with the same initial weights and batches. After --warmup steps
+each, blocks of --steps steps alternate between the two, --reps times (the
+order flips every rep, so neither always goes first); a block's time is the
+slowest rank's. A third arm, "floor", trains the same model unsharded on each
+rank alone (no communication at all) in the same rotation: step - floor is
+what sharding costs each backend (communication not hidden behind compute,
+plus FSDP's own copies). Prints each rep's ms per step, the medians, the
+speedup (gloo's time / boostcomm's), both backends' cost over the floor and
+their ratio, and the models' last losses.
+
+--wire bf16|fp16|auto adds a fourth arm, "boostcomm+WIRE": a third group
+over the same ranks on boostcomm with boostcomm.torch.set_wire(WIRE), so
+16-bit messages on the links of its reduce-scatters and all-gathers (the
+numerics then differ from gloo's: the losses are printed side by side).
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import fully_shard
+
+import boostcomm.torch as bct
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fsdp2_train import TransformerLM, batch_of  # noqa: E402  (the example's model and data)
+
+
+def build(group, args):
+    """The model on `group` (fully_shard'ed), or unsharded with group None."""
+    torch.manual_seed(0)
+    model = TransformerLM(args.vocab, args.dim, args.heads, args.layers, args.seq)
+    if group is not None:
+        mesh = DeviceMesh.from_group(group, "cpu")
+        for block in model.blocks:
+            fully_shard(block, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+    return model, torch.optim.AdamW(model.parameters(), lr=args.lr)
+
+
+def run_steps(model, opt, batches):
+    loss = None
+    for x, y in batches:
+        loss = F.cross_entropy(model(x).float(), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return loss.item()
+
+
+def timed(model, opt, batches):
+    """Seconds of the slowest rank for `batches` (the default group's barrier
+    and max, outside the timed region)."""
+    dist.barrier()
+    start = time.perf_counter()
+    loss = run_steps(model, opt, batches)
+    t = torch.tensor([time.perf_counter() - start])
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.item(), loss
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=4, help="steps per timed block")
+    p.add_argument("--reps", type=int, default=5, help="timed blocks per backend")
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps per backend first")
+    p.add_argument("--wire", choices=["off", "bf16", "fp16", "auto"], default="off")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--seq", type=int, default=32)
+    p.add_argument("--vocab", type=int, default=256)
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--threads", type=int, default=1)
+    args = p.parse_args()
+
+    torch.set_num_threads(args.threads)
+    bct.init_process_group("gloo")
+    rank, size = dist.get_rank(), dist.get_world_size()
+    groups = {"gloo": dist.group.WORLD, "boostcomm": dist.new_group(backend="boostcomm")}
+    wired = f"boostcomm+{args.wire}"
+    if args.wire != "off":
+        groups[wired] = dist.new_group(backend="boostcomm")
+        bct.set_wire(groups[wired], args.wire)
+    groups["floor"] = None
+    models = {name: build(g, args) for name, g in groups.items()}
+    gen = torch.Generator().manual_seed(1000 + rank)
+    total = args.warmup + args.reps * args.steps
+    data = [batch_of(gen, args.batch, args.seq, args.vocab) for _ in range(total)]
+    if rank == 0:
+        print(f"{size} ranks, {sum(q.numel() for q in TransformerLM(args.vocab, args.dim, args.heads, args.layers, args.seq).parameters())} "
+              f"parameters, blocks of {args.steps} steps x {args.reps} reps per arm, wire {args.wire}", flush=True)
+    losses = {}
+    for name, (model, opt) in models.items():
+        losses[name] = run_steps(model, opt, data[:args.warmup])
+    ms = {name: [] for name in models}
+    for rep in range(args.reps):
+        batches = data[args.warmup + rep * args.steps: args.warmup + (rep + 1) * args.steps]
+        names = list(models)
+        order = names[rep % len(names):] + names[:rep % len(names)]  # each arm first in turn
+        for name in order:
+            seconds, losses[name] = timed(*models[name], batches)
+            ms[name].append(1e3 * seconds / args.steps)
+        if rank == 0:
+            print(f"rep {rep}: " + ", ".join(f"{n} {ms[n][-1]:.1f}" for n in models) + " ms/step", flush=True)
+    if rank == 0:
+        med = {n: statistics.median(v) for n, v in ms.items()}
+        print("median ms/step: " + ", ".join(f"{n} {med[n]:.1f}" for n in models), flush=True)
+        for n in models:
+            if n in ("gloo", "floor"):
+                continue
+            cost, base = med[n] - med["floor"], med["gloo"] - med["floor"]
+            print(f"{n}: speedup {med['gloo'] / med[n]:.2f}x gloo; over the floor {cost:.1f} ms against gloo's "
+                  f"{base:.1f} (ratio {cost / base:.2f})", flush=True)
+        print("last loss (rank 0's batch): " + ", ".join(f"{n} {losses[n]:.6f}" for n in models) +
+              " (floor: rank 0 alone)", flush=True)
+        if args.wire != "off":
+            print(f"{wired} wire counts: {bct.wire_counts(groups[wired])}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
