@@ -21,6 +21,13 @@ their ratio, and the models' last losses.
 over the same ranks on boostcomm with boostcomm.torch.set_wire(WIRE), so
 16-bit messages on the links of its reduce-scatters and all-gathers (the
 numerics then differ from gloo's: the losses are printed side by side).
+
+--collectives BYTES,... times FSDP's pair instead of training: for each size
+(of the full, unsharded float32 tensor) reduce_scatter_tensor and
+all_gather_into_tensor on each group, the arms interleaved call by call
+(each call bracketed by a barrier on its own group), --reps calls per arm
+after two untimed ones; prints the slowest rank's median ms and the speedups
+against gloo.
 """
 
 import argparse
@@ -74,6 +81,38 @@ def timed(model, opt, batches):
     return t.item(), loss
 
 
+def collectives(groups, sizes, reps):
+    rank, n = dist.get_rank(), dist.get_world_size()
+    names = [name for name, g in groups.items() if g is not None]
+    for nbytes in sizes:
+        count = nbytes // 4 // n * n
+        full, shard = torch.randn(count), torch.randn(count // n)
+        ms = {}
+        for coll in ("reduce_scatter_tensor", "all_gather_into_tensor"):
+            samples = {name: [] for name in names}
+            for it in range(reps + 2):
+                for name in names:
+                    g = groups[name]
+                    dist.barrier(group=g)
+                    start = time.perf_counter()
+                    if coll == "reduce_scatter_tensor":
+                        dist.reduce_scatter_tensor(shard, full, group=g)
+                    else:
+                        dist.all_gather_into_tensor(full, shard, group=g)
+                    if it >= 2:
+                        samples[name].append(time.perf_counter() - start)
+            for name in names:
+                t = torch.tensor([statistics.median(samples[name])])
+                dist.all_reduce(t, op=dist.ReduceOp.MAX)
+                ms[(coll, name)] = 1e3 * t.item()
+        if rank == 0:
+            for coll in ("reduce_scatter_tensor", "all_gather_into_tensor"):
+                base = ms[(coll, "gloo")]
+                print(f"{nbytes >> 10} KiB {coll}: " + ", ".join(
+                    f"{name} {ms[(coll, name)]:.2f} ms" + ("" if name == "gloo" else f" ({base / ms[(coll, name)]:.2f}x)")
+                    for name in names), flush=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=4, help="steps per timed block")
@@ -88,6 +127,8 @@ def main():
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--collectives", default="",
+                   help="comma-separated sizes in bytes: time reduce_scatter_tensor / all_gather_into_tensor instead")
     args = p.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -99,6 +140,12 @@ def main():
         groups[wired] = dist.new_group(backend="boostcomm")
         bct.set_wire(groups[wired], args.wire)
     groups["floor"] = None
+    if args.collectives:
+        collectives(groups, [int(s) for s in args.collectives.split(",")], max(args.reps, 3))
+        if args.wire != "off" and rank == 0:
+            print(f"{wired} wire counts: {bct.wire_counts(groups[wired])}", flush=True)
+        dist.destroy_process_group()
+        return
     models = {name: build(g, args) for name, g in groups.items()}
     gen = torch.Generator().manual_seed(1000 + rank)
     total = args.warmup + args.reps * args.steps
