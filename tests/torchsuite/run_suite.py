@@ -32,8 +32,6 @@ import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)  # the expecttest stand-in
 
 # Our own options, removed before torch's helpers parse sys.argv (they do at import).
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
