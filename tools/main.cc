@@ -127,7 +127,8 @@ int main(int argc, char** argv) {
   benchCmd
       ->add_option("--wire", bench.wires,
                    "Comma list of wire formats (off, bf16, fp16, auto): every algorithm but mpi runs once per "
-                   "format, as NAME+WIRE (float32 allreduce; docs/ALGORITHMS.md, 'Wire formats')")
+                   "format, as NAME+WIRE (float32 allreduce, allgather, reduce_scatter; docs/ALGORITHMS.md, "
+                   "'Wire formats')")
       ->delimiter(',');
   benchCmd->add_flag("--check,!--no-check", bench.check,
                      "Check results against a locally computed reference (default on)");

@@ -20,8 +20,9 @@ struct SimulateSweep {
   std::size_t chunkBytes = std::size_t{1} << 20;
   int maxChunks = 64;
   std::string interAlgorithm = "ring";
-  // --wire: float32 allreduce messages of ring, rhd and hier's inter-node
-  // phase as 16-bit (link bytes only; the conversions' compute is not modelled).
+  // --wire: float32 allreduce, allgather and reduce_scatter messages of ring,
+  // rhd and hier's inter-node phase as 16-bit (link bytes only; the
+  // conversions' compute is not modelled).
   WireFormat wire = WireFormat::kOff;
 };
 

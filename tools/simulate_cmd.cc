@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "algorithms/registry.h"
 #include "api/cli_internal.h"
 #include "boostcomm/error.h"
 #include "boostcomm/topology.h"
@@ -250,7 +251,8 @@ ExtraCommand addSimulateCommand(CLI::App& app) {
   cmd->add_option("--inter-algorithm", a->interAlgorithm, "Inter-node phase of hier allreduce: ring, rhd or native")
       ->capture_default_str();
   cmd->add_option("--wire", a->wire,
-                  "Wire format of float32 allreduce under ring, rhd and hier's inter-node phase: off, bf16 or fp16 "
+                  "Wire format of float32 allreduce, allgather and reduce_scatter under ring, rhd and hier's "
+                  "inter-node phase: off, bf16 or fp16 "
                   "(link bytes; conversion compute not modelled)")
       ->capture_default_str();
   cmd->add_option("--output", a->output, "Write the predictions as bench JSON records (docs/BENCH_JSON.md)");
@@ -299,9 +301,9 @@ ExtraCommand addSimulateCommand(CLI::App& app) {
     sweep.interAlgorithm = a->interAlgorithm;
     const auto wire = parseWireFormat(a->wire);
     if (!wire || *wire == WireFormat::kAuto) throw UsageError("--wire: '" + a->wire + "' is not off, bf16 or fp16");
-    if (*wire != WireFormat::kOff && (sweep.options.collective != Collective::kAllreduce ||
+    if (*wire != WireFormat::kOff && (!algorithms::wireCollective(sweep.options.collective) ||
                                       sweep.options.dtype != DataType::kFloat32)) {
-      throw UsageError("--wire " + a->wire + " applies to float32 allreduce only");
+      throw UsageError("--wire " + a->wire + " applies to float32 allreduce, allgather and reduce_scatter only");
     }
     sweep.wire = *wire;
     if (sweep.interAlgorithm != "ring" && sweep.interAlgorithm != "rhd" && sweep.interAlgorithm != "native") {

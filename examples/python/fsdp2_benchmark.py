@@ -22,6 +22,11 @@ over the same ranks on boostcomm with boostcomm.torch.set_wire(WIRE), so
 16-bit messages on the links of its reduce-scatters and all-gathers (the
 numerics then differ from gloo's: the losses are printed side by side).
 
+--hsdp shards within pairs of consecutive ranks and replicates across them
+(HSDP on a (replicate, shard) mesh of 2 x world/2, each arm's own groups): with
+mpirun's default placement and 2 ranks per node, the (node, local) mesh,
+whose only inter-node traffic is the gradients' allreduce across replicas.
+
 --collectives BYTES,... times FSDP's pair instead of training: for each size
 (of the full, unsharded float32 tensor) reduce_scatter_tensor and
 all_gather_into_tensor on each group, the arms interleaved call by call
@@ -48,12 +53,31 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fsdp2_train import TransformerLM, batch_of  # noqa: E402  (the example's model and data)
 
 
+def hsdp_groups(backend, size):
+    """(replicate, shard) groups of this rank on `backend` for a 2 x size/2 mesh
+    of consecutive ranks: shard groups {0..h-1}, {h..2h-1}; replicate {i, h+i}."""
+    half, rank = size // 2, dist.get_rank()
+    mine = {}
+    for kind, members in [("shard", list(range(0, half))), ("shard", list(range(half, size)))] + \
+                         [("replicate", [i, half + i]) for i in range(half)]:
+        g = dist.new_group(ranks=members, backend=backend)  # collective over the world
+        if rank in members:
+            mine[kind] = g
+    return [mine["replicate"], mine["shard"]]
+
+
 def build(group, args):
-    """The model on `group` (fully_shard'ed), or unsharded with group None."""
+    """The model on `group` (fully_shard'ed; a [replicate, shard] pair: HSDP),
+    or unsharded with group None."""
     torch.manual_seed(0)
     model = TransformerLM(args.vocab, args.dim, args.heads, args.layers, args.seq)
     if group is not None:
-        mesh = DeviceMesh.from_group(group, "cpu")
+        if isinstance(group, list):
+            size = dist.get_world_size()
+            mesh = DeviceMesh.from_group(group, "cpu", mesh=torch.arange(size).view(2, size // 2),
+                                         mesh_dim_names=("replicate", "shard"))
+        else:
+            mesh = DeviceMesh.from_group(group, "cpu")
         for block in model.blocks:
             fully_shard(block, mesh=mesh)
         fully_shard(model, mesh=mesh)
@@ -127,6 +151,7 @@ def main():
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--hsdp", action="store_true", help="a (replicate, shard) mesh of 2 x world/2 per arm")
     p.add_argument("--collectives", default="",
                    help="comma-separated sizes in bytes: time reduce_scatter_tensor / all_gather_into_tensor instead")
     args = p.parse_args()
@@ -134,11 +159,16 @@ def main():
     torch.set_num_threads(args.threads)
     bct.init_process_group("gloo")
     rank, size = dist.get_rank(), dist.get_world_size()
-    groups = {"gloo": dist.group.WORLD, "boostcomm": dist.new_group(backend="boostcomm")}
+    if args.hsdp and (size % 2 or args.collectives):
+        raise SystemExit("--hsdp needs an even number of ranks and training (not --collectives)")
+    new = (lambda backend: hsdp_groups(backend, size)) if args.hsdp else \
+        (lambda backend: dist.group.WORLD if backend == "gloo" else dist.new_group(backend=backend))
+    groups = {"gloo": new("gloo"), "boostcomm": new("boostcomm")}
     wired = f"boostcomm+{args.wire}"
     if args.wire != "off":
-        groups[wired] = dist.new_group(backend="boostcomm")
-        bct.set_wire(groups[wired], args.wire)
+        groups[wired] = new("boostcomm")
+        for g in groups[wired] if args.hsdp else [groups[wired]]:
+            bct.set_wire(g, args.wire)
     groups["floor"] = None
     if args.collectives:
         collectives(groups, [int(s) for s in args.collectives.split(",")], max(args.reps, 3))
@@ -151,8 +181,9 @@ def main():
     total = args.warmup + args.reps * args.steps
     data = [batch_of(gen, args.batch, args.seq, args.vocab) for _ in range(total)]
     if rank == 0:
-        print(f"{size} ranks, {sum(q.numel() for q in TransformerLM(args.vocab, args.dim, args.heads, args.layers, args.seq).parameters())} "
-              f"parameters, blocks of {args.steps} steps x {args.reps} reps per arm, wire {args.wire}", flush=True)
+        params = sum(q.numel() for q in TransformerLM(args.vocab, args.dim, args.heads, args.layers, args.seq).parameters())
+        print(f"{size} ranks, {params} parameters, {'HSDP 2 x ' + str(size // 2) if args.hsdp else 'flat'} mesh, "
+              f"blocks of {args.steps} steps x {args.reps} reps per arm, wire {args.wire}", flush=True)
     losses = {}
     for name, (model, opt) in models.items():
         losses[name] = run_steps(model, opt, data[:args.warmup])
@@ -178,7 +209,8 @@ def main():
         print("last loss (rank 0's batch): " + ", ".join(f"{n} {losses[n]:.6f}" for n in models) +
               " (floor: rank 0 alone)", flush=True)
         if args.wire != "off":
-            print(f"{wired} wire counts: {bct.wire_counts(groups[wired])}", flush=True)
+            for g in groups[wired] if args.hsdp else [groups[wired]]:
+                print(f"{wired} wire counts: {bct.wire_counts(g)}", flush=True)
     dist.destroy_process_group()
 
 

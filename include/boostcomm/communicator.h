@@ -35,13 +35,15 @@ struct CallOptions {
   std::string algorithm;
   // Deadline for a blocking call; empty uses BOOSTCOMM_TIMEOUT_MS (0 = none).
   std::optional<std::chrono::milliseconds> timeout;
-  // Wire format of this allreduce (docs/ALGORITHMS.md, "Wire formats");
-  // empty: the communicator's (setWireFormat, BOOSTCOMM_WIRE_DTYPE). It
-  // compresses where the call runs ring, rhd or hier (hier: its inter-node
-  // phase only); under native or shm the payload travels as float32
-  // (wireFormatOf says which). Set explicitly to kBf16/kFp16 on anything but
-  // a float32 allreduce, or together with an algorithm that cannot carry it,
-  // it is an error (kInvalidArgument). Every rank must pass the same
+  // Wire format of this allreduce, allgather(v) or reduce_scatter
+  // (docs/ALGORITHMS.md, "Wire formats"); empty: the communicator's
+  // (setWireFormat, BOOSTCOMM_WIRE_DTYPE). It compresses where the call runs
+  // ring, rhd or hier (hier: its inter-node phase only); under native or shm
+  // the payload travels as float32 (Work::wireFormat says which). Set
+  // explicitly to kBf16/kFp16 on anything but a float32 allreduce, allgather
+  // or reduce_scatter, or together with an algorithm that cannot carry it,
+  // it is an error (kInvalidArgument); kOff asks for exact values whatever
+  // the communicator's setting. Every rank must pass the same
   // (BOOSTCOMM_CHECK_CONSISTENCY=1 checks it).
   std::optional<WireFormat> wire;
 };
@@ -244,14 +246,15 @@ class Communicator {
   // from the first collective call on (reading it is collective).
   std::string selectedAlgorithm(Collective coll, std::size_t bytes) const;
 
-  // Wire format of float32 allreduces (docs/ALGORITHMS.md, "Wire formats"):
+  // Wire format of float32 allreduce, allgather(v) and reduce_scatter
+  // (docs/ALGORITHMS.md, "Wire formats"; an allgather rounds each value once):
   // kOff, kBf16, kFp16 or kAuto; the default is BOOSTCOMM_WIRE_DTYPE.
   // Collective: every rank calls it with the same value; ranks passing
   // different values all throw Error{kMismatch}. Non-float32 payloads pass
   // through unchanged.
   void setWireFormat(WireFormat wire);
   WireFormat wireFormat() const;
-  // How an allreduce of `bytes` of `dtype` with `options` travels (its
+  // How an allreduce (only) of `bytes` of `dtype` with `options` travels (its
   // algorithm as the selection or options.algorithm picks it): kOff, kBf16
   // or kFp16 (kAuto resolved by the cost model).
   WireFormat wireFormatOf(std::size_t bytes, DataType dtype = DataType::kFloat32,

@@ -260,24 +260,24 @@ def broadcast_many(tensors, root=0, algorithm=None, async_op=False):
     return work if async_op else tensors
 
 
-def all_gather_many(tensors, outputs=None, algorithm=None, async_op=False):
+def all_gather_many(tensors, outputs=None, algorithm=None, async_op=False, wire=None):
     """outputs[i] (world_size x tensors[i]'s shape when None) = every rank's
     tensors[i] in rank order, for every i, as ONE allgather of the list (the
     tensors are read and written in place; one dtype; same shapes on every
-    rank, checked). Returns the outputs, or a Work when async_op."""
+    rank, checked). wire: as for all_gather. Returns the outputs, or a Work when async_op."""
     comm = _default()
     tensors = list(tensors)
     if outputs is None:
         outputs = [_empty_like(t, (comm.size,) + tuple(t.shape)) for t in tensors]
     outputs = list(outputs)
-    work = comm.all_gather_many(tensors, outputs, algorithm, async_op)
+    work = comm.all_gather_many(tensors, outputs, algorithm, async_op, wire)
     return work if async_op else outputs
 
 
-def reduce_scatter_many(tensors, outputs=None, op="sum", algorithm=None, async_op=False):
+def reduce_scatter_many(tensors, outputs=None, op="sum", algorithm=None, async_op=False, wire=None):
     """outputs[i] = block `rank` (numel / world_size elements) of op over all
     ranks' tensors[i], for every i, as ONE reduce_scatter of the list.
-    Returns the outputs, or a Work when async_op."""
+    wire: as for all_reduce. Returns the outputs, or a Work when async_op."""
     comm = _default()
     tensors = list(tensors)
     if outputs is None:
@@ -289,17 +289,21 @@ def reduce_scatter_many(tensors, outputs=None, op="sum", algorithm=None, async_o
                                            f"elements, not a multiple of world_size {comm.size}")
             outputs.append(_empty_like(t, (n // comm.size,)))
     outputs = list(outputs)
-    work = comm.reduce_scatter_many(tensors, outputs, op, algorithm, async_op)
+    work = comm.reduce_scatter_many(tensors, outputs, op, algorithm, async_op, wire)
     return work if async_op else outputs
 
 
-def all_gather(tensor, output=None, algorithm=None, async_op=False):
-    """output (world_size x tensor's shape when None) = every rank's tensor, in rank order."""
+def all_gather(tensor, output=None, algorithm=None, async_op=False, wire=None):
+    """output (world_size x tensor's shape when None) = every rank's tensor, in rank order.
+
+    wire: this call's wire format for float32 (off, bf16, fp16, auto; None: the
+    communicator's): with bf16/fp16 every value arrives rounded once, the
+    owner's copy too, so all ranks hold the same bits; "off" moves them exactly."""
     comm = _default()
     if tensor is None:
         raise InvalidArgumentError(f"[boostcomm rank {comm.rank}] all_gather: tensor is None")
     out = _empty_like(tensor, (comm.size,) + tuple(tensor.shape)) if output is None else output
-    work = comm.all_gather(tensor, out, algorithm, async_op)
+    work = comm.all_gather(tensor, out, algorithm, async_op, wire)
     return work if async_op else out
 
 
@@ -309,8 +313,9 @@ def broadcast(tensor, root=0, algorithm=None, async_op=False):
     return work if async_op else tensor
 
 
-def reduce_scatter(tensor, output=None, op="sum", algorithm=None, async_op=False):
-    """Rank i receives block i of op over all ranks' tensor (numel / world_size elements)."""
+def reduce_scatter(tensor, output=None, op="sum", algorithm=None, async_op=False, wire=None):
+    """Rank i receives block i of op over all ranks' tensor (numel / world_size elements).
+    wire: as for all_reduce."""
     comm = _default()
     if tensor is None:
         raise InvalidArgumentError(f"[boostcomm rank {comm.rank}] reduce_scatter: tensor is None")
@@ -320,7 +325,7 @@ def reduce_scatter(tensor, output=None, op="sum", algorithm=None, async_op=False
             raise InvalidArgumentError(f"[boostcomm rank {comm.rank}] reduce_scatter: input has {n} elements, "
                                        f"not a multiple of world_size {comm.size}")
         output = _empty_like(tensor, (n // comm.size,))
-    work = comm.reduce_scatter(tensor, output, op, algorithm, async_op)
+    work = comm.reduce_scatter(tensor, output, op, algorithm, async_op, wire)
     return work if async_op else output
 
 

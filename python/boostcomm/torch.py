@@ -248,7 +248,9 @@ def set_wire(group=None, wire="bf16", error_feedback=False):
     with a wire rounds every value once, its owner's copy too, so all ranks
     hold the same bits (FSDP2: the unsharded parameters are the rounded
     shards; the sharded float32 parameters the optimizer updates are not
-    touched). Non-float32 tensors (float64, integers, float16, bfloat16) pass
+    touched, but DTensor.full_tensor() and full state-dict gathers, which
+    run all_gather_into_tensor, return them rounded: gather checkpoints on
+    another group or after set_wire(group, "off")). Non-float32 tensors (float64, integers, float16, bfloat16) pass
     through with no wire rounding (the result they get without set_wire) and
     count as "off". The list all_gather, gather and all_to_all always move
     values exactly. Overrides BOOSTCOMM_WIRE_DTYPE for this group.

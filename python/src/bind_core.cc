@@ -79,8 +79,9 @@ WireFormat wireFromName(const std::string& wire, int rank) {
   return *parsed;
 }
 
-// An allreduce's options: algorithm and, when given, the per-call wire format.
-CallOptions allreduceOptions(const std::optional<std::string>& algorithm, const std::optional<std::string>& wire,
+// Options of a call that may carry a wire (allreduce, allgather,
+// reduce_scatter): algorithm and, when given, the per-call wire format.
+CallOptions wireOptions(const std::optional<std::string>& algorithm, const std::optional<std::string>& wire,
                              int rank) {
   CallOptions options = callOptions(algorithm);
   if (wire) options.wire = wireFromName(*wire, rank);
@@ -195,7 +196,7 @@ void bindCommunicator(py::module_& m) {
              std::optional<std::string> algorithm, bool asyncOp, std::optional<std::string> wire) {
             SendRecv io = sendRecv(c, send, recv);
             const ReduceOp rop = reduceOpFromName(op, c.rank());
-            const CallOptions o = allreduceOptions(algorithm, wire, c.rank());
+            const CallOptions o = wireOptions(algorithm, wire, c.rank());
             return dispatch(
                 asyncOp, {io.send.owner, io.recv.owner}, [&] { c.allreduce(io.send.view, io.recv.view, rop, o); },
                 [&] { return c.allreduceAsync(io.send.view, io.recv.view, rop, o); });
@@ -209,7 +210,7 @@ void bindCommunicator(py::module_& m) {
              bool asyncOp, std::optional<std::string> wire) {
             ListRef l = listOf(c, tensors);
             const ReduceOp rop = reduceOpFromName(op, c.rank());
-            const CallOptions o = allreduceOptions(algorithm, wire, c.rank());
+            const CallOptions o = wireOptions(algorithm, wire, c.rank());
             return dispatch(
                 asyncOp, std::move(l.owners), [&] { c.allreduceMany(l.views, rop, o); },
                 [&] { return c.allreduceManyAsync(l.views, rop, o); });
@@ -231,45 +232,48 @@ void bindCommunicator(py::module_& m) {
       .def(
           "all_gather_many",
           [](Communicator& c, py::sequence inputs, py::sequence outputs, std::optional<std::string> algorithm,
-             bool asyncOp) {
+             bool asyncOp, std::optional<std::string> wire) {
             ListRef in = listOf(c, inputs, "inputs", false);
             ListRef out = listOf(c, outputs, "outputs");
             const std::vector<ConstView> send(in.views.begin(), in.views.end());
-            const CallOptions o = callOptions(algorithm);
+            const CallOptions o = wireOptions(algorithm, wire, c.rank());
             in.owners.insert(in.owners.end(), out.owners.begin(), out.owners.end());
             return dispatch(
                 asyncOp, std::move(in.owners), [&] { c.allgatherMany(send, out.views, o); },
                 [&] { return c.allgatherManyAsync(send, out.views, o); });
           },
           py::arg("inputs"), py::arg("outputs"), py::arg("algorithm") = py::none(), py::arg("async_op") = false,
+          py::arg("wire") = py::none(),
           "outputs[i] (world_size x inputs[i]) = every rank's inputs[i] in rank order, as one allgather of the lists.")
       .def(
           "reduce_scatter_many",
           [](Communicator& c, py::sequence inputs, py::sequence outputs, const std::string& op,
-             std::optional<std::string> algorithm, bool asyncOp) {
+             std::optional<std::string> algorithm, bool asyncOp, std::optional<std::string> wire) {
             ListRef in = listOf(c, inputs, "inputs", false);
             ListRef out = listOf(c, outputs, "outputs");
             const std::vector<ConstView> send(in.views.begin(), in.views.end());
             const ReduceOp rop = reduceOpFromName(op, c.rank());
-            const CallOptions o = callOptions(algorithm);
+            const CallOptions o = wireOptions(algorithm, wire, c.rank());
             in.owners.insert(in.owners.end(), out.owners.begin(), out.owners.end());
             return dispatch(
                 asyncOp, std::move(in.owners), [&] { c.reduceScatterMany(send, out.views, rop, o); },
                 [&] { return c.reduceScatterManyAsync(send, out.views, rop, o); });
           },
           py::arg("inputs"), py::arg("outputs"), py::arg("op") = "sum", py::arg("algorithm") = py::none(),
-          py::arg("async_op") = false,
+          py::arg("async_op") = false, py::arg("wire") = py::none(),
           "outputs[i] = block `rank` of op over ranks of inputs[i] (world_size x outputs[i]), as one reduce_scatter.")
       .def(
           "all_gather",
-          [](Communicator& c, py::handle send, py::handle recv, std::optional<std::string> algorithm, bool asyncOp) {
+          [](Communicator& c, py::handle send, py::handle recv, std::optional<std::string> algorithm, bool asyncOp,
+             std::optional<std::string> wire) {
             SendRecv io = sendRecv(c, send, recv);
-            const CallOptions o = callOptions(algorithm);
+            const CallOptions o = wireOptions(algorithm, wire, c.rank());
             return dispatch(
                 asyncOp, {io.send.owner, io.recv.owner}, [&] { c.allgather(io.send.view, io.recv.view, o); },
                 [&] { return c.allgatherAsync(io.send.view, io.recv.view, o); });
           },
-          py::arg("input"), py::arg("output"), py::arg("algorithm") = py::none(), py::arg("async_op") = false)
+          py::arg("input"), py::arg("output"), py::arg("algorithm") = py::none(), py::arg("async_op") = false,
+          py::arg("wire") = py::none())
       .def(
           "broadcast",
           [](Communicator& c, py::handle buffer, int root, std::optional<std::string> algorithm, bool asyncOp) {
@@ -283,17 +287,17 @@ void bindCommunicator(py::module_& m) {
       .def(
           "reduce_scatter",
           [](Communicator& c, py::handle send, py::handle recv, const std::string& op,
-             std::optional<std::string> algorithm, bool asyncOp) {
+             std::optional<std::string> algorithm, bool asyncOp, std::optional<std::string> wire) {
             SendRecv io = sendRecv(c, send, recv);
             const ReduceOp rop = reduceOpFromName(op, c.rank());
-            const CallOptions o = callOptions(algorithm);
+            const CallOptions o = wireOptions(algorithm, wire, c.rank());
             return dispatch(
                 asyncOp, {io.send.owner, io.recv.owner},
                 [&] { c.reduceScatter(io.send.view, io.recv.view, rop, o); },
                 [&] { return c.reduceScatterAsync(io.send.view, io.recv.view, rop, o); });
           },
           py::arg("input"), py::arg("output"), py::arg("op") = "sum", py::arg("algorithm") = py::none(),
-          py::arg("async_op") = false)
+          py::arg("async_op") = false, py::arg("wire") = py::none())
       .def(
           "barrier",
           [](Communicator& c, bool asyncOp) {
@@ -374,7 +378,8 @@ void bindCommunicator(py::module_& m) {
             c.setWireFormat(parsed);
           },
           py::arg("wire"),
-          "Wire format of float32 allreduces (collective; docs/ALGORITHMS.md 'Wire formats'): off, bf16, fp16, auto.")
+          "Wire format of float32 allreduce, allgather and reduce_scatter (collective; docs/ALGORITHMS.md 'Wire "
+          "formats'): off, bf16, fp16, auto.")
       .def_property_readonly("wire_format", [](const Communicator& c) { return std::string(toString(c.wireFormat())); })
       .def("flight_record", [](const Communicator& c) { return c.flightRecord(); },
            "This rank's flight recorder as JSON text (docs/RELIABILITY.md): its recent collectives, each with "
@@ -383,7 +388,7 @@ void bindCommunicator(py::module_& m) {
           "wire_format_of",
           [](const Communicator& c, std::size_t bytes, std::optional<std::string> wire,
              std::optional<std::string> algorithm) {
-            const CallOptions o = allreduceOptions(algorithm, wire, c.rank());
+            const CallOptions o = wireOptions(algorithm, wire, c.rank());
             return std::string(toString(c.wireFormatOf(bytes, DataType::kFloat32, o)));
           },
           py::arg("bytes"), py::arg("wire") = py::none(), py::arg("algorithm") = py::none(),

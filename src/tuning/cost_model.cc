@@ -233,8 +233,9 @@ struct Model {
     if (a == "hier") {
       if (p.nodes < 2) return kInfinity;
       const int L = p.ranksPerNode;
+      // The inter-node ring, then the intra-node rings (allgather_hier.cc: no pipeline pieces).
       const double interUs = ringAllgather(S / L, p.nodes, compressed(nodeLink())) + converted(S / L, p.nodes, 1);
-      return kScheduleCallUs + pipelined(ringAllgather(S, L, intra), interUs, S);
+      return kScheduleCallUs + ringAllgather(S, L, intra) + interUs;
     }
     return kInfinity;
   }
@@ -260,9 +261,10 @@ struct Model {
     if (a == "hier") {
       if (p.nodes < 2) return kInfinity;
       const int L = p.ranksPerNode;
+      // The intra-node rings, then the inter-node ring (reduce_scatter_hier.cc: no pipeline pieces).
       const double interUs =
           ringReduceScatter(S / L, p.nodes, compressed(nodeLink())) + converted(S / L, p.nodes, 1);
-      return kScheduleCallUs + pipelined(ringReduceScatter(S, L, intra), interUs, S);
+      return kScheduleCallUs + ringReduceScatter(S, L, intra) + interUs;
     }
     return kInfinity;
   }

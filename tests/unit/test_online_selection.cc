@@ -265,7 +265,7 @@ TEST(OnlineSelection, WithTheWireTheScheduleWinsWithoutTryingNative) {
   }
 }
 
-// The wire applies to float32 allreduces only: a float64 class on the same
+// The wire applies to float32 payloads only: a float64 class on the same
 // communicator still tries native, the baseline.
 TEST(OnlineSelection, WithTheWireAFloat64ClassStillTriesNative) {
   const std::size_t count = std::size_t{2} << 20;  // 16 MiB of doubles

@@ -179,15 +179,17 @@ class ProcessGroupBoostcomm : public ::c10d::Backend {
   // with an error at once) and refuses new ones. Local, any thread.
   void abort() override;
 
-  // Wire format of this group's float32 allreduces (boostcomm.torch.set_wire;
-  // process_group_wire.cc). Collective: every rank passes the same wire
-  // (ranks that differ all throw kMismatch); errorFeedback adds each tensor's
-  // rounding residual to its next allreduce (SUM/AVG of float32 only).
+  // Wire format of this group's float32 allreduces, reduce-scatters and
+  // all_gather_into_tensor (boostcomm.torch.set_wire; process_group_wire.cc).
+  // Collective: every rank passes the same wire (ranks that differ all throw
+  // kMismatch); errorFeedback adds each tensor's rounding residual to its
+  // next allreduce (SUM/AVG of float32 only).
   void setWire(WireFormat wire, bool errorFeedback);
   WireFormat wire() const;
   bool errorFeedback() const;
-  // Allreduces launched per wire format they travelled (index: WireFormat
-  // kOff, kBf16, kFp16), since creation or the last reset.
+  // Calls that may carry the wire (allreduces, reduce-scatters,
+  // all_gather_into_tensor) launched per wire format they travelled (index:
+  // WireFormat kOff, kBf16, kFp16), since creation or the last reset.
   std::array<std::int64_t, 3> wireCounts(bool reset);
 
  private:

@@ -1,7 +1,8 @@
-// The group's wire option (boostcomm.torch.set_wire): float32 allreduces of
-// this group carry 16-bit wire formats inside the algorithm (the group's
-// communicator's setWireFormat: collective, compared across ranks), and,
-// when asked, with error feedback per tensor.
+// The group's wire option (boostcomm.torch.set_wire): float32 allreduces,
+// reduce-scatters and all_gather_into_tensor of this group carry 16-bit wire
+// formats inside the algorithm (the group's communicator's setWireFormat:
+// collective, compared across ranks), and, when asked, allreduces with error
+// feedback per tensor.
 //
 // Feedback state is keyed by the tensor's storage (and its offset and
 // element count): DDP allreduces each bucket's persistent flat buffer every
