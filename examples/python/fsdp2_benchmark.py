@@ -50,7 +50,7 @@ from torch.distributed.fsdp import fully_shard
 import boostcomm.torch as bct
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fsdp2_train import TransformerLM, batch_of  # noqa: E402  (the example's model and data)
+from fsdp2_train import TransformerLM, add_model_arguments, batch_of  # noqa: E402  (the example's model and data)
 
 
 def hsdp_groups(backend, size):
@@ -143,14 +143,7 @@ def main():
     p.add_argument("--reps", type=int, default=5, help="timed blocks per backend")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps per backend first")
     p.add_argument("--wire", choices=["off", "bf16", "fp16", "auto"], default="off")
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--seq", type=int, default=32)
-    p.add_argument("--vocab", type=int, default=256)
-    p.add_argument("--dim", type=int, default=128)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--threads", type=int, default=1)
+    add_model_arguments(p)
     p.add_argument("--hsdp", action="store_true", help="a (replicate, shard) mesh of 2 x world/2 per arm")
     p.add_argument("--collectives", default="",
                    help="comma-separated sizes in bytes: time reduce_scatter_tensor / all_gather_into_tensor instead")

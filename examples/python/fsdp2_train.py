@@ -75,6 +75,18 @@ def batch_of(gen, batch, seq, vocab):
     return rows[:, :-1], rows[:, 1:]
 
 
+def add_model_arguments(p):
+    """The model's and the data's options (shared with fsdp2_benchmark.py)."""
+    p.add_argument("--batch", type=int, default=8, help="sequences per rank per step")
+    p.add_argument("--seq", type=int, default=32)
+    p.add_argument("--vocab", type=int, default=256)
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
+
+
 def init(backend):
     """mpirun: RANK, WORLD_SIZE and MASTER_* come from the MPI launcher
     (bct.init_process_group); torchrun: its env:// settings."""
@@ -89,13 +101,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backend", default="boostcomm", help="c10d backend (boostcomm, gloo)")
     p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--batch", type=int, default=8, help="sequences per rank per step")
-    p.add_argument("--seq", type=int, default=32)
-    p.add_argument("--vocab", type=int, default=256)
-    p.add_argument("--dim", type=int, default=128)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--lr", type=float, default=3e-3)
+    add_model_arguments(p)
     p.add_argument("--mp", choices=["off", "bf16"], default="off",
                    help="bf16: MixedPrecisionPolicy(param_dtype=bfloat16); float32 master weights")
     p.add_argument("--wire", choices=["off", "bf16", "fp16", "auto"], default="off",
@@ -103,7 +109,6 @@ def main():
                         "all-gathers send 16-bit messages across links (hier: across nodes), sums in float32")
     p.add_argument("--hsdp", action="store_true",
                    help="a (replicate, shard) mesh of 2 x world/2: shard within a pair, replicate across")
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
     args = p.parse_args()
 
     torch.set_num_threads(args.threads)

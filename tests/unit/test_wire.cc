@@ -544,8 +544,9 @@ TEST(WireSettings, EnvironmentSettingAndAutoOnOneHost) {
 }
 
 // The cost model behind auto: on a 1 Gbit/s link between 2 nodes x 2 ranks
-// the bf16 wire pays for large payloads and not for small ones; on one node
-// it never changes a prediction.
+// the bf16 wire pays for large payloads and not for small ones, for
+// allreduce, allgather and reduce_scatter under ring and hier; native,
+// broadcast and one node never change a prediction.
 TEST(WireCostModel, PaysOnlyWhereTheSlowLinkDominates) {
   LinkModel intra, inter;
   intra.measured = true;
@@ -556,16 +557,21 @@ TEST(WireCostModel, PaysOnlyWhereTheSlowLinkDominates) {
   inter.bandwidthGBps = 0.117;  // 1 Gbit/s TCP
   const tuning::CostParams two = tuning::paramsFor(4, {2, 2}, 2, false, intra, inter);
   const std::size_t big = std::size_t{64} << 20;
-  const double plain = tuning::predictUs(two, Collective::kAllreduce, "hier", big);
-  const double packed = tuning::predictUs(two, Collective::kAllreduce, "hier", big, WireFormat::kBf16);
-  EXPECT_LT(packed, 0.7 * plain);
-  EXPECT_GT(tuning::predictUs(two, Collective::kAllreduce, "hier", 256, WireFormat::kBf16),
-            0.95 * tuning::predictUs(two, Collective::kAllreduce, "hier", 256));
+  for (Collective coll : {Collective::kAllreduce, Collective::kAllgather, Collective::kReduceScatter}) {
+    for (const char* algo : {"ring", "hier"}) {
+      const double plain = tuning::predictUs(two, coll, algo, big);
+      EXPECT_LT(tuning::predictUs(two, coll, algo, big, WireFormat::kBf16), 0.7 * plain) << toString(coll) << algo;
+      EXPECT_GT(tuning::predictUs(two, coll, algo, 256, WireFormat::kBf16),
+                0.9 * tuning::predictUs(two, coll, algo, 256))
+          << toString(coll) << algo;
+    }
+    EXPECT_EQ(tuning::predictUs(two, coll, "native", big, WireFormat::kBf16), tuning::predictUs(two, coll, "native", big));
+  }
+  EXPECT_EQ(tuning::predictUs(two, Collective::kBroadcast, "hier", big, WireFormat::kBf16),
+            tuning::predictUs(two, Collective::kBroadcast, "hier", big));
   const tuning::CostParams one = tuning::paramsFor(4, {4}, 4, true, intra, LinkModel{});
   EXPECT_EQ(tuning::predictUs(one, Collective::kAllreduce, "shm", big, WireFormat::kBf16),
             tuning::predictUs(one, Collective::kAllreduce, "shm", big));
-  EXPECT_EQ(tuning::predictUs(two, Collective::kAllreduce, "native", big, WireFormat::kBf16),
-            tuning::predictUs(two, Collective::kAllreduce, "native", big));
 }
 
 }  // namespace

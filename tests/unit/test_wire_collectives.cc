@@ -8,7 +8,7 @@
 //     of its owner's input (the owner keeps the rounded value too).
 // Then the settings (the communicator's format reaches these collectives,
 // other payloads pass through exactly, explicit bad requests are errors on
-// every rank) and the cost model's predictions with a wire.
+// every rank); the cost model's predictions with a wire are in test_wire.cc.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,7 +22,6 @@
 #include "common/tunable_override.h"
 #include "core/tunables.h"
 #include "testing/inproc_group.h"
-#include "tuning/cost_model.h"
 
 namespace boostcomm {
 namespace {
@@ -311,33 +310,6 @@ TEST(WireGatherScatter, OtherPayloadsPassThroughAndBadRequestsFailOnEveryRank) {
     }
   });
   EXPECT_EQ(failures, std::vector<int>({2, 2, 2}));
-}
-
-// On a 1 Gbit/s link between 2 nodes x 2 ranks the bf16 wire pays for large
-// allgathers and reduce_scatters under ring and hier, not for small ones,
-// and leaves native's prediction alone.
-TEST(WireGatherScatter, CostModelPaysWhereTheLinkBounds) {
-  LinkModel intra, inter;
-  intra.measured = true;
-  intra.latencyUs = 1.0;
-  intra.bandwidthGBps = 5.0;
-  inter.measured = true;
-  inter.latencyUs = 50.0;
-  inter.bandwidthGBps = 0.117;
-  const tuning::CostParams two = tuning::paramsFor(4, {2, 2}, 2, false, intra, inter);
-  const std::size_t big = std::size_t{64} << 20;
-  for (Collective coll : {Collective::kAllgather, Collective::kReduceScatter}) {
-    for (const char* algo : {"ring", "hier"}) {
-      const double plain = tuning::predictUs(two, coll, algo, big);
-      EXPECT_LT(tuning::predictUs(two, coll, algo, big, WireFormat::kBf16), 0.7 * plain) << toString(coll) << algo;
-      EXPECT_GT(tuning::predictUs(two, coll, algo, 256, WireFormat::kBf16),
-                0.9 * tuning::predictUs(two, coll, algo, 256))
-          << toString(coll) << algo;
-    }
-    EXPECT_EQ(tuning::predictUs(two, coll, "native", big, WireFormat::kBf16), tuning::predictUs(two, coll, "native", big));
-  }
-  EXPECT_EQ(tuning::predictUs(two, Collective::kBroadcast, "hier", big, WireFormat::kBf16),
-            tuning::predictUs(two, Collective::kBroadcast, "hier", big));
 }
 
 }  // namespace
