@@ -33,7 +33,8 @@ void buildAllreduceRing(const CollectiveSpec& spec, executor::Schedule& schedule
   auto inSend = [&](int seg, std::size_t e) { return at(BufferId::kSend, layout.segments[seg].offset + e, es); };
   auto inRecv = [&](int seg, std::size_t e) { return at(BufferId::kRecv, layout.segments[seg].offset + e, es); };
 
-  const RingReduceScatterResult rs = ringReduceScatter(spec, layout, schedule, inSend, inRecv, /*tagBase=*/0, OwnedSegment::kRounded);
+  const RingReduceScatterResult rs =
+      ringReduceScatter(spec, layout, schedule, inSend, inRecv, /*tagBase=*/0, OwnedSegment::kRounded);
   const int k = layout.chunks;
   auto hazards = [&](int s, int c) {
     // Segment received at allgather step s was read at reduce-scatter step s

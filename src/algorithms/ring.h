@@ -56,9 +56,10 @@ RingReduceScatterResult ringReduceScatter(const CollectiveSpec& spec, const Ring
                                           const SegmentRef& out, int tagBase, OwnedSegment owned);
 
 // `ownedSource`: where segment r is read from for the first send (ready after
-// ownedReady[c]); `out`: where received segments go. Under a wire format the
-// caller makes segment r in `out` what its receivers decode (roundOwnedSegment). recvDeps(s, c) lists extra
-// steps a receive must wait for (buffer hazards of in-place calls).
+// ownedReady[c]); `out`: where received segments go. recvDeps(s, c) lists
+// extra steps a receive must wait for (buffer hazards of in-place calls).
+// Under a wire format the caller first makes segment r in `out` what its
+// receivers decode (roundOwnedSegment) and sends it from there.
 void ringAllgather(const CollectiveSpec& spec, const RingLayout& layout, executor::Schedule& schedule,
                    const SegmentRef& ownedSource, const SegmentRef& out, const std::vector<StepId>& ownedReady,
                    const std::function<std::vector<StepId>(int s, int c)>& recvDeps, int tagBase);
