@@ -268,6 +268,29 @@ struct Model {
     }
     return kInfinity;
   }
+
+  double barrier(std::string_view a) const {
+    return a == "native" || a == "dissemination"
+               ? log2Ceil(p.ranks) * ringLink().alpha + (a == "native" ? 0.0 : kScheduleCallUs)
+               : kInfinity;
+  }
+
+  // `a`'s time for `coll` at S bytes (with this model's wire settings).
+  double predict(Collective coll, std::string_view a, double S) const {
+    switch (coll) {
+      case Collective::kAllreduce:
+        return allreduce(a, S);
+      case Collective::kAllgather:
+        return allgather(a, S);
+      case Collective::kBroadcast:
+        return broadcast(a, S);
+      case Collective::kReduceScatter:
+        return reduceScatter(a, S);
+      case Collective::kBarrier:
+        return barrier(a);
+    }
+    return kInfinity;
+  }
 };
 
 }  // namespace
@@ -313,38 +336,12 @@ double predictUs(const CostParams& params, Collective coll, std::string_view alg
   Model m(params);
   m.wireRatio = 0.5;
   m.wireConvert = usPerByte(wire == WireFormat::kBf16 ? kWireBf16ConvertGBps : kWireFp16ConvertGBps);
-  const double S = static_cast<double>(bytes);
-  switch (coll) {
-    case Collective::kAllreduce:
-      return m.allreduce(algorithm, S);
-    case Collective::kAllgather:
-      return m.allgather(algorithm, S);
-    case Collective::kReduceScatter:
-      return m.reduceScatter(algorithm, S);
-    default:
-      return predictUs(params, coll, algorithm, bytes);
-  }
+  return m.predict(coll, algorithm, static_cast<double>(bytes));
 }
 
 double predictUs(const CostParams& params, Collective coll, std::string_view algorithm, std::size_t bytes) {
-  const Model m(params);
-  const double S = static_cast<double>(bytes);
   if (params.ranks <= 1) return algorithm == "native" ? 0.0 : kScheduleCallUs;
-  switch (coll) {
-    case Collective::kAllreduce:
-      return m.allreduce(algorithm, S);
-    case Collective::kAllgather:
-      return m.allgather(algorithm, S);
-    case Collective::kBroadcast:
-      return m.broadcast(algorithm, S);
-    case Collective::kReduceScatter:
-      return m.reduceScatter(algorithm, S);
-    case Collective::kBarrier:
-      return algorithm == "native" || algorithm == "dissemination"
-                 ? log2Ceil(params.ranks) * m.ringLink().alpha + (algorithm == "native" ? 0.0 : kScheduleCallUs)
-                 : kInfinity;
-  }
-  return kInfinity;
+  return Model(params).predict(coll, algorithm, static_cast<double>(bytes));
 }
 
 Prediction predictBest(const CostParams& params, Collective coll, std::size_t bytes,
