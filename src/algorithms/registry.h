@@ -4,6 +4,7 @@
 // never touches memory or the network; the executor runs what it returns.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -14,9 +15,19 @@
 
 namespace boostcomm::algorithms {
 
+// How an algorithm moves its data; what the communicator routes a call by
+// (api/route.h), so no caller compares builder pointers.
+enum class AlgorithmKind : std::uint8_t {
+  kBackend,        // the backend's own collective ("native")
+  kSharedMemory,   // the shm engine's collective, one node ("shm")
+  kPointToPoint,   // a schedule of sends, receives and reductions
+  kHierarchical,   // point-to-point phases over the intra- and inter-node communicators
+};
+
 struct AlgorithmInfo {
   const char* name;
   Collective collective;
+  AlgorithmKind kind;
   // Empty string when the algorithm can run `spec`, else the reason it cannot.
   std::string (*unsupportedReason)(const CollectiveSpec& spec);
   void (*build)(const CollectiveSpec& spec, executor::Schedule& schedule);
@@ -50,7 +61,7 @@ void buildBroadcastHier(const CollectiveSpec& spec, executor::Schedule& schedule
 void buildAllgatherHier(const CollectiveSpec& spec, executor::Schedule& schedule);
 void buildReduceScatterHier(const CollectiveSpec& spec, executor::Schedule& schedule);
 // True for the hierarchical algorithms (they need the intra/inter communicators).
-bool isHierarchical(const AlgorithmInfo& algo);
+inline bool isHierarchical(const AlgorithmInfo& algo) { return algo.kind == AlgorithmKind::kHierarchical; }
 // The collectives a wire format applies to (on float32 payloads): allreduce,
 // allgather(v) and reduce_scatter, the ones some algorithm carries it for.
 bool wireCollective(Collective collective);

@@ -1,7 +1,7 @@
 // The selection map: per collective, byte ranges -> the algorithm each
 // selection layer names there. The communicator merges its settings into
 // one map whenever a setting changes; choosing the algorithm of a call, the
-// native fast-path limit and Communicator::selectedAlgorithm are lookups in
+// route table (api/route.h) and Communicator::selectedAlgorithm are lookups in
 // it, so what is reported is what runs.
 //
 // Layers, lowest first; a higher layer wins wherever it names an algorithm:

@@ -31,6 +31,7 @@ struct CallArgs {
 // Checks every argument of `args` on this rank and fills `spec` (minus the
 // tunable knobs). Throws Error{kInvalidArgument} naming the collective, the
 // argument and the rank. `spec.counts` is reused to avoid reallocation.
-void validateAndDescribe(const CallArgs& args, int rank, int size, algorithms::CollectiveSpec& spec);
+// Returns spec.payloadBytes(), which the checks compute on the way.
+std::size_t validateAndDescribe(const CallArgs& args, int rank, int size, algorithms::CollectiveSpec& spec);
 
 }  // namespace boostcomm::detail

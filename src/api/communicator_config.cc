@@ -144,7 +144,7 @@ void CommunicatorImpl::agreeOnConfiguration(std::optional<std::chrono::milliseco
   }
   if (differing < 0) {
     configAgreementPending_ = false;
-    rebuildSelection();  // the fast path was off until now
+    rebuildSelection();  // the route table settled no call until now
     return;
   }
   // Still pending: every later call exchanges again and fails alike.

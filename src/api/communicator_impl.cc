@@ -197,10 +197,9 @@ void CommunicatorImpl::setTimeout(std::optional<std::chrono::milliseconds> timeo
   defaultTimeout_ = timeout.value_or(std::chrono::milliseconds(0));
   explicitTimeout_ = defaultTimeout_.count() > 0;
   inspector_->setDeadlineMs(defaultTimeout_.count());
-  rebuildSelection();  // the fast path takes no interruptible deadline
 }
 
-void CommunicatorImpl::checkUsable() const {
+void CommunicatorImpl::raiseUnusable() const {
   BC_CHECK(!finalized_, ErrorCategory::kFinalized, rank_, "communicator used after finalize()");
   // Set after a timeout or transport error, on whichever thread saw it: the
   // communicator is unusable.
@@ -214,6 +213,7 @@ void CommunicatorImpl::checkUsable() const {
   BC_CHECK(!inspector_->aborted(), ErrorCategory::kAborted, rank_, "communicator used after abort()");
   if (inspector_->poisoned()) core::raise(ErrorCategory::kMismatch, rank_, inspector_->poisonMessage());
   if (inspector_->peerExited()) core::raise(ErrorCategory::kTransport, rank_, inspector_->peerExitedMessage());
+  BC_INTERNAL(false, "raiseUnusable on a usable communicator");
 }
 
 std::optional<std::chrono::milliseconds> CommunicatorImpl::deadlineFor(const CallOptions& options) const {
@@ -283,9 +283,9 @@ void CommunicatorImpl::checkConsistency(const CollectiveSpec& spec) {
   }
 }
 
-void CommunicatorImpl::validate(const CallArgs& args) {
+std::size_t CommunicatorImpl::validate(const CallArgs& args) {
   try {
-    validateAndDescribe(args, rank_, size_, spec_);
+    return validateAndDescribe(args, rank_, size_, spec_);
   } catch (const Error& e) {
     // Peers that entered this call wait for us: say in our call status that
     // it was rejected here, so they report it instead of waiting out the
@@ -300,9 +300,7 @@ void CommunicatorImpl::validate(const CallArgs& args) {
 }
 
 const AlgorithmInfo& CommunicatorImpl::prepare(const CallArgs& args, const CallOptions& options) {
-  checkUsable();
   CollectiveSpec& spec = spec_;
-  validate(args);
   auto describe = [&] {
     spec.chunkBytes = chunkBytes_;
     spec.maxChunks = maxChunks_;
@@ -317,7 +315,8 @@ const AlgorithmInfo& CommunicatorImpl::prepare(const CallArgs& args, const CallO
   // cache, link facts) comes after every local check (an explicit algorithm
   // or wire format this call cannot use): a bad argument on one rank throws
   // before anything is exchanged, so its peers are not left waiting. Until
-  // it ran, the fast path is off (rebuildSelection): every call gets here.
+  // it ran, the route table settles no call (rebuildSelection): every call
+  // gets here.
   if (firstCallPending()) [[unlikely]] {
     (void)resolveWire(spec, choose(spec, options), options);
     firstCallSetup(deadlineFor(options));
@@ -354,48 +353,51 @@ void CommunicatorImpl::reportRejectedCall(Collective collective) {
   status_->recordRejected(sequence_, core::Fingerprint::of(collective, DataType::kFloat32, ReduceOp::kSum, 0, 0));
 }
 
-bool CommunicatorImpl::takesSmall(const CallArgs& args, std::size_t count, const CallOptions& options) const {
+bool CommunicatorImpl::takesSmall(const CallArgs& args, std::size_t bytes, const CallOptions& options) const {
   // A small blocking collective on one node runs through the shm engine's
   // slots instead of the backend or the engine's chunked path
   // (shm/small_collective.cc): faster, and its fingerprint check travels with
   // the data. Only where the selection chose native or shm: an explicit
-  // algorithm (the call's option or BOOSTCOMM_ALGO) is run as named. `count`
-  // is CollectiveSpec::count (allgather: each rank's block, equal blocks only).
+  // algorithm (the call's option or BOOSTCOMM_ALGO) is run as named. The
+  // slot holds the payload (allgather: each rank's block, equal blocks only).
   if (size_ < 2 || smallAllreduceBytes_ == 0 || args.listed() || args.collective == Collective::kBarrier) return false;
   if (!options.algorithm.empty() || !algoOverride_[static_cast<std::size_t>(args.collective)].empty()) return false;
   if (args.op == ReduceOp::kAvg && args.collective != Collective::kBroadcast && args.collective != Collective::kAllgather)
     return false;
   if (args.collective == Collective::kAllgather && args.varying) return false;
-  const std::size_t slot = args.collective == Collective::kReduceScatter ? count * static_cast<std::size_t>(size_) : count;
-  return slot * dataTypeSize(args.recv.dtype) <= smallAllreduceBytes_;
+  const std::size_t slot = args.collective == Collective::kAllgather ? bytes / static_cast<std::size_t>(size_) : bytes;
+  return slot <= smallAllreduceBytes_;
 }
 
-bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count, const CallOptions& options) {
+Route CommunicatorImpl::routeOf(algorithms::AlgorithmKind kind, const CallArgs& args, const CallOptions& options,
+                                std::size_t bytes) const {
   // Latency-bound calls (a few hundred ns here) cannot afford a schedule:
-  // when one blocking backend call is the whole job, make it straight away.
-  // That takes no deadline (a blocking backend call cannot time out; the
-  // small allreduce polls its own, so it takes one), no avg
-  // (the executor divides), an int count, and nothing in flight (a peer may
-  // wait for our part of it, and we could not progress it from inside the
-  // call). The caller has chosen native (or shm, for a size the small
-  // allreduce takes: then only that runs here). Every rank advances the tag
-  // sequence the same way.
-  // Only these run here; for the others nothing may be recorded either: a
-  // started fingerprint of the per-rank count, replaced by the schedule's
-  // one of the total, read by a peer's watchdog in between is a false
-  // mismatch (seen with native allgather at 3 ranks under load).
-  // (Allgather and reduce_scatter run here only as small collectives, whose
-  // fingerprint is the schedule's: fingerprintOf.)
-  // The small collectives take a deadline themselves (they poll it), so they
-  // run with or without one: ranks whose deadlines differ still meet in one
-  // protocol. Other calls with a deadline take the engine's path.
-  const bool small = takesSmall(args, count, options);
-  const bool direct = args.collective == Collective::kAllreduce || args.collective == Collective::kBroadcast ||
-                      args.collective == Collective::kBarrier || small;
-  if (!direct || (interruptible(options) && !small) || (args.op == ReduceOp::kAvg && !small) ||
-      count > static_cast<std::size_t>(INT_MAX) || !engine_->idle()) {
-    return false;
-  }
+  // where one blocking backend call, or the shm engine's small collective,
+  // is the whole job, make it straight away. The small collectives take a
+  // deadline themselves (they poll it), so they run with or without one:
+  // ranks whose deadlines differ still meet in one protocol. The backend's
+  // blocking call takes no deadline (it cannot time out), no avg (the
+  // executor divides) and an int count; allgather and reduce_scatter have
+  // no direct form (their fingerprint is the schedule's: fingerprintOf).
+  using algorithms::AlgorithmKind;
+  if ((kind != AlgorithmKind::kBackend && kind != AlgorithmKind::kSharedMemory) || args.listed()) return Route::kEngine;
+  if (takesSmall(args, bytes, options)) return Route::kSmall;
+  const Collective c = args.collective;
+  const bool direct = kind == AlgorithmKind::kBackend &&
+                      (c == Collective::kAllreduce || c == Collective::kBroadcast || c == Collective::kBarrier) &&
+                      !interruptible(options) && args.op != ReduceOp::kAvg &&
+                      spec_.count <= static_cast<std::size_t>(INT_MAX);
+  return direct ? Route::kDirect : Route::kEngine;
+}
+
+void CommunicatorImpl::runWithoutSchedule(Route route, const CallArgs& args, std::size_t count,
+                                          const CallOptions& options) {
+  // Every rank advances the tag sequence the same way. Only kDirect and
+  // kSmall calls are recorded here; for the others nothing may be recorded
+  // either: a started fingerprint of the per-rank count, replaced by the
+  // schedule's one of the total, read by a peer's watchdog in between is a
+  // false mismatch (seen with native allgather at 3 ranks under load).
+  const bool small = route == Route::kSmall;
   // Small broadcasts this rank roots are checked in batches; any other call
   // checks them first (verifyPendingRoot).
   if (rootPendingFrom_ != 0) {
@@ -431,7 +433,7 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
   } catch (const Error& e) {
     // Peers that complete this small call later must not return it normally.
     if (small) status_->failed.store(sequence_ + 1, std::memory_order_release);
-    // A backend error in a call a peer made differently (MPI_ERR_TRUNCATE
+    // A backend error in a call a peer made differently (a truncation
     // when its count is smaller): the mismatch is the cause, so say that,
     // naming both sides, with the backend's words after it. (A mismatch
     // found by the small allreduce or the watchdog already says so.)
@@ -459,7 +461,6 @@ bool CommunicatorImpl::runNativeDirectly(const CallArgs& args, std::size_t count
   status_->recordEnd(sequence_);
   if (meter != nullptr) meter->collectiveFinished(linkBytes, startNs, executor::LinkMeter::nowNs());
   ++sequence_;
-  return true;
 }
 
 void CommunicatorImpl::runNativeBlocking(const CallArgs& args, std::size_t count, const core::Fingerprint& fingerprint) {
@@ -495,9 +496,8 @@ bool CommunicatorImpl::runCheckedAllreduce(const CallArgs& args, std::size_t cou
                                             hi)) {
       return false;
     }
-  } catch (const Error& e) {
+  } catch (const transport::TruncationError& e) {
     // A peer's element is longer: its call has more bytes (count or dtype).
-    if (e.category() != ErrorCategory::kTransport || e.detail().find("MPI_ERR_TRUNCATE") == std::string::npos) throw;
     core::raise(ErrorCategory::kMismatch, rank_,
                 "collective mismatch: rank " + std::to_string(rank_) + ": " + core::describe(fingerprint) + ", seq " +
                     std::to_string(sequence_) + "; another rank's payload of this call is larger (a different "
@@ -643,8 +643,8 @@ std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs
       binding.sendList = &exec->sendList;
     }
   }
-  if (spec.collective == Collective::kAllgather &&
-      (algo.build == algorithms::buildNative || algo.build == algorithms::buildShm)) {
+  if (spec.collective == Collective::kAllgather && (algo.kind == algorithms::AlgorithmKind::kBackend ||
+                                                    algo.kind == algorithms::AlgorithmKind::kSharedMemory)) {
     exec->nativeCounts.resize(static_cast<std::size_t>(size_));
     exec->nativeDispls.resize(static_cast<std::size_t>(size_));
     const std::vector<algorithms::Range> blocks = algorithms::blockLayout(spec);
@@ -691,82 +691,83 @@ std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs
                          std::move(work));
 }
 
-bool CommunicatorImpl::tryFastAllreduce(const CallArgs& args, const CallOptions& options) {
-  const ConstView& send = args.send;
-  const View& recv = args.recv;
-  const unsigned dtype = static_cast<unsigned>(recv.dtype);
-  const unsigned op = static_cast<unsigned>(args.op);
-  // What validation would check, and an explicit algorithm (above the map).
-  if (args.collective != Collective::kAllreduce || dtype >= kNumDataTypes || op >= kNumReduceOps ||
-      send.dtype != recv.dtype || send.count != recv.count || recv.count == 0 || send.data == nullptr ||
-      recv.data == nullptr || !options.algorithm.empty() || wireAsked(options) || finalized_ ||
-      engine_->failure() || inspector_->unusable()) {
-    return false;
-  }
-  const std::size_t bytes = recv.count * dataTypeSize(recv.dtype);
-  if (bytes > fastNativeMaxBytes_) return false;  // the map may not say native
-  const auto s = reinterpret_cast<std::uintptr_t>(send.data);
-  const auto r = reinterpret_cast<std::uintptr_t>(recv.data);
-  if (s != r && s < r + bytes && r < s + bytes) return false;  // partial overlap: let validation report it
-  return runNativeDirectly(args, recv.count, options);
-}
-
-bool CommunicatorImpl::tryFastSmall(const CallArgs& args, const CallOptions& options) {
-  const FastSmall& fast = fastSmall_[static_cast<std::size_t>(args.collective)];
-  if (fast.small == 0 || args.listed() || args.varying || !options.algorithm.empty() || wireAsked(options) ||
-      finalized_ || engine_->failure() || inspector_->unusable() || !engine_->idle()) {
-    return false;
-  }
-  // The map's payload (CollectiveSpec::payloadBytes) before validation:
-  // the larger buffer (reduce_scatter's send, allgather's recv).
-  const std::size_t count = std::max(args.send.count, args.recv.count);
-  const unsigned dtype = static_cast<unsigned>(args.recv.dtype);
-  if (dtype >= kNumDataTypes || count > fast.small / dataTypeSize(args.recv.dtype)) return false;
-  validate(args);  // a bad argument raises here as on the general path
-  if (spec_.payloadBytes() > fast.native && !takesSmall(args, spec_.count, options)) return false;
-  return runNativeDirectly(args, spec_.count, options);
-}
-
+// validate -> route -> execute.
 void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
   executor::EngineLock lock(*engine_);
-  if (fastNativeMaxBytes_ > 0 && !args.listed() && tryFastAllreduce(args, options)) return;
-  if (tryFastSmall(args, options)) return;
+  checkUsable();
+  const std::size_t bytes = validate(args);
+  const Routed routed = route(args, options, bytes);
+  if (routed.route != Route::kEngine) [[likely]] {
+    runLocal(routed.route, args, options);
+  } else {
+    runOnEngine(*routed.algorithm, args, options);
+  }
+}
+
+CommunicatorImpl::Routed CommunicatorImpl::route(const CallArgs& args, const CallOptions& options,
+                                                 std::size_t bytes) {
+  // Where the map's default is the backend's or shm's collective and the
+  // call names no algorithm or wire format of its own, the route table
+  // settles it; an explicit kOff wire asks for what these routes do anyway.
+  if (options.algorithm.empty() && !wireAsked(options)) {
+    if (const auto kind = routes_.settledKind(args.collective, bytes)) {
+      if (const Route r = routeOf(*kind, args, options, bytes); r != Route::kEngine) {
+        trial_ = {};
+        return {r, nullptr};
+      }
+    }
+  }
   const AlgorithmInfo& algo = prepare(args, options);
+  return {routeOf(algo.kind, args, options, bytes), &algo};
+}
+
+void CommunicatorImpl::runLocal(Route route, const CallArgs& args, const CallOptions& options) {
+  if (trial_.index < 0 && engine_->idle()) [[likely]] {
+    runWithoutSchedule(route, args, spec_.count, options);
+    return;
+  }
+  const OnlineSelection::Trial trial = trial_;
+  const bool timed = trial.index >= 0;
+  std::chrono::steady_clock::time_point start;
+  if (timed) start = std::chrono::steady_clock::now();
+  if (engine_->idle()) [[likely]] {
+    runWithoutSchedule(route, args, spec_.count, options);
+  } else {
+    // Finish earlier asynchronous work first: a peer may be waiting for our
+    // part of it, and we could not progress it from inside the blocking
+    // call. The small collective's deadline is what the drain left of it.
+    const auto begin = std::chrono::steady_clock::now();
+    const auto deadline = deadlineFor(options);
+    engine_->drain(deadline, "drain before a blocking call", rank_);
+    CallOptions left = options;
+    if (route == Route::kSmall && interruptible(options) && deadline) {
+      const auto spent =
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - begin);
+      left.timeout = std::max(std::chrono::milliseconds(1), *deadline - spent);
+    }
+    runWithoutSchedule(route, args, spec_.count, left);
+  }
+  if (timed) online_.recordTime(trial, elapsedUs(start));
+}
+
+void CommunicatorImpl::runOnEngine(const AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options) {
   const OnlineSelection::Trial trial = trial_;
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = deadlineFor(options);
-  // Where the selection chose shm for a size the small allreduce takes, the
-  // small allreduce runs instead (runNativeDirectly): at 4-32 KiB it beats
-  // the engine's chunked path and raw MPI (docs/PERFORMANCE_HISTORY.md 21, 22).
-  // It takes a deadline itself; the backend's blocking call cannot.
-  const bool small = (algo.build == algorithms::buildShm || algo.build == algorithms::buildNative) &&
-                     takesSmall(args, spec_.count, options);
-  if ((algo.build == algorithms::buildNative || small) && (!interruptible(options) || small) && !args.listed()) {
-    // The backend's blocking collective. Finish earlier asynchronous work
-    // first: a peer may be waiting for our part of it, and we could not
-    // progress it from inside the blocking call.
-    engine_->drain(deadline, "drain before a blocking call", rank_);
-    // The small allreduce's deadline is what the drain left of the call's.
-    CallOptions left = options;
-    if (small && interruptible(options) && deadline) {
-      const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
-      left.timeout = std::max(std::chrono::milliseconds(1), *deadline - spent);
-    }
-    if (runNativeDirectly(args, spec_.count, left)) {
-      if (trial.index >= 0) online_.recordTime(trial, elapsedUs(start));
-      return;
-    }
-  }
+  const bool backend = algo.kind == algorithms::AlgorithmKind::kBackend;
+  // Without a deadline a native-only schedule makes the backend's blocking
+  // call (launch): finish earlier asynchronous work first, as runLocal does.
+  if (backend && !interruptible(options)) engine_->drain(deadline, "drain before a blocking call", rank_);
   BlockingScope blockingScope{status_};
   const std::uint64_t sequence = sequence_;  // launch() takes it
   // The post-return check below reads the node peers' entries of this call:
   // start fetching them now, so the line transfers overlap the call.
-  if (fingerprints_ && algo.build == algorithms::buildNative) inspector_->prefetchPeers(sequence);
+  if (fingerprints_ && backend) inspector_->prefetchPeers(sequence);
   const std::uint64_t id = launch(algo, args, options, /*blocking=*/true, nullptr);
   engine_->driveUntilDone(id, deadline, toString(args.collective).data(), rank_);
   // A native call (blocking or, with a deadline, nonblocking) carries no
   // fingerprint in its data: check the node peers' before returning.
-  if (algo.build == algorithms::buildNative) verifyNativeReturn(sequence);
+  if (backend) verifyNativeReturn(sequence);
   if (trial.index >= 0) online_.recordTime(trial, elapsedUs(start));
 }
 
@@ -774,6 +775,8 @@ Work CommunicatorImpl::submit(const CallArgs& args, const CallOptions& options) 
   executor::EngineLock lock(*engine_);
   auto work = std::make_shared<WorkState>();
   work->comm = this;
+  checkUsable();
+  validate(args);
   const AlgorithmInfo& algo = prepare(args, options);
   const OnlineSelection::Trial trial = trial_;
   const auto start = std::chrono::steady_clock::now();
@@ -822,19 +825,11 @@ void CommunicatorImpl::progressOnce() {
   engine_->progress();
 }
 
-bool CommunicatorImpl::threadsMayCallTransport() const {
-  // A progress thread calls MPI beside the application's threads: only
-  // MPI_THREAD_MULTIPLE allows that (boostcomm asks for it when it
-  // initialises MPI; an application may have chosen less).
-  if (dynamic_cast<const transport::MpiTransport*>(transport_.get()) == nullptr) return true;
-  return transport::mpiThreadLevel() >= MPI_THREAD_MULTIPLE;
-}
-
 void CommunicatorImpl::setProgressThread(bool on) {
   {
     std::lock_guard lock(mutex_);
     checkUsable();
-    BC_INVALID(!on || threadsMayCallTransport(), rank_,
+    BC_INVALID(!on || transport_->callableFromAnyThread(), rank_,
                "setProgressThread: a progress thread needs MPI_THREAD_MULTIPLE, but MPI was initialised with level "
                    << transport::mpiThreadLevel()
                    << " (initialise it with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...), or use "
@@ -847,7 +842,7 @@ bool CommunicatorImpl::progressThread() const { return engine_->threadEnabled();
 
 void CommunicatorImpl::useProgressThread() {
   if (progressMode_ == ProgressMode::kCaller) return;
-  if (!threadsMayCallTransport()) {
+  if (!transport_->callableFromAnyThread()) {
     // Correct without a thread, only less overlapped: say so once.
     static std::once_flag warned;
     std::call_once(warned, [&] {

@@ -1,13 +1,16 @@
 // CommunicatorImpl: the control plane of one communicator.
 //
-// Per call: validate -> choose an algorithm (call option, else a lookup in
-// the selection map) -> fetch the Schedule from the cache (built once per
+// A blocking call: validate -> route -> execute (run). The route (api/route.h)
+// is direct (the backend's blocking collective), small (the shm engine's
+// slots) or engine: choose an algorithm (call option, else a lookup in the
+// selection map) -> fetch the Schedule from the cache (built once per
 // shape) -> lease scratch -> bind an Execution -> progress every in-flight
-// execution, in issue order, until this one is done (blocking) or return a
-// Work (async). After warm-up the blocking path performs no heap allocation.
-// The call path is in communicator_impl.cc; the selection map (merged from
-// table, strategy, tuned selection and overrides) and the native fast-path
-// limit derived from it in communicator_select.cc.
+// execution, in issue order, until this one is done. An asynchronous call
+// (submit) always takes the engine route and returns a Work. After warm-up
+// the blocking path performs no heap allocation. The call path is in
+// communicator_impl.cc; the selection map (merged from table, strategy,
+// tuned selection and overrides) and the route table derived from it in
+// communicator_select.cc.
 #pragma once
 
 #include <array>
@@ -28,6 +31,7 @@
 #include "api/call.h"
 #include "api/link_accounting.h"
 #include "api/online_selection.h"
+#include "api/route.h"
 #include "api/stall_inspector.h"
 #include "api/schedule_cache.h"
 #include "boostcomm/communicator.h"
@@ -101,6 +105,8 @@ class CommunicatorImpl {
   // cannot run it). With BOOSTCOMM_TUNING_CACHE set, the cache is read at
   // the first collective call; before it, the answer is untuned.
   std::string selectedAlgorithm(Collective coll, std::size_t bytes) const;
+  // RouteTable::backendUpTo of the current selection.
+  std::optional<std::size_t> backendUpTo(Collective coll) const;
   // Executions that may be in flight at once: one per tag window. A call is
   // launched only when the oldest one in flight is fewer than this many
   // calls back, so no two in-flight calls share a window.
@@ -127,49 +133,63 @@ class CommunicatorImpl {
   algorithms::CollectiveSpec describeSelf() const;
 
  private:
-  void checkUsable() const;
-  // Whether a progress thread may call the transport beside other threads.
-  bool threadsMayCallTransport() const;
+  // Raises the error that makes this communicator unusable (finalized,
+  // failed, aborted, poisoned by a mismatch, a peer gone); inline: every
+  // call asks it.
+  void checkUsable() const {
+    if (!finalized_ && !engine_->failed() && !inspector_->unusable()) [[likely]] return;
+    raiseUnusable();
+  }
+  [[noreturn]] void raiseUnusable() const;
   const algorithms::AlgorithmInfo& choose(const algorithms::CollectiveSpec& spec, const CallOptions& options) const;
   std::shared_ptr<const executor::Schedule> schedule(const algorithms::AlgorithmInfo& algo,
                                                      const algorithms::CollectiveSpec& spec);
   void checkConsistency(const algorithms::CollectiveSpec& spec);
   // Blocking: every rank's `fields` words, rank r's at [r * fields, (r + 1) * fields).
   std::vector<long long> gatherWords(const long long* mine, int fields);
-  // Validates the call into spec_ and picks its algorithm.
+  // The full choice for a validated call (spec_): the first call's setup,
+  // online selection's trials, the explicit or selected algorithm, the
+  // sub-communicators of a hierarchical one, the wire format and the
+  // consistency check.
   const algorithms::AlgorithmInfo& prepare(const CallArgs& args, const CallOptions& options);
-  // Small blocking allreduce that the table sends to the backend, with no
-  // override in force: checked and issued in a few dozen instructions (the
-  // backend takes ~0.3 us here, so every 10 ns of ours is 3%). False when the
-  // call needs the general path, which then also reports any bad argument.
-  bool tryFastAllreduce(const CallArgs& args, const CallOptions& options);
-  // The same door for a small blocking broadcast, allgather or
-  // reduce_scatter (fastSmall_): validated as every call is, then run as a
-  // small collective (or native where the map says so) without selection.
-  // False when the call needs the general path.
-  bool tryFastSmall(const CallArgs& args, const CallOptions& options);
-  // validateAndDescribe into spec_; a call it rejects is recorded as such
-  // in this rank's call status before the error propagates.
-  void validate(const CallArgs& args);
-  // Merges the selection layers into selection_ and derives
-  // fastNativeMaxBytes_ and fastSmall_ from it; after every change of a setting.
+  // The route of the validated call (spec_) and, for kEngine, its algorithm:
+  // the route table where it settles the call, else prepare().
+  struct Routed {
+    Route route = Route::kEngine;
+    const algorithms::AlgorithmInfo* algorithm = nullptr;  // kEngine only
+  };
+  [[gnu::always_inline]] Routed route(const CallArgs& args, const CallOptions& options, std::size_t bytes);
+  // The one decision from an algorithm kind and the call's asks to a route.
+  // `bytes`: spec_.payloadBytes().
+  [[gnu::always_inline]] Route routeOf(algorithms::AlgorithmKind kind, const CallArgs& args, const CallOptions& options,
+                std::size_t bytes) const;
+  // validateAndDescribe into spec_ (returns its payload bytes); a call it
+  // rejects is recorded as such in this rank's call status before the
+  // error propagates.
+  [[gnu::always_inline]] std::size_t validate(const CallArgs& args);
+  // Merges the selection layers into selection_ and derives the route
+  // table from it; after every change of a setting.
   void rebuildSelection();
-  // The one door from a blocking native call to the backend's blocking
-  // collective (no deadline), or to the small collectives (native or shm
-  // selected), without a schedule; false when the call needs the executor.
-  bool runNativeDirectly(const CallArgs& args, std::size_t count, const CallOptions& options);
-  // Whether a blocking call (`count`: CollectiveSpec::count) may take the
-  // small collectives (one node, slot payload at most smallAllreduceBytes_,
-  // no explicit algorithm).
-  bool takesSmall(const CallArgs& args, std::size_t count, const CallOptions& options) const;
-  // runNativeDirectly's small collective on one node: the shm engine's
+  // Execution of the kDirect and kSmall routes: earlier asynchronous work
+  // drained first, then runWithoutSchedule.
+  [[gnu::always_inline]] void runLocal(Route route, const CallArgs& args, const CallOptions& options);
+  // The kEngine route: the schedule launched and driven to completion.
+  void runOnEngine(const algorithms::AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options);
+  // A kDirect or kSmall call with nothing in flight: recorded, fingerprinted
+  // and run (`count`: CollectiveSpec::count).
+  void runWithoutSchedule(Route route, const CallArgs& args, std::size_t count, const CallOptions& options);
+  // Whether a blocking call (`bytes`: its payload) may take the small
+  // collectives (one node, slot payload at most smallAllreduceBytes_, no
+  // explicit algorithm).
+  bool takesSmall(const CallArgs& args, std::size_t bytes, const CallOptions& options) const;
+  // The kSmall route's call on one node: the shm engine's
   // slots (throws kMismatch naming both sides when a peer's fingerprint
   // differs).
   void runSmall(const CallArgs& args, std::size_t count, const core::Fingerprint& fingerprint,
                 const CallOptions& options);
-  // runNativeDirectly's backend call (allreduce, broadcast, barrier).
+  // The kDirect route's backend call (allreduce, broadcast, barrier).
   void runNativeBlocking(const CallArgs& args, std::size_t count, const core::Fingerprint& fingerprint);
-  // runNativeDirectly's allreduce where node peers' status is unreadable
+  // The kDirect allreduce where node peers' status is unreadable
   // (several nodes, shm off), at most kCheckedAllreduceMaxBytes: the
   // transport's checked allreduce, the call's stamp in its data (kMismatch
   // naming both sides on every rank). False: not run (fingerprints off,
@@ -181,7 +201,7 @@ class CommunicatorImpl {
   void verifyNativeReturn(std::uint64_t seq,
                           const char* seen = "seen when the backend call returned; its result is not valid");
   // The pending check of the small broadcasts this rank rooted (rootPendingFrom_):
-  // at its next call (runNativeDirectly, launch) and at finalize, all of
+  // at its next call (runWithoutSchedule, launch) and at finalize, all of
   // them (`complete`); at a further small broadcast it roots after
   // kRootPendingBatch of them, those its receivers have reached.
   void verifyPendingRoot(bool complete = true);
@@ -247,16 +267,9 @@ class CommunicatorImpl {
   algorithms::SelectionTable table_;          // built in (the "table" layer)
   algorithms::SelectionTable userSelection_;  // BOOSTCOMM_SELECTION's rules only (the "selection" layer)
   algorithms::SelectionMap selection_;  // every layer merged (rebuildSelection)
-  std::size_t fastNativeMaxBytes_ = 0;  // allreduce payloads up to this go straight to the backend
-  // Per collective, the payloads tryFastSmall takes: up to `native` the
-  // map's top choice is native, up to `small` native or shm (0: none).
-  struct FastSmall {
-    std::size_t native = 0;
-    std::size_t small = 0;
-  };
-  std::array<FastSmall, kNumCollectives> fastSmall_{};
-  // Of those, payloads up to this run as the shm engine's small allreduce
-  // (BOOSTCOMM_SHM_SMALL_BYTES, capped by the engine; 0 without an engine).
+  RouteTable routes_;  // derived from selection_ (rebuildSelection)
+  // Small-collective payloads up to this take kSmall (the shm engine's slot;
+  // BOOSTCOMM_SHM_SMALL_BYTES, capped by the engine; 0 without an engine).
   std::size_t smallAllreduceBytes_ = 0;
   // sequence + 1 of the first of the small broadcasts this rank rooted
   // whose receivers' fingerprints are not compared yet (0: none); every

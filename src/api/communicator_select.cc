@@ -7,12 +7,11 @@
 // model, src/tuning); the strategy's hierarchical size rule; the selection
 // table (built-in or BOOSTCOMM_SELECTION); else the first algorithm that can
 // run the call. The map is rebuilt whenever a setting changes
-// (configureStrategy, setTunedSelection, BOOSTCOMM_TUNING_CACHE); choose(),
-// the native fast-path limit and selectedAlgorithm() only query it. The
-// call path itself (validate, schedule, launch, progress) is in
+// (configureStrategy, setTunedSelection, BOOSTCOMM_TUNING_CACHE) with the
+// route table derived from it (api/route.h); choose() and selectedAlgorithm()
+// only query it. The call path itself (validate, route, execute) is in
 // communicator_impl.cc.
 #include <algorithm>
-#include <climits>
 #include <cstdio>
 #include <initializer_list>
 
@@ -118,37 +117,13 @@ void CommunicatorImpl::rebuildSelection() {
   }
   selection_ = std::move(map);
 
-  // The native fast path: blocking allreduces up to the largest payload for
-  // which the map's top choice is native skip validation and selection.
-  // Nothing per call can change that choice there: native allreduce runs
-  // any payload (native.cc chunks at INT_MAX elements), and calls with an
-  // explicit algorithm, a deadline (except the small allreduce, which polls
-  // its own), avg or work in flight take the general path (tryFastAllreduce). The direct backend call takes an int count, so
-  // at most INT_MAX bytes (INT_MAX elements of any dtype). A consistency
-  // check or a default deadline needs the general path for every call, and so
-  // does every call until the first one ran its setup (prepare: firstCallSetup).
-  fastNativeMaxBytes_ = 0;
-  fastSmall_ = {};
-  if (checkConsistency_ || explicitTimeout_ || configAgreementPending_) return;
-  const AlgorithmInfo* native = algorithms::findAlgorithm(Collective::kAllreduce, "native");
-  fastNativeMaxBytes_ = std::min<std::size_t>(selection_.topChoiceUpTo(*native), static_cast<std::size_t>(INT_MAX));
-  // Sizes that online selection may still try must reach onlineChoice().
-  const std::size_t onlineFloor = model_ && online_.enabled() ? OnlineSelection::kMinBytes - 1 : kAnyBytes;
-  fastNativeMaxBytes_ = std::min(fastNativeMaxBytes_, onlineFloor);
-  // The small collectives' door (tryFastSmall): what the small path may
-  // replace (native or shm), within the slot.
-  if (smallAllreduceBytes_ == 0) return;
-  for (Collective c : {Collective::kBroadcast, Collective::kAllgather, Collective::kReduceScatter}) {
-    const AlgorithmInfo* nat = algorithms::findAlgorithm(c, "native");
-    const AlgorithmInfo* shm = algorithms::findAlgorithm(c, "shm");
-    if (nat == nullptr || !algoOverride_[static_cast<std::size_t>(c)].empty()) continue;
-    FastSmall& fast = fastSmall_[static_cast<std::size_t>(c)];
-    // An allgather's slot holds one rank's block of the payload.
-    const std::size_t slot = c == Collective::kAllgather ? smallAllreduceBytes_ * static_cast<std::size_t>(size_)
-                                                         : smallAllreduceBytes_;
-    fast.small = std::min({selection_.topChoiceUpTo(c, {nat, shm}), slot, onlineFloor});
-    fast.native = std::min(selection_.topChoiceUpTo(*nat), fast.small);
-  }
+  // The route table: payloads whose default is the backend's or shm's
+  // collective route without choosing, except those online selection may
+  // still try (they must reach onlineChoice), and every call while the first
+  // call's setup is pending or the consistency check compares each call
+  // (both in prepare).
+  const std::size_t trialFloor = model_ && online_.enabled() ? OnlineSelection::kMinBytes - 1 : kAnyBytes;
+  routes_ = RouteTable(selection_, trialFloor, !checkConsistency_ && !configAgreementPending_);
 }
 
 const AlgorithmInfo* CommunicatorImpl::onlineChoice(const CollectiveSpec& spec, const CallOptions& options) {
@@ -216,6 +191,11 @@ std::string CommunicatorImpl::selectedAlgorithm(Collective coll, std::size_t byt
   if (coll == Collective::kAllgather || coll == Collective::kReduceScatter)
     probe.count = bytes / static_cast<std::size_t>(size_);
   return selection_.choose(probe).name;
+}
+
+std::optional<std::size_t> CommunicatorImpl::backendUpTo(Collective coll) const {
+  std::lock_guard lock(mutex_);
+  return routes_.backendUpTo(coll);
 }
 
 void CommunicatorImpl::setTunedSelection(std::shared_ptr<const tuning::TunedSelection> tuned) {

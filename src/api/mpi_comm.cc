@@ -1,5 +1,6 @@
 #include "api/mpi_comm.h"
 
+#include "api/access.h"
 #include "api/communicator_impl.h"
 #include "core/check.h"
 #include "core/tunables.h"
@@ -25,6 +26,10 @@ std::shared_ptr<Communicator> createCommunicatorOverReservedMpi(MPI_Comm reserve
                                                                       << " off, or the POSIX segment failed)");
   auto impl = std::make_unique<CommunicatorImpl>(std::move(mpi), [] {});
   return std::make_shared<Communicator>(std::move(impl));
+}
+
+std::optional<std::size_t> backendUpTo(Communicator& comm, Collective coll) {
+  return implOf(comm).backendUpTo(coll);
 }
 
 }  // namespace boostcomm::detail

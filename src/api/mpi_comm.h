@@ -6,7 +6,9 @@
 
 #include "transport/mpi/mpi_c.h"
 
+#include <cstddef>
 #include <memory>
+#include <optional>
 
 #include "boostcomm/communicator.h"
 
@@ -31,5 +33,11 @@ std::shared_ptr<Communicator> createCommunicatorOverMpi(MPI_Comm comm);
 // Collective; throws on every rank alike when shared memory cannot be
 // attached (without it, boostcomm would create a control-channel communicator).
 std::shared_ptr<Communicator> createCommunicatorOverReservedMpi(MPI_Comm reserved);
+
+// The largest payload up to which `comm`'s selection sends `coll` to the
+// backend's own collective by default (the route table, api/route.h);
+// nullopt when it does not even at 0 bytes. Where it does, the interposer
+// calls PMPI on the application's communicator instead.
+std::optional<std::size_t> backendUpTo(Communicator& comm, Collective coll);
 
 }  // namespace boostcomm::detail

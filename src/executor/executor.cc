@@ -654,12 +654,9 @@ bool Execution::progress(transport::Transport& transport, IssueLedger& ledger, b
         if (binding_.meter != nullptr) meterStart(i);
         finished = startStep(i, transport);
       }
-    } catch (const Error& e) {
+    } catch (const transport::TruncationError& e) {
       // A peer's first message longer than its inline receive: its call differs.
-      if (e.category() == ErrorCategory::kTransport && e.detail().find("MPI_ERR_TRUNCATE") != std::string::npos &&
-          steps[i].kind == StepKind::kRecv && inlineHeaderOf(i) != nullptr) {
-        raiseInlineTruncation(i, e, transport);
-      }
+      if (steps[i].kind == StepKind::kRecv && inlineHeaderOf(i) != nullptr) raiseInlineTruncation(i, e, transport);
       throw;
     }
     if (finished) {

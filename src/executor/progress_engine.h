@@ -148,6 +148,7 @@ class ProgressEngine {
   void fail(std::exception_ptr error);
   // [lock] The error that failed the engine; null while it is healthy.
   std::exception_ptr failure() const { return failure_; }
+  bool failed() const { return static_cast<bool>(failure_); }
   // [lock] Completes every in-flight operation with `error` and forgets it
   // (finalize after a failure, or an orderly finalize that drained first).
   void abandon(std::exception_ptr error);

@@ -12,33 +12,6 @@ namespace boostcomm::interposer {
 
 namespace {
 
-// Largest payload below which the selection picks "native" throughout,
-// assuming (as every built-in table does) that native is the small-size
-// prefix of the range map: powers of two first, then a binary search
-// between the last native power and the first other one. A size inside that
-// prefix that the table sends elsewhere would still get a correct result
-// (MPI's); only the acceleration would be missed.
-std::size_t nativePrefix(const Communicator& comm, Collective coll) {
-  try {
-    auto native = [&](std::size_t bytes) { return comm.selectedAlgorithm(coll, bytes) == "native"; };
-    if (!native(0)) return 0;
-    std::size_t lo = 0;  // native
-    std::size_t hi = 1;
-    while (hi <= (std::size_t{1} << 40) && native(hi)) {
-      lo = hi;
-      hi *= 2;
-    }
-    if (hi > (std::size_t{1} << 40)) return lo;
-    while (hi - lo > 1) {  // native(lo), !native(hi)
-      const std::size_t mid = lo + (hi - lo) / 2;
-      (native(mid) ? lo : hi) = mid;
-    }
-    return lo;
-  } catch (const std::exception&) {
-    return 0;  // a forced algorithm that cannot run: the boostcomm path reports it on the call
-  }
-}
-
 CommEntry* unroutable(MPI_Comm comm, Reason reason, int rank, int size) {
   auto* entry = new CommEntry;
   entry->kind = CommKind::kUnroutable;
@@ -83,15 +56,13 @@ bool buildRouted(CommEntry& entry, MPI_Comm over, bool reserved) {
     return false;
   }
   entry.comm = std::move(created);
+  // The communicator's own route table: payloads its selection sends to
+  // the backend's collective by default (a prefix of its map).
   for (Collective coll : {Collective::kAllreduce, Collective::kAllgather, Collective::kBroadcast,
                           Collective::kReduceScatter}) {
-    entry.nativeUpTo[static_cast<std::size_t>(coll)] = nativePrefix(*entry.comm, coll);
+    entry.nativeUpTo[static_cast<std::size_t>(coll)] = boostcomm::detail::backendUpTo(*entry.comm, coll).value_or(0);
   }
-  try {
-    entry.nativeBarrier = entry.comm->selectedAlgorithm(Collective::kBarrier, 0) == "native";
-  } catch (const std::exception&) {
-    entry.nativeBarrier = false;
-  }
+  entry.nativeBarrier = boostcomm::detail::backendUpTo(*entry.comm, Collective::kBarrier).has_value();
   return true;
 }
 

@@ -81,8 +81,8 @@ struct CommEntry {
   // boostcomm's selection sends to MPI's own algorithm ("native"), so the
   // interposer calls PMPI on the application's communicator directly
   // instead of taking boostcomm's native path on its duplicate: the same
-  // algorithm and result, ~400 fewer instructions per call (callgrind). Probed once at
-  // setup (selectedAlgorithm); -1 (as size_t max) never, 0 only empty calls.
+  // algorithm and result, ~400 fewer instructions per call (callgrind). Read once at
+  // setup from its route table (detail::backendUpTo); 0: only empty calls.
   std::array<std::size_t, kNumCollectives> nativeUpTo{};
   bool nativeBarrier = false;
   // Whether that shortcut may be taken. Set up inline: from the start. Set up

@@ -1,7 +1,7 @@
 // The small collectives: blocking calls of a one-node communicator whose
 // slot payload is at most kSmallAllreduceBytes (segment.h), in place of the
 // backend's collective (ShmEngine::smallCollective;
-// CommunicatorImpl::runNativeDirectly).
+// CommunicatorImpl::runWithoutSchedule, the small route of api/route.h).
 //
 // A rank with input (every rank; a broadcast's root alone) copies it into
 // its slot for the call's parity, beside the call's sequence and

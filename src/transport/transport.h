@@ -16,10 +16,19 @@
 #include <string>
 #include <vector>
 
+#include "boostcomm/error.h"
 #include "boostcomm/types.h"
 #include "core/segment_list.h"
 
 namespace boostcomm::transport {
+
+// Error{kTransport} for a message longer than the receive posted for it
+// (MPI_ERR_TRUNCATE under MPI). Transports raise it as this type, so a
+// caller that turns it into a mismatch tests the type, not the backend's text.
+class TruncationError : public Error {
+ public:
+  using Error::Error;
+};
 
 // An outstanding operation. Opaque slots filled by the transport that posted
 // it; inactive (all zero) once complete. No allocation per request.
@@ -66,6 +75,11 @@ class Transport {
   // message is an error either way. The inline fingerprint header
   // (executor.h) needs it.
   virtual bool acceptsShorterMessages() const { return false; }
+  // Whether a thread of ours (the progress thread) may call this transport
+  // while the application's threads call it too. MPI allows it only at
+  // MPI_THREAD_MULTIPLE (boostcomm asks for it when it initialises MPI; an
+  // application may have chosen less).
+  virtual bool callableFromAnyThread() const { return true; }
   // Whether a receive is announced to its sender, which sends only once the
   // announcement arrived (Gloo's pairs), and the announcement queues behind
   // this rank's outgoing data: the executor then posts a large send to a peer

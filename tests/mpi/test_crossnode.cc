@@ -202,6 +202,41 @@ void stampCase(DataType culpritType, ReduceOp culpritOp, const char* culpritWord
   std::fflush(stdout);
 }
 
+// The same call with a larger count on the last rank (2 ranks: at more, a
+// rank the backend keeps inside its blocking call is ended by the watchdog,
+// as RELIABILITY.md says). The other rank's backend reports a truncation,
+// which the transport raises as TruncationError and the direct route turns
+// into kMismatch naming that rank's call; the culprit finds the stamps differ.
+void truncationCase() {
+  phase("communicator creation (truncation case)");
+  auto comm = detail::createCommunicatorOverMpi(MPI_COMM_WORLD);
+  phase("truncation case");
+  const int culprit = gSize - 1;
+  CallOptions options;
+  options.algorithm = "native";
+  std::vector<float> data(1001, 1.0f);
+  const std::size_t count = gRank == culprit ? 1001 : 1000;
+  std::string what = "returned normally";
+  ErrorCategory category = ErrorCategory::kInternal;
+  try {
+    comm->allreduce(std::span<const float>(data.data(), 1000), std::span<float>(data.data(), 1000), ReduceOp::kSum,
+                    options);
+    comm->allreduce(std::span<const float>(data.data(), count), std::span<float>(data.data(), count), ReduceOp::kSum,
+                    options);
+  } catch (const Error& e) {
+    category = e.category();
+    what = e.what();
+  }
+  const std::string expected = gRank == culprit ? "allreduce float32 x1001 sum, seq 1"
+                                                : "another rank's payload of this call is larger";
+  if (category != ErrorCategory::kMismatch || what.find(expected) == std::string::npos) {
+    fail("truncation: expected kMismatch saying '" + expected + "', got: " + what);
+  }
+  if (gRank == 0) std::printf("native count+1       the call itself raised: %s\n", what.c_str());
+  std::fflush(stdout);
+  phase("communicator destruction (truncation case)");
+}
+
 // The last rank never calls; the others time out with a report that names
 // it and what it last started and completed (from the control channel).
 void stallCase() {
@@ -357,6 +392,7 @@ int main(int argc, char** argv) {
     stampCase(DataType::kFloat32, ReduceOp::kMax, "allreduce float32 x1000 max, seq 1");
     stampCase(DataType::kInt32, ReduceOp::kSum, "allreduce int32 x1000 sum, seq 1");
   }
+  if (!oneNode && gSize == 2 && (only.empty() || only == "truncation")) truncationCase();
   if (oneNode && gSize >= 2 && (only.empty() || only == "rejected")) rejectedCase();
   int failures = 0;
   phase("the final MPI_Allreduce");

@@ -7,10 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "algorithms/selection_map.h"
+#include "api/route.h"
 #include "testing/inproc_group.h"
 #include "boostcomm/boostcomm.h"
 #include "boostcomm/tuning.h"
@@ -66,6 +68,47 @@ TEST(SelectionMap, SplitsRangesPerLayerAndMergesEqualNeighbours) {
   EXPECT_EQ(map.topChoiceUpTo(*find(coll, "native")), 4095u);
   EXPECT_EQ(map.topChoiceUpTo(*find(coll, "ring")), 0u);
   EXPECT_NE(map.describe().find("[4096, inf] ring (table)"), std::string::npos) << map.describe();
+}
+
+// The route table (api/route.h) read from a map: the native prefix and the
+// native-or-shm prefix after it settle a call's kind without choosing; past
+// them, past online selection's floor, or while unsettled, the call chooses
+// in full. The interposer's backend range is the native prefix.
+TEST(RouteTable, SettlesTheNativeAndShmPrefixesOnly) {
+  using algorithms::AlgorithmKind;
+  using detail::RouteTable;
+  constexpr auto kAR = Collective::kAllreduce;
+  constexpr auto kBC = Collective::kBroadcast;
+  SelectionMap map;
+  map.set(kAR, SelectionLayer::kTable, 0, kAnyBytes, find(kAR, "ring"));
+  map.set(kAR, SelectionLayer::kTable, 0, 4095, find(kAR, "native"));
+  map.set(kAR, SelectionLayer::kTable, 4096, 65535, find(kAR, "shm"));
+  map.set(kBC, SelectionLayer::kTable, 0, kAnyBytes, find(kBC, "binomial"));
+  map.set(Collective::kBarrier, SelectionLayer::kTable, 0, kAnyBytes, find(Collective::kBarrier, "native"));
+
+  const RouteTable routes(map, kAnyBytes, /*settled=*/true);
+  EXPECT_EQ(routes.settledKind(kAR, 0), AlgorithmKind::kBackend);
+  EXPECT_EQ(routes.settledKind(kAR, 4095), AlgorithmKind::kBackend);
+  EXPECT_EQ(routes.settledKind(kAR, 4096), AlgorithmKind::kSharedMemory);
+  EXPECT_EQ(routes.settledKind(kAR, 65535), AlgorithmKind::kSharedMemory);
+  EXPECT_FALSE(routes.settledKind(kAR, 65536).has_value());
+  EXPECT_EQ(routes.backendUpTo(kAR), std::optional<std::size_t>(4095));
+  EXPECT_FALSE(routes.settledKind(kBC, 0).has_value());
+  EXPECT_FALSE(routes.backendUpTo(kBC).has_value());
+  EXPECT_EQ(routes.backendUpTo(Collective::kBarrier), std::optional<std::size_t>(kAnyBytes));
+
+  const RouteTable floor(map, 1023, /*settled=*/true);
+  EXPECT_EQ(floor.settledKind(kAR, 1023), AlgorithmKind::kBackend);
+  EXPECT_FALSE(floor.settledKind(kAR, 1024).has_value());
+  const RouteTable unsettled(map, kAnyBytes, /*settled=*/false);
+  EXPECT_FALSE(unsettled.settledKind(kAR, 8).has_value());
+  EXPECT_EQ(unsettled.backendUpTo(kAR), std::optional<std::size_t>(4095));
+
+  // A higher layer naming another algorithm at 0 bytes ends both prefixes.
+  map.set(kAR, SelectionLayer::kForced, 0, kAnyBytes, find(kAR, "rd"));
+  const RouteTable forced(map, kAnyBytes, /*settled=*/true);
+  EXPECT_FALSE(forced.settledKind(kAR, 8).has_value());
+  EXPECT_FALSE(forced.backendUpTo(kAR).has_value());
 }
 
 TEST(SelectionMap, HighestLayerThatCanRunWinsAndForcedMustRun) {

@@ -1,6 +1,7 @@
 #include "transport/mpi/mpi_errors.h"
 
 #include "core/check.h"
+#include "transport/transport.h"
 
 namespace boostcomm::transport::mpi {
 
@@ -30,7 +31,12 @@ std::string mpiErrorText(int rc) {
 }
 
 void raiseMpiError(int rc, const char* call, int rank) {
-  core::raise(ErrorCategory::kTransport, rank, std::string(call) + " failed: " + mpiErrorText(rc));
+  const std::string message = std::string(call) + " failed: " + mpiErrorText(rc);
+  int errorClass = rc;
+  if (MPI_Error_class(rc, &errorClass) == MPI_SUCCESS && errorClass == MPI_ERR_TRUNCATE) {
+    throw TruncationError(ErrorCategory::kTransport, rank, message);
+  }
+  core::raise(ErrorCategory::kTransport, rank, message);
 }
 
 }  // namespace boostcomm::transport::mpi

@@ -502,4 +502,6 @@ int mpiThreadLevel() {
   return level;
 }
 
+bool MpiTransport::callableFromAnyThread() const { return mpiThreadLevel() >= MPI_THREAD_MULTIPLE; }
+
 }  // namespace boostcomm::transport

@@ -58,6 +58,7 @@ class MpiTransport final : public Transport {
   int maxTag() const override { return maxTag_; }
 
   bool acceptsShorterMessages() const override { return true; }
+  bool callableFromAnyThread() const override;
   void keepMessagesWhole() override {
     wholeMessages_ = true;
     pieceBytes_ = 0;
