@@ -7,6 +7,7 @@
 #include "algorithms/spec.h"
 #include "boostcomm/buffer.h"
 #include "boostcomm/communicator.h"
+#include "core/call_status.h"
 #include "core/segment_list.h"
 
 namespace boostcomm::detail {
@@ -33,5 +34,10 @@ struct CallArgs {
 // argument and the rank. `spec.counts` is reused to avoid reallocation.
 // Returns spec.payloadBytes(), which the checks compute on the way.
 std::size_t validateAndDescribe(const CallArgs& args, int rank, int size, algorithms::CollectiveSpec& spec);
+
+// What every rank must agree on about a validated call: its fingerprint,
+// with an allgather's total count (allgatherv ranks legitimately send
+// different counts).
+core::Fingerprint fingerprintOf(const algorithms::CollectiveSpec& spec);
 
 }  // namespace boostcomm::detail

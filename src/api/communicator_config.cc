@@ -1,6 +1,7 @@
 // CommunicatorImpl::agreeOnConfiguration (declared in communicator_impl.h):
 // the settings that steer which algorithm a call runs, compared across ranks
-// at the first collective call.
+// at the first collective call; and checkConsistency, the optional exchange
+// of every call's fingerprint (BOOSTCOMM_CHECK_CONSISTENCY).
 //
 // Why: every rank picks its algorithm locally from the same settings. A rank
 // started with another BOOSTCOMM_ALGO, strategy, selection table, chunk size,
@@ -170,6 +171,37 @@ void CommunicatorImpl::agreeOnConfiguration(std::optional<std::chrono::milliseco
                << (wire ? " (ranks disagree on the wire format)" : "")
                << "; every rank must run with the same settings that steer algorithm selection "
                   "(docs/RELIABILITY.md)");
+}
+
+std::vector<long long> CommunicatorImpl::gatherWords(const long long* mine, int fields) {
+  std::vector<long long> all(static_cast<std::size_t>(fields * size_));
+  std::vector<int> counts(static_cast<std::size_t>(size_), fields);
+  std::vector<int> displs(static_cast<std::size_t>(size_));
+  for (int i = 0; i < size_; ++i) displs[static_cast<std::size_t>(i)] = i * fields;
+  transport_->nativeAllgatherv(mine, static_cast<std::size_t>(fields), all.data(), counts.data(), displs.data(),
+                               DataType::kInt64, nullptr);
+  return all;
+}
+
+void CommunicatorImpl::checkConsistency(const algorithms::CollectiveSpec& spec) {
+  // Every rank's fingerprint and wire format, compared everywhere: a mismatch
+  // becomes an error on all ranks instead of a hang (the full-exchange mode;
+  // the always-on checks are the shm descriptors and the stall inspector).
+  constexpr int kFields = 3;
+  const core::Fingerprint f = fingerprintOf(spec);
+  const long long mine[kFields] = {static_cast<long long>(f.word()), static_cast<long long>(f.count),
+                                   static_cast<long long>(spec.wire)};
+  const std::vector<long long> all = gatherWords(mine, kFields);
+  for (int r = 0; r < size_; ++r) {
+    const long long* at = all.data() + static_cast<std::ptrdiff_t>(kFields * r);
+    const core::Fingerprint theirs =
+        core::Fingerprint::fromWord(static_cast<std::uint64_t>(at[0]), static_cast<std::uint64_t>(at[1]));
+    BC_CHECK(theirs == f, ErrorCategory::kMismatch, rank_, core::describeMismatch(rank_, f, r, theirs, sequence_));
+    BC_CHECK(at[2] == mine[2], ErrorCategory::kMismatch, rank_,
+             "rank " << rank_ << ": " << core::describe(f) << " wire " << toString(spec.wire) << ", seq " << sequence_
+                     << "; rank " << r << ": wire " << toString(static_cast<WireFormat>(at[2]))
+                     << " (ranks disagree on the wire format: BOOSTCOMM_WIRE_DTYPE or CallOptions::wire)");
+  }
 }
 
 }  // namespace boostcomm::detail

@@ -1,18 +1,20 @@
+// CommunicatorImpl's construction, call path (validate -> route -> execute;
+// the engine route here, the direct and small ones in communicator_local.cc)
+// and finalisation. Declared in communicator_impl.h.
 #include "api/communicator_impl.h"
-#include "api/watchdog.h"
-#include "api/control_channel.h"
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
-#include <cstdio>
 #include <mutex>
 #include <thread>
 
 #include <unistd.h>
 
+#include "api/control_channel.h"
+#include "api/watchdog.h"
 #include "core/check.h"
 #include "core/tunables.h"
 #include "shm/attach.h"
@@ -33,34 +35,11 @@ double elapsedUs(std::chrono::steady_clock::time_point start) {
 // phases of 341 tags; Open MPI's 2^31-1 gives 32768 windows of kMaxStepTag.
 constexpr long long kMinTagWindows = 8;
 
-// What every rank must agree on; allgather counts its total (allgatherv
-// ranks legitimately send different counts).
-core::Fingerprint fingerprintOf(const algorithms::CollectiveSpec& spec) {
-  std::uint64_t count = spec.count;
-  if (spec.collective == Collective::kAllgather) {
-    if (spec.counts.empty()) {
-      count *= static_cast<std::uint64_t>(spec.size);
-    } else {
-      count = 0;
-      for (std::size_t c : spec.counts) count += c;
-    }
-  }
-  return core::Fingerprint::of(spec.collective, spec.dtype, spec.op, spec.root, count);
-}
-
 // A call that asks for a 16-bit wire format. The direct and small paths
 // carry none, so such a call goes through the selection (resolveWire); an
 // explicit kOff asks for what those paths do anyway.
 bool wireAsked(const CallOptions& options) { return options.wire.value_or(WireFormat::kOff) != WireFormat::kOff; }
 
-// The flight recorder's algorithm name of runSmall's calls.
-constexpr const char* kSmallName = "shm_small";
-
-// Clears the call status's blocking flag however the call ends.
-struct BlockingScope {
-  core::CallStatus* status;
-  ~BlockingScope() { status->blocking.store(0, std::memory_order_release); }
-};
 }  // namespace
 
 using algorithms::AlgorithmInfo;
@@ -252,38 +231,7 @@ std::shared_ptr<const executor::Schedule> CommunicatorImpl::schedule(const Algor
   return built;
 }
 
-std::vector<long long> CommunicatorImpl::gatherWords(const long long* mine, int fields) {
-  std::vector<long long> all(static_cast<std::size_t>(fields * size_));
-  std::vector<int> counts(static_cast<std::size_t>(size_), fields);
-  std::vector<int> displs(static_cast<std::size_t>(size_));
-  for (int i = 0; i < size_; ++i) displs[static_cast<std::size_t>(i)] = i * fields;
-  transport_->nativeAllgatherv(mine, static_cast<std::size_t>(fields), all.data(), counts.data(), displs.data(),
-                               DataType::kInt64, nullptr);
-  return all;
-}
-
-void CommunicatorImpl::checkConsistency(const CollectiveSpec& spec) {
-  // Every rank's fingerprint and wire format, compared everywhere: a mismatch
-  // becomes an error on all ranks instead of a hang (the full-exchange mode;
-  // the always-on checks are the shm descriptors and the stall inspector).
-  constexpr int kFields = 3;
-  const core::Fingerprint f = fingerprintOf(spec);
-  const long long mine[kFields] = {static_cast<long long>(f.word()), static_cast<long long>(f.count),
-                                   static_cast<long long>(spec.wire)};
-  const std::vector<long long> all = gatherWords(mine, kFields);
-  for (int r = 0; r < size_; ++r) {
-    const long long* at = all.data() + static_cast<std::ptrdiff_t>(kFields * r);
-    const core::Fingerprint theirs =
-        core::Fingerprint::fromWord(static_cast<std::uint64_t>(at[0]), static_cast<std::uint64_t>(at[1]));
-    BC_CHECK(theirs == f, ErrorCategory::kMismatch, rank_, core::describeMismatch(rank_, f, r, theirs, sequence_));
-    BC_CHECK(at[2] == mine[2], ErrorCategory::kMismatch, rank_,
-             "rank " << rank_ << ": " << core::describe(f) << " wire " << toString(spec.wire) << ", seq " << sequence_
-                     << "; rank " << r << ": wire " << toString(static_cast<WireFormat>(at[2]))
-                     << " (ranks disagree on the wire format: BOOSTCOMM_WIRE_DTYPE or CallOptions::wire)");
-  }
-}
-
-std::size_t CommunicatorImpl::validate(const CallArgs& args) {
+inline std::size_t CommunicatorImpl::validate(const CallArgs& args) {
   try {
     return validateAndDescribe(args, rank_, size_, spec_);
   } catch (const Error& e) {
@@ -337,16 +285,6 @@ const AlgorithmInfo& CommunicatorImpl::prepare(const CallArgs& args, const CallO
   return algo;
 }
 
-LinkStats CommunicatorImpl::linkStats(bool reset) {
-  executor::EngineLock lock(*engine_);
-  return links_.snapshot(reset);
-}
-
-void CommunicatorImpl::setLinkAccounting(bool on) {
-  executor::EngineLock lock(*engine_);
-  links_.raw().setEnabled(on);
-}
-
 void CommunicatorImpl::reportRejectedCall(Collective collective) {
   executor::EngineLock lock(*engine_);
   inspector_->callers().bind(sequence_);
@@ -369,7 +307,7 @@ bool CommunicatorImpl::takesSmall(const CallArgs& args, std::size_t bytes, const
   return slot <= smallAllreduceBytes_;
 }
 
-Route CommunicatorImpl::routeOf(algorithms::AlgorithmKind kind, const CallArgs& args, const CallOptions& options,
+inline Route CommunicatorImpl::routeOf(algorithms::AlgorithmKind kind, const CallArgs& args, const CallOptions& options,
                                 std::size_t bytes) const {
   // Latency-bound calls (a few hundred ns here) cannot afford a schedule:
   // where one blocking backend call, or the shm engine's small collective,
@@ -388,235 +326,6 @@ Route CommunicatorImpl::routeOf(algorithms::AlgorithmKind kind, const CallArgs& 
                       !interruptible(options) && args.op != ReduceOp::kAvg &&
                       spec_.count <= static_cast<std::size_t>(INT_MAX);
   return direct ? Route::kDirect : Route::kEngine;
-}
-
-void CommunicatorImpl::runWithoutSchedule(Route route, const CallArgs& args, std::size_t count,
-                                          const CallOptions& options) {
-  // Every rank advances the tag sequence the same way. Only kDirect and
-  // kSmall calls are recorded here; for the others nothing may be recorded
-  // either: a started fingerprint of the per-rank count, replaced by the
-  // schedule's one of the total, read by a peer's watchdog in between is a
-  // false mismatch (seen with native allgather at 3 ranks under load).
-  const bool small = route == Route::kSmall;
-  // Small broadcasts this rank roots are checked in batches; any other call
-  // checks them first (verifyPendingRoot).
-  if (rootPendingFrom_ != 0) {
-    const bool rootAgain = small && args.collective == Collective::kBroadcast && args.root == rank_;
-    if (!rootAgain) {
-      verifyPendingRoot();
-    } else if (sequence_ + 1 - rootPendingFrom_ >= kRootPendingBatch) {
-      verifyPendingRoot(/*complete=*/false);
-    }
-  }
-  const std::uint64_t fingerprintCount =
-      args.collective == Collective::kAllgather ? count * static_cast<std::size_t>(size_) : count;
-  const core::Fingerprint fingerprint =
-      core::Fingerprint::of(args.collective, args.recv.dtype, args.op, args.root, fingerprintCount);
-  inspector_->callers().bind(sequence_);  // the caller's stack (core/caller_stack.h)
-  status_->recordStart(sequence_, fingerprint, small ? kSmallName : "native");
-  if (!small) status_->blocking.store(1, std::memory_order_relaxed);
-  BlockingScope blockingScope{status_};
-  executor::LinkMeter* meter = links_.meter();
-  executor::LevelBytes linkBytes{};
-  std::int64_t startNs = 0;
-  if (meter != nullptr) {
-    linkBytes = meter->modelled({args.collective, count, 0, args.root}, executor::kWorldComm, args.recv.dtype);
-    startNs = executor::LinkMeter::nowNs();
-  }
-  if (fingerprints_ && !small) inspector_->prefetchPeers(sequence_);
-  try {
-    if (small) {
-      runSmall(args, count, fingerprint, options);
-    } else {
-      runNativeBlocking(args, count, fingerprint);
-    }
-  } catch (const Error& e) {
-    // Peers that complete this small call later must not return it normally.
-    if (small) status_->failed.store(sequence_ + 1, std::memory_order_release);
-    // A backend error in a call a peer made differently (a truncation
-    // when its count is smaller): the mismatch is the cause, so say that,
-    // naming both sides, with the backend's words after it. (A mismatch
-    // found by the small allreduce or the watchdog already says so.)
-    const std::string mismatch =
-        e.category() == ErrorCategory::kMismatch ? std::string() : inspector_->mismatch(sequence_, sequence_ + 1);
-    if (mismatch.empty()) {
-      engine_->fail(std::current_exception());
-      throw;
-    }
-    const Error named(ErrorCategory::kMismatch, rank_, mismatch + " (the backend reported: " + e.detail() + ")");
-    engine_->fail(std::make_exception_ptr(named));
-    throw named;
-  } catch (...) {
-    if (small) status_->failed.store(sequence_ + 1, std::memory_order_release);
-    engine_->fail(std::current_exception());
-    throw;
-  }
-  if (!small) verifyNativeReturn(sequence_);
-  // A small broadcast's root read no slot: its receivers' fingerprints are
-  // compared at its next call (verifyPendingRoot).
-  if (small && fingerprints_ && args.collective == Collective::kBroadcast && args.root == rank_ &&
-      rootPendingFrom_ == 0) {
-    rootPendingFrom_ = sequence_ + 1;
-  }
-  status_->recordEnd(sequence_);
-  if (meter != nullptr) meter->collectiveFinished(linkBytes, startNs, executor::LinkMeter::nowNs());
-  ++sequence_;
-}
-
-void CommunicatorImpl::runNativeBlocking(const CallArgs& args, std::size_t count, const core::Fingerprint& fingerprint) {
-  switch (args.collective) {
-    case Collective::kAllreduce:
-      if (!runCheckedAllreduce(args, count, fingerprint)) {
-        transport_->nativeAllreduce(args.send.data, args.recv.data, count, args.recv.dtype, args.op, nullptr);
-      }
-      return;
-    case Collective::kBroadcast:
-      transport_->nativeBroadcast(args.recv.data, count, args.recv.dtype, args.root, nullptr);
-      return;
-    case Collective::kBarrier:
-      transport_->nativeBarrier(nullptr);
-      return;
-    default:
-      BC_INTERNAL(false, "runNativeBlocking of " << toString(args.collective));
-  }
-}
-
-bool CommunicatorImpl::runCheckedAllreduce(const CallArgs& args, std::size_t count,
-                                           const core::Fingerprint& fingerprint) {
-  // Where node peers' call status is readable, verifyNativeReturn checks
-  // after the call for free; elsewhere the stamp travels in the data.
-  if (!fingerprints_ || !nodeStatus_.empty() || count * dataTypeSize(args.recv.dtype) > transport::kCheckedAllreduceMaxBytes) {
-    return false;
-  }
-  const transport::CallStamp mine{fingerprint.word(), fingerprint.count, sequence_, rank_};
-  transport::CallStamp lo;
-  transport::CallStamp hi;
-  try {
-    if (!transport_->nativeAllreduceChecked(args.send.data, args.recv.data, count, args.recv.dtype, args.op, mine, lo,
-                                            hi)) {
-      return false;
-    }
-  } catch (const transport::TruncationError& e) {
-    // A peer's element is longer: its call has more bytes (count or dtype).
-    core::raise(ErrorCategory::kMismatch, rank_,
-                "collective mismatch: rank " + std::to_string(rank_) + ": " + core::describe(fingerprint) + ", seq " +
-                    std::to_string(sequence_) + "; another rank's payload of this call is larger (a different "
-                    "count or dtype; the backend reported: " + e.detail() + ")");
-  }
-  if (lo.sameCall(hi)) return true;
-  const core::Fingerprint a = core::Fingerprint::fromWord(lo.word, lo.count);
-  const core::Fingerprint b = core::Fingerprint::fromWord(hi.word, hi.count);
-  core::raise(ErrorCategory::kMismatch, rank_,
-              core::describeMismatch(static_cast<int>(lo.rank), a, lo.sequence, static_cast<int>(hi.rank), b,
-                                     hi.sequence) +
-                  " (carried in the backend call's data; no result was written)");
-}
-
-void CommunicatorImpl::runSmall(const CallArgs& args, std::size_t count, const core::Fingerprint& fingerprint,
-                                const CallOptions& options) {
-  transport::SmallCall call;
-  call.collective = args.collective;
-  call.send = args.send.data;
-  call.recv = args.recv.data;
-  call.count = count;
-  call.dtype = args.recv.dtype;
-  call.op = args.op;
-  call.root = args.root;
-  call.sequence = sequence_;
-  call.fingerprint = fingerprint;
-  call.compare = fingerprints_;
-  // Waits end as the engine's do: the wait monitor's checks (a mismatch the
-  // watchdog saw, abort, a peer gone) and the deadline, as Error{kTimeout}.
-  // The clock starts at the first poll, the wait's first yield (after 64
-  // pauses, a few microseconds): most calls never wait that long, and a
-  // clock read costs a tenth of an 8-byte call. A peer that gave up on the
-  // call (CallStatus::failed: its deadline or abort, maybe before it wrote
-  // its slot) ends the wait too, as Error{kTimeout} naming it. The callable
-  // holds one pointer, so std::function keeps it without allocating.
-  struct Poll {
-    CommunicatorImpl* self;
-    Collective collective;
-    std::optional<std::chrono::milliseconds> deadline;
-    std::optional<std::chrono::steady_clock::time_point> start;
-    void operator()() {
-      const auto now = std::chrono::steady_clock::now();
-      if (!start) start = now;
-      const auto waited = now - *start;
-      const bool late = deadline && waited > *deadline;
-      self->engine_->checkWait(waited, late,
-                               late ? std::string(toString(collective)) + " did not complete within " +
-                                          std::to_string(deadline->count()) + " ms"
-                                    : std::string(),
-                               self->rank_);
-      // Only after a while: a peer that failed on a mismatch wrote its slot
-      // first, and this rank is about to find that mismatch in it.
-      if (waited > std::chrono::milliseconds(100)) self->raiseIfPeerFailed(collective);
-    }
-  } state{this, args.collective, deadlineFor(options), std::nullopt};
-  const std::function<void()> poll = [&state] { state(); };
-  core::Fingerprint theirs;
-  const int culprit = transport_->sharedMemory()->smallCollective(call, theirs, poll);
-  if (culprit < 0) {
-    // Every slot was written, but a peer may have given up on the call
-    // meanwhile (its deadline passed while this rank was stopped or slow):
-    // then the call failed there, and must not succeed here.
-    raiseIfPeerFailed(args.collective);
-    return;
-  }
-  // Every rank that reads a peer's slot finds the difference there.
-  inspector_->dumpFlight("mismatch");  // before the raise: the caller's process may end right after it
-  core::raise(ErrorCategory::kMismatch, rank_, core::describeMismatch(rank_, fingerprint, culprit, theirs, sequence_));
-}
-
-void CommunicatorImpl::raiseIfPeerFailed(Collective collective) const {
-  for (std::size_t r = 0; r < nodeStatus_.size(); ++r) {
-    const core::CallStatus* peer = nodeStatus_[r];
-    if (peer == nullptr || peer == status_ || peer->failed.load(std::memory_order_acquire) != sequence_ + 1) continue;
-    core::raise(ErrorCategory::kTimeout, rank_,
-                std::string(toString(collective)) + " (seq " + std::to_string(sequence_) + ") failed on rank " +
-                    std::to_string(r) +
-                    " before this rank completed it (its deadline passed, or it was aborted): the call failed");
-  }
-}
-
-void CommunicatorImpl::verifyPendingRoot(bool complete) {
-  // The root of small broadcasts [from, sequence_) returned without reading
-  // anything; its receivers published their fingerprints before they read
-  // its entries, and by now (kRootPendingBatch calls later, or its next
-  // other call) they have usually done so. Those later than
-  // StallInspector::kRootWaitUs are left to the watchdog, which compares
-  // every call all ranks started. Ranks that disagreed on the root all took
-  // themselves for it: each finds the other here. Their entries are found
-  // by sequence (shm/small_collective.cc), so no later call can take the
-  // data of a call the ranks disagreed on.
-  // A batch costs one line per peer: its digest of every call through its
-  // latest one (StallInspector::agreedThrough). Calls a receiver has not
-  // reached stay pending, unless `complete`: a root that waited for its
-  // receivers to catch up would lose the lead the ring gives it. Only
-  // where a digest differs (or a receiver is far behind) are the calls
-  // checked one by one, to name the call.
-  const std::uint64_t from = rootPendingFrom_ - 1;
-  const std::uint64_t last = sequence_ - 1;
-  const std::uint64_t agreed = inspector_->agreedThrough(complete ? last : from, last);
-  if (agreed != 0) {
-    rootPendingFrom_ = agreed > last ? 0 : agreed + 1;
-    return;
-  }
-  rootPendingFrom_ = 0;
-  for (std::uint64_t seq = from; seq < sequence_; ++seq) inspector_->prefetchPeers(seq);
-  for (std::uint64_t seq = from; seq < sequence_; ++seq) {
-    verifyNativeReturn(seq, "seen by the broadcast's root when it checked its receivers, calls later");
-  }
-}
-
-void CommunicatorImpl::verifyNativeReturn(std::uint64_t seq, const char* seen) {
-  if (!fingerprints_) return;
-  const std::string mismatch = inspector_->verifyReturned(seq);
-  if (mismatch.empty()) return;
-  inspector_->dumpFlight("mismatch");
-  const Error named(ErrorCategory::kMismatch, rank_, mismatch + " (" + seen + ")");
-  engine_->fail(std::make_exception_ptr(named));
-  throw named;
 }
 
 std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options,
@@ -691,20 +400,7 @@ std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs
                          std::move(work));
 }
 
-// validate -> route -> execute.
-void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
-  executor::EngineLock lock(*engine_);
-  checkUsable();
-  const std::size_t bytes = validate(args);
-  const Routed routed = route(args, options, bytes);
-  if (routed.route != Route::kEngine) [[likely]] {
-    runLocal(routed.route, args, options);
-  } else {
-    runOnEngine(*routed.algorithm, args, options);
-  }
-}
-
-CommunicatorImpl::Routed CommunicatorImpl::route(const CallArgs& args, const CallOptions& options,
+inline CommunicatorImpl::Routed CommunicatorImpl::route(const CallArgs& args, const CallOptions& options,
                                                  std::size_t bytes) {
   // Where the map's default is the backend's or shm's collective and the
   // call names no algorithm or wire format of its own, the route table
@@ -721,7 +417,7 @@ CommunicatorImpl::Routed CommunicatorImpl::route(const CallArgs& args, const Cal
   return {routeOf(algo.kind, args, options, bytes), &algo};
 }
 
-void CommunicatorImpl::runLocal(Route route, const CallArgs& args, const CallOptions& options) {
+inline void CommunicatorImpl::runLocal(Route route, const CallArgs& args, const CallOptions& options) {
   if (trial_.index < 0 && engine_->idle()) [[likely]] {
     runWithoutSchedule(route, args, spec_.count, options);
     return;
@@ -750,6 +446,19 @@ void CommunicatorImpl::runLocal(Route route, const CallArgs& args, const CallOpt
   if (timed) online_.recordTime(trial, elapsedUs(start));
 }
 
+// validate -> route -> execute.
+void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
+  executor::EngineLock lock(*engine_);
+  checkUsable();
+  const std::size_t bytes = validate(args);
+  const Routed routed = route(args, options, bytes);
+  if (routed.route != Route::kEngine) [[likely]] {
+    runLocal(routed.route, args, options);
+  } else {
+    runOnEngine(*routed.algorithm, args, options);
+  }
+}
+
 void CommunicatorImpl::runOnEngine(const AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options) {
   const OnlineSelection::Trial trial = trial_;
   const auto start = std::chrono::steady_clock::now();
@@ -758,7 +467,7 @@ void CommunicatorImpl::runOnEngine(const AlgorithmInfo& algo, const CallArgs& ar
   // Without a deadline a native-only schedule makes the backend's blocking
   // call (launch): finish earlier asynchronous work first, as runLocal does.
   if (backend && !interruptible(options)) engine_->drain(deadline, "drain before a blocking call", rank_);
-  BlockingScope blockingScope{status_};
+  BlockingFlag blockingFlag{status_};
   const std::uint64_t sequence = sequence_;  // launch() takes it
   // The post-return check below reads the node peers' entries of this call:
   // start fetching them now, so the line transfers overlap the call.
@@ -786,74 +495,6 @@ Work CommunicatorImpl::submit(const CallArgs& args, const CallOptions& options) 
   if (trial.index >= 0 && engine_->threadEnabled()) online_.recordLaunch(trial, start, work);
   engine_->progress();  // post the first steps now so peers can start
   return Work(work);
-}
-
-bool CommunicatorImpl::test(WorkState& work) {
-  {
-    executor::EngineLock lock(*engine_);
-    if (!work.isDone()) {
-      checkUsable();
-      engine_->progress();
-    }
-  }
-  // Done first: the error is published before done and may still be being
-  // written while the operation is not done.
-  if (!work.isDone()) return false;
-  if (work.error()) std::rethrow_exception(work.error());
-  return true;
-}
-
-void CommunicatorImpl::wait(WorkState& work, std::optional<std::chrono::milliseconds> timeout) {
-  {
-    executor::EngineLock lock(*engine_);
-    if (!work.isDone()) {
-      checkUsable();
-      engine_->driveUntilDone(work.id, timeout ? timeout : deadlineFor({}), "Work::wait", rank_);
-    }
-  }
-  if (work.error()) std::rethrow_exception(work.error());
-}
-
-void CommunicatorImpl::onComplete(WorkState& work, std::function<void(std::exception_ptr)> callback) {
-  executor::EngineLock lock(*engine_);
-  engine_->addCallback(work, std::move(callback));
-}
-
-void CommunicatorImpl::progressOnce() {
-  executor::EngineLock lock(*engine_);
-  if (finalized_ || engine_->failure() || (engine_->idle() && !engine_->messagesPending())) return;
-  engine_->progress();
-}
-
-void CommunicatorImpl::setProgressThread(bool on) {
-  {
-    std::lock_guard lock(mutex_);
-    checkUsable();
-    BC_INVALID(!on || transport_->callableFromAnyThread(), rank_,
-               "setProgressThread: a progress thread needs MPI_THREAD_MULTIPLE, but MPI was initialised with level "
-                   << transport::mpiThreadLevel()
-                   << " (initialise it with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...), or use "
-                      "BOOSTCOMM_PROGRESS=caller)");
-  }
-  engine_->setThreadEnabled(on);
-}
-
-bool CommunicatorImpl::progressThread() const { return engine_->threadEnabled(); }
-
-void CommunicatorImpl::useProgressThread() {
-  if (progressMode_ == ProgressMode::kCaller) return;
-  if (!transport_->callableFromAnyThread()) {
-    // Correct without a thread, only less overlapped: say so once.
-    static std::once_flag warned;
-    std::call_once(warned, [&] {
-      if (rank_ == 0)
-        std::fprintf(stderr,
-                     "boostcomm: warning: MPI is not initialised with MPI_THREAD_MULTIPLE, so no progress thread "
-                     "runs; collectives advance only inside boostcomm calls (less overlap)\n");
-    });
-    return;
-  }
-  setProgressThread(true);
 }
 
 void* CommunicatorImpl::allocateBuffer(std::size_t bytes) {

@@ -253,6 +253,12 @@ class CommunicatorImpl {
   // Splits the intra-node and inter-node communicators on first use (collective).
   void ensureSubCommunicators();
 
+  // Clears the call status's blocking flag however the call ends.
+  struct BlockingFlag {
+    core::CallStatus* status;
+    ~BlockingFlag() { status->blocking.store(0, std::memory_order_release); }
+  };
+
   // Guards this whole object; the progress engine's thread takes it too (see
   // the thread-safety contract in include/boostcomm/communicator.h).
   mutable core::SpinMutex mutex_;

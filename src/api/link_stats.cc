@@ -1,4 +1,5 @@
-// Communicator::linkStats and nodeLinkStats (boostcomm/link_stats.h).
+// Communicator::linkStats and nodeLinkStats (boostcomm/link_stats.h), and
+// CommunicatorImpl's link accounting switches.
 #include <algorithm>
 #include <cstring>
 
@@ -7,6 +8,20 @@
 #include "boostcomm/link_stats.h"
 
 namespace boostcomm {
+
+namespace detail {
+
+LinkStats CommunicatorImpl::linkStats(bool reset) {
+  executor::EngineLock lock(*engine_);
+  return links_.snapshot(reset);
+}
+
+void CommunicatorImpl::setLinkAccounting(bool on) {
+  executor::EngineLock lock(*engine_);
+  links_.raw().setEnabled(on);
+}
+
+}  // namespace detail
 
 LinkStats Communicator::linkStats(bool reset) { return impl_->linkStats(reset); }
 

@@ -154,4 +154,17 @@ std::size_t validateAndDescribe(const CallArgs& args, int rank, int size, algori
   return 0;
 }
 
+core::Fingerprint fingerprintOf(const algorithms::CollectiveSpec& spec) {
+  std::uint64_t count = spec.count;
+  if (spec.collective == Collective::kAllgather) {
+    if (spec.counts.empty()) {
+      count *= static_cast<std::uint64_t>(spec.size);
+    } else {
+      count = 0;
+      for (std::size_t c : spec.counts) count += c;
+    }
+  }
+  return core::Fingerprint::of(spec.collective, spec.dtype, spec.op, spec.root, count);
+}
+
 }  // namespace boostcomm::detail

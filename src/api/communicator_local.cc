@@ -1,0 +1,253 @@
+// CommunicatorImpl, the two routes without a schedule (api/route.h):
+// kDirect, the backend's blocking collective, and kSmall, the shm engine's
+// small collective; with the checks that replace a schedule's fingerprint
+// headers there (the call status's start and end, the post-return check of
+// node peers, the stamp carried in a checked allreduce's data, the small
+// broadcast root's deferred check). The route itself is chosen in
+// communicator_impl.cc (routeOf).
+#include <climits>
+#include <cstdio>
+#include <functional>
+#include <string>
+
+#include "api/communicator_impl.h"
+#include "core/check.h"
+#include "transport/shared_memory.h"
+
+namespace boostcomm::detail {
+
+namespace {
+// The flight recorder's algorithm name of runSmall's calls.
+constexpr const char* kSmallName = "shm_small";
+}  // namespace
+
+void CommunicatorImpl::runWithoutSchedule(Route route, const CallArgs& args, std::size_t count,
+                                          const CallOptions& options) {
+  // Every rank advances the tag sequence the same way. Only kDirect and
+  // kSmall calls are recorded here; for the others nothing may be recorded
+  // either: a started fingerprint of the per-rank count, replaced by the
+  // schedule's one of the total, read by a peer's watchdog in between is a
+  // false mismatch (seen with native allgather at 3 ranks under load).
+  const bool small = route == Route::kSmall;
+  // Small broadcasts this rank roots are checked in batches; any other call
+  // checks them first (verifyPendingRoot).
+  if (rootPendingFrom_ != 0) {
+    const bool rootAgain = small && args.collective == Collective::kBroadcast && args.root == rank_;
+    if (!rootAgain) {
+      verifyPendingRoot();
+    } else if (sequence_ + 1 - rootPendingFrom_ >= kRootPendingBatch) {
+      verifyPendingRoot(/*complete=*/false);
+    }
+  }
+  const std::uint64_t fingerprintCount =
+      args.collective == Collective::kAllgather ? count * static_cast<std::size_t>(size_) : count;
+  const core::Fingerprint fingerprint =
+      core::Fingerprint::of(args.collective, args.recv.dtype, args.op, args.root, fingerprintCount);
+  inspector_->callers().bind(sequence_);  // the caller's stack (core/caller_stack.h)
+  status_->recordStart(sequence_, fingerprint, small ? kSmallName : "native");
+  if (!small) status_->blocking.store(1, std::memory_order_relaxed);
+  BlockingFlag blockingFlag{status_};
+  executor::LinkMeter* meter = links_.meter();
+  executor::LevelBytes linkBytes{};
+  std::int64_t startNs = 0;
+  if (meter != nullptr) {
+    linkBytes = meter->modelled({args.collective, count, 0, args.root}, executor::kWorldComm, args.recv.dtype);
+    startNs = executor::LinkMeter::nowNs();
+  }
+  if (fingerprints_ && !small) inspector_->prefetchPeers(sequence_);
+  try {
+    if (small) {
+      runSmall(args, count, fingerprint, options);
+    } else {
+      runNativeBlocking(args, count, fingerprint);
+    }
+  } catch (const Error& e) {
+    // Peers that complete this small call later must not return it normally.
+    if (small) status_->failed.store(sequence_ + 1, std::memory_order_release);
+    // A backend error in a call a peer made differently (a truncation
+    // when its count is smaller): the mismatch is the cause, so say that,
+    // naming both sides, with the backend's words after it. (A mismatch
+    // found by the small allreduce or the watchdog already says so.)
+    const std::string mismatch =
+        e.category() == ErrorCategory::kMismatch ? std::string() : inspector_->mismatch(sequence_, sequence_ + 1);
+    if (mismatch.empty()) {
+      engine_->fail(std::current_exception());
+      throw;
+    }
+    const Error named(ErrorCategory::kMismatch, rank_, mismatch + " (the backend reported: " + e.detail() + ")");
+    engine_->fail(std::make_exception_ptr(named));
+    throw named;
+  } catch (...) {
+    if (small) status_->failed.store(sequence_ + 1, std::memory_order_release);
+    engine_->fail(std::current_exception());
+    throw;
+  }
+  if (!small) verifyNativeReturn(sequence_);
+  // A small broadcast's root read no slot: its receivers' fingerprints are
+  // compared at its next call (verifyPendingRoot).
+  if (small && fingerprints_ && args.collective == Collective::kBroadcast && args.root == rank_ &&
+      rootPendingFrom_ == 0) {
+    rootPendingFrom_ = sequence_ + 1;
+  }
+  status_->recordEnd(sequence_);
+  if (meter != nullptr) meter->collectiveFinished(linkBytes, startNs, executor::LinkMeter::nowNs());
+  ++sequence_;
+}
+
+void CommunicatorImpl::runNativeBlocking(const CallArgs& args, std::size_t count, const core::Fingerprint& fingerprint) {
+  switch (args.collective) {
+    case Collective::kAllreduce:
+      if (!runCheckedAllreduce(args, count, fingerprint)) {
+        transport_->nativeAllreduce(args.send.data, args.recv.data, count, args.recv.dtype, args.op, nullptr);
+      }
+      return;
+    case Collective::kBroadcast:
+      transport_->nativeBroadcast(args.recv.data, count, args.recv.dtype, args.root, nullptr);
+      return;
+    case Collective::kBarrier:
+      transport_->nativeBarrier(nullptr);
+      return;
+    default:
+      BC_INTERNAL(false, "runNativeBlocking of " << toString(args.collective));
+  }
+}
+
+bool CommunicatorImpl::runCheckedAllreduce(const CallArgs& args, std::size_t count,
+                                           const core::Fingerprint& fingerprint) {
+  // Where node peers' call status is readable, verifyNativeReturn checks
+  // after the call for free; elsewhere the stamp travels in the data.
+  if (!fingerprints_ || !nodeStatus_.empty() || count * dataTypeSize(args.recv.dtype) > transport::kCheckedAllreduceMaxBytes) {
+    return false;
+  }
+  const transport::CallStamp mine{fingerprint.word(), fingerprint.count, sequence_, rank_};
+  transport::CallStamp lo;
+  transport::CallStamp hi;
+  try {
+    if (!transport_->nativeAllreduceChecked(args.send.data, args.recv.data, count, args.recv.dtype, args.op, mine, lo,
+                                            hi)) {
+      return false;
+    }
+  } catch (const transport::TruncationError& e) {
+    // A peer's element is longer: its call has more bytes (count or dtype).
+    core::raise(ErrorCategory::kMismatch, rank_,
+                "collective mismatch: rank " + std::to_string(rank_) + ": " + core::describe(fingerprint) + ", seq " +
+                    std::to_string(sequence_) + "; another rank's payload of this call is larger (a different "
+                    "count or dtype; the backend reported: " + e.detail() + ")");
+  }
+  if (lo.sameCall(hi)) return true;
+  const core::Fingerprint a = core::Fingerprint::fromWord(lo.word, lo.count);
+  const core::Fingerprint b = core::Fingerprint::fromWord(hi.word, hi.count);
+  core::raise(ErrorCategory::kMismatch, rank_,
+              core::describeMismatch(static_cast<int>(lo.rank), a, lo.sequence, static_cast<int>(hi.rank), b,
+                                     hi.sequence) +
+                  " (carried in the backend call's data; no result was written)");
+}
+
+void CommunicatorImpl::runSmall(const CallArgs& args, std::size_t count, const core::Fingerprint& fingerprint,
+                                const CallOptions& options) {
+  transport::SmallCall call;
+  call.collective = args.collective;
+  call.send = args.send.data;
+  call.recv = args.recv.data;
+  call.count = count;
+  call.dtype = args.recv.dtype;
+  call.op = args.op;
+  call.root = args.root;
+  call.sequence = sequence_;
+  call.fingerprint = fingerprint;
+  call.compare = fingerprints_;
+  // Waits end as the engine's do: the wait monitor's checks (a mismatch the
+  // watchdog saw, abort, a peer gone) and the deadline, as Error{kTimeout}.
+  // The clock starts at the first poll, the wait's first yield (after 64
+  // pauses, a few microseconds): most calls never wait that long, and a
+  // clock read costs a tenth of an 8-byte call. A peer that gave up on the
+  // call (CallStatus::failed: its deadline or abort, maybe before it wrote
+  // its slot) ends the wait too, as Error{kTimeout} naming it. The callable
+  // holds one pointer, so std::function keeps it without allocating.
+  struct Poll {
+    CommunicatorImpl* self;
+    Collective collective;
+    std::optional<std::chrono::milliseconds> deadline;
+    std::optional<std::chrono::steady_clock::time_point> start;
+    void operator()() {
+      const auto now = std::chrono::steady_clock::now();
+      if (!start) start = now;
+      const auto waited = now - *start;
+      const bool late = deadline && waited > *deadline;
+      self->engine_->checkWait(waited, late,
+                               late ? std::string(toString(collective)) + " did not complete within " +
+                                          std::to_string(deadline->count()) + " ms"
+                                    : std::string(),
+                               self->rank_);
+      // Only after a while: a peer that failed on a mismatch wrote its slot
+      // first, and this rank is about to find that mismatch in it.
+      if (waited > std::chrono::milliseconds(100)) self->raiseIfPeerFailed(collective);
+    }
+  } state{this, args.collective, deadlineFor(options), std::nullopt};
+  const std::function<void()> poll = [&state] { state(); };
+  core::Fingerprint theirs;
+  const int culprit = transport_->sharedMemory()->smallCollective(call, theirs, poll);
+  if (culprit < 0) {
+    // Every slot was written, but a peer may have given up on the call
+    // meanwhile (its deadline passed while this rank was stopped or slow):
+    // then the call failed there, and must not succeed here.
+    raiseIfPeerFailed(args.collective);
+    return;
+  }
+  // Every rank that reads a peer's slot finds the difference there.
+  inspector_->dumpFlight("mismatch");  // before the raise: the caller's process may end right after it
+  core::raise(ErrorCategory::kMismatch, rank_, core::describeMismatch(rank_, fingerprint, culprit, theirs, sequence_));
+}
+
+void CommunicatorImpl::raiseIfPeerFailed(Collective collective) const {
+  for (std::size_t r = 0; r < nodeStatus_.size(); ++r) {
+    const core::CallStatus* peer = nodeStatus_[r];
+    if (peer == nullptr || peer == status_ || peer->failed.load(std::memory_order_acquire) != sequence_ + 1) continue;
+    core::raise(ErrorCategory::kTimeout, rank_,
+                std::string(toString(collective)) + " (seq " + std::to_string(sequence_) + ") failed on rank " +
+                    std::to_string(r) +
+                    " before this rank completed it (its deadline passed, or it was aborted): the call failed");
+  }
+}
+
+void CommunicatorImpl::verifyPendingRoot(bool complete) {
+  // The root of small broadcasts [from, sequence_) returned without reading
+  // anything; its receivers published their fingerprints before they read
+  // its entries, and by now (kRootPendingBatch calls later, or its next
+  // other call) they have usually done so. Those later than
+  // StallInspector::kRootWaitUs are left to the watchdog, which compares
+  // every call all ranks started. Ranks that disagreed on the root all took
+  // themselves for it: each finds the other here. Their entries are found
+  // by sequence (shm/small_collective.cc), so no later call can take the
+  // data of a call the ranks disagreed on.
+  // A batch costs one line per peer: its digest of every call through its
+  // latest one (StallInspector::agreedThrough). Calls a receiver has not
+  // reached stay pending, unless `complete`: a root that waited for its
+  // receivers to catch up would lose the lead the ring gives it. Only
+  // where a digest differs (or a receiver is far behind) are the calls
+  // checked one by one, to name the call.
+  const std::uint64_t from = rootPendingFrom_ - 1;
+  const std::uint64_t last = sequence_ - 1;
+  const std::uint64_t agreed = inspector_->agreedThrough(complete ? last : from, last);
+  if (agreed != 0) {
+    rootPendingFrom_ = agreed > last ? 0 : agreed + 1;
+    return;
+  }
+  rootPendingFrom_ = 0;
+  for (std::uint64_t seq = from; seq < sequence_; ++seq) inspector_->prefetchPeers(seq);
+  for (std::uint64_t seq = from; seq < sequence_; ++seq) {
+    verifyNativeReturn(seq, "seen by the broadcast's root when it checked its receivers, calls later");
+  }
+}
+
+void CommunicatorImpl::verifyNativeReturn(std::uint64_t seq, const char* seen) {
+  if (!fingerprints_) return;
+  const std::string mismatch = inspector_->verifyReturned(seq);
+  if (mismatch.empty()) return;
+  inspector_->dumpFlight("mismatch");
+  const Error named(ErrorCategory::kMismatch, rank_, mismatch + " (" + seen + ")");
+  engine_->fail(std::make_exception_ptr(named));
+  throw named;
+}
+
+}  // namespace boostcomm::detail
