@@ -10,7 +10,7 @@ interleaved rounds (each round runs a block of --iters steps of every method,
 so load hits all alike; step = block time / iters, max over ranks; reported:
 the median over rounds):
   mpi_per_tensor  boostcomm.all_reduce(g, algorithm="native") per tensor: the
-                  backend's MPI_Allreduce straight away (the native fast path)
+                  backend's MPI_Allreduce straight away (the direct route)
   mpi_packed      pack into one persistent buffer, one MPI_Allreduce, unpack
   group           GradientGroup(grads) (the default: segment lists), built once
   group_view      GradientGroup(grads, bucket_view=True) over group.tensors

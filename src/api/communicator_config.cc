@@ -191,6 +191,10 @@ void CommunicatorImpl::checkConsistency(const algorithms::CollectiveSpec& spec) 
   const core::Fingerprint f = fingerprintOf(spec);
   const long long mine[kFields] = {static_cast<long long>(f.word()), static_cast<long long>(f.count),
                                    static_cast<long long>(spec.wire)};
+  // The exchange is a blocking backend call: finish earlier asynchronous
+  // work first, as before any blocking call (a peer may be waiting in
+  // Work::wait for our part of it, and we could not progress it from inside).
+  engine_->drain(deadlineFor({}), "consistency check", rank_);
   const std::vector<long long> all = gatherWords(mine, kFields);
   for (int r = 0; r < size_; ++r) {
     const long long* at = all.data() + static_cast<std::ptrdiff_t>(kFields * r);

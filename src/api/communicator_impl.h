@@ -158,21 +158,21 @@ class CommunicatorImpl {
     Route route = Route::kEngine;
     const algorithms::AlgorithmInfo* algorithm = nullptr;  // kEngine only
   };
-  [[gnu::always_inline]] Routed route(const CallArgs& args, const CallOptions& options, std::size_t bytes);
+  [[gnu::always_inline]] inline Routed route(const CallArgs& args, const CallOptions& options, std::size_t bytes);
   // The one decision from an algorithm kind and the call's asks to a route.
   // `bytes`: spec_.payloadBytes().
-  [[gnu::always_inline]] Route routeOf(algorithms::AlgorithmKind kind, const CallArgs& args, const CallOptions& options,
+  [[gnu::always_inline]] inline Route routeOf(algorithms::AlgorithmKind kind, const CallArgs& args, const CallOptions& options,
                 std::size_t bytes) const;
   // validateAndDescribe into spec_ (returns its payload bytes); a call it
   // rejects is recorded as such in this rank's call status before the
   // error propagates.
-  [[gnu::always_inline]] std::size_t validate(const CallArgs& args);
+  [[gnu::always_inline]] inline std::size_t validate(const CallArgs& args);
   // Merges the selection layers into selection_ and derives the route
   // table from it; after every change of a setting.
   void rebuildSelection();
   // Execution of the kDirect and kSmall routes: earlier asynchronous work
   // drained first, then runWithoutSchedule.
-  [[gnu::always_inline]] void runLocal(Route route, const CallArgs& args, const CallOptions& options);
+  [[gnu::always_inline]] inline void runLocal(Route route, const CallArgs& args, const CallOptions& options);
   // The kEngine route: the schedule launched and driven to completion.
   void runOnEngine(const algorithms::AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options);
   // A kDirect or kSmall call with nothing in flight: recorded, fingerprinted
@@ -323,7 +323,7 @@ class CommunicatorImpl {
   // the selection; null on one node.
   std::shared_ptr<const tuning::ModelSelection> model_;
   OnlineSelection online_{false, false, 0.0};
-  OnlineSelection::Trial trial_;  // set by prepare(): where this call's time goes
+  OnlineSelection::Trial trial_;  // set by route() (prepare() or cleared): where this call's time goes
 
   algorithms::NodeLayout layout_;
   std::unique_ptr<transport::Transport> intra_;

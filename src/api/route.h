@@ -1,7 +1,9 @@
 // How a blocking call reaches the backend: the route, one of three.
 //
 //   kDirect  the backend's blocking collective, with no schedule: a native
-//            allreduce, broadcast or barrier without a deadline or avg;
+//            allreduce, broadcast or barrier, not avg, an int count, without
+//            an interruptible deadline (an explicit one: the built-in default
+//            is the watchdog's, docs/RELIABILITY.md);
 //   kSmall   the shm engine's small collective (shm/small_collective.cc):
 //            one node, a payload within its slot, native or shm selected;
 //   kEngine  the chosen algorithm's schedule on the progress engine (every

@@ -23,8 +23,9 @@
 namespace boostcomm::transport {
 
 // Error{kTransport} for a message longer than the receive posted for it
-// (MPI_ERR_TRUNCATE under MPI). Transports raise it as this type, so a
-// caller that turns it into a mismatch tests the type, not the backend's text.
+// (MPI_ERR_TRUNCATE under MPI, the one transport whose receives may meet a
+// longer message). Raised as this type, so a caller that turns it into a
+// mismatch tests the type, not the backend's text.
 class TruncationError : public Error {
  public:
   using Error::Error;

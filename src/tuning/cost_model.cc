@@ -46,7 +46,7 @@ constexpr double kFirstTouchGBps = 2.0;
 constexpr double kNativeInterPenalty = 1.7;
 constexpr std::size_t kTcpEagerBytes = std::size_t{64} << 10;
 // boostcomm's schedule path (validate, cached schedule, executor) per call,
-// on top of the messages: ~1 us here (the native fast path skips it).
+// on top of the messages: ~1 us here (the direct route skips it).
 constexpr double kScheduleCallUs = 1.0;
 // Shared-memory engine: one flag round trip per chunk of 256 KiB
 // (BOOSTCOMM_SHM_CHUNK_BYTES), ~0.5 us each on these VMs.
