@@ -170,71 +170,64 @@ void auditCase() {
   std::fflush(stdout);
 }
 
-// A blocking native allreduce (no deadline: the direct backend call) across
-// nodes with a different op, or a dtype of the same size, on one rank: the
-// stamp in the call's own data makes that very call raise kMismatch on every
-// rank, naming both calls (not only a later one, as the audit would).
-void stampCase(DataType culpritType, ReduceOp culpritOp, const char* culpritWords) {
-  phase("communicator creation (stamp case)");
-  auto comm = detail::createCommunicatorOverMpi(MPI_COMM_WORLD);
-  phase("stamp case");
-  const int culprit = gSize - 1;
-  CallOptions options;
-  options.algorithm = "native";
-  std::vector<float> data(1000, 1.0f);
-  std::string what = "no error";
+// Two blocking native allreduces of 1000 floats (no deadline: the direct
+// backend call), the second with the last rank's own dtype, op and count:
+// the error that call raised on this rank ("returned normally" if none).
+struct Raised {
   ErrorCategory category = ErrorCategory::kInternal;
-  try {
-    comm->allreduce(std::span<const float>(data), std::span<float>(data), ReduceOp::kSum, options);
-    const DataType type = gRank == culprit ? culpritType : DataType::kFloat32;
-    comm->allreduce(ConstView(data.data(), 1000, type), View(data.data(), 1000, type),
-                    gRank == culprit ? culpritOp : ReduceOp::kSum, options);
-  } catch (const Error& e) {
-    category = e.category();
-    what = e.what();
-  }
-  if (category != ErrorCategory::kMismatch || what.find("allreduce float32 x1000 sum, seq 1") == std::string::npos ||
-      what.find(culpritWords) == std::string::npos || what.find("carried in the backend call's data") == std::string::npos) {
-    fail(std::string("stamp: expected the call itself to raise kMismatch naming ") + culpritWords + ", got: " + what);
-  }
-  phase("communicator destruction (stamp case)");
-  if (gRank == 0) std::printf("native %s mismatch   the call itself raised: %s\n", culpritWords, what.c_str());
-  std::fflush(stdout);
-}
-
-// The same call with a larger count on the last rank (2 ranks: at more, a
-// rank the backend keeps inside its blocking call is ended by the watchdog,
-// as RELIABILITY.md says). The other rank's backend reports a truncation,
-// which the transport raises as TruncationError and the direct route turns
-// into kMismatch naming that rank's call; the culprit finds the stamps differ.
-void truncationCase() {
-  phase("communicator creation (truncation case)");
-  auto comm = detail::createCommunicatorOverMpi(MPI_COMM_WORLD);
-  phase("truncation case");
-  const int culprit = gSize - 1;
-  CallOptions options;
-  options.algorithm = "native";
-  std::vector<float> data(1001, 1.0f);
-  const std::size_t count = gRank == culprit ? 1001 : 1000;
   std::string what = "returned normally";
-  ErrorCategory category = ErrorCategory::kInternal;
+};
+Raised nativeDisagreement(DataType culpritType, ReduceOp culpritOp, std::size_t culpritCount) {
+  phase("communicator creation (native disagreement case)");
+  auto comm = detail::createCommunicatorOverMpi(MPI_COMM_WORLD);
+  phase("native disagreement case");
+  const bool culprit = gRank == gSize - 1;
+  CallOptions options;
+  options.algorithm = "native";
+  std::vector<float> data(std::max<std::size_t>(culpritCount, 1000), 1.0f);
+  const DataType type = culprit ? culpritType : DataType::kFloat32;
+  const std::size_t count = culprit ? culpritCount : 1000;
+  Raised raised;
   try {
     comm->allreduce(std::span<const float>(data.data(), 1000), std::span<float>(data.data(), 1000), ReduceOp::kSum,
                     options);
-    comm->allreduce(std::span<const float>(data.data(), count), std::span<float>(data.data(), count), ReduceOp::kSum,
-                    options);
+    comm->allreduce(ConstView(data.data(), count, type), View(data.data(), count, type),
+                    culprit ? culpritOp : ReduceOp::kSum, options);
   } catch (const Error& e) {
-    category = e.category();
-    what = e.what();
+    raised = {e.category(), e.what()};
   }
-  const std::string expected = gRank == culprit ? "allreduce float32 x1001 sum, seq 1"
-                                                : "another rank's payload of this call is larger";
-  if (category != ErrorCategory::kMismatch || what.find(expected) == std::string::npos) {
-    fail("truncation: expected kMismatch saying '" + expected + "', got: " + what);
+  phase("communicator destruction (native disagreement case)");
+  return raised;
+}
+
+// A different op, or a dtype of the same size, on the last rank: the stamp
+// in the call's own data makes that very call raise kMismatch on every rank,
+// naming both calls (not only a later one, as the audit would).
+void stampCase(DataType culpritType, ReduceOp culpritOp, const char* culpritWords) {
+  const Raised r = nativeDisagreement(culpritType, culpritOp, 1000);
+  if (r.category != ErrorCategory::kMismatch || r.what.find("allreduce float32 x1000 sum, seq 1") == std::string::npos ||
+      r.what.find(culpritWords) == std::string::npos ||
+      r.what.find("carried in the backend call's data") == std::string::npos) {
+    fail(std::string("stamp: expected the call itself to raise kMismatch naming ") + culpritWords + ", got: " + r.what);
   }
-  if (gRank == 0) std::printf("native count+1       the call itself raised: %s\n", what.c_str());
+  if (gRank == 0) std::printf("native %s mismatch   the call itself raised: %s\n", culpritWords, r.what.c_str());
   std::fflush(stdout);
-  phase("communicator destruction (truncation case)");
+}
+
+// A larger count on the last rank (2 ranks: at more, a rank the backend
+// keeps inside its blocking call is ended by the watchdog, as RELIABILITY.md
+// says). The other rank's backend reports a truncation, which the transport
+// raises as TruncationError and the direct route turns into kMismatch naming
+// that rank's call; the culprit finds the stamps differ.
+void truncationCase() {
+  const Raised r = nativeDisagreement(DataType::kFloat32, ReduceOp::kSum, 1001);
+  const std::string expected = gRank == gSize - 1 ? "allreduce float32 x1001 sum, seq 1"
+                                                  : "another rank's payload of this call is larger";
+  if (r.category != ErrorCategory::kMismatch || r.what.find(expected) == std::string::npos) {
+    fail("truncation: expected kMismatch saying '" + expected + "', got: " + r.what);
+  }
+  if (gRank == 0) std::printf("native count+1       the call itself raised: %s\n", r.what.c_str());
+  std::fflush(stdout);
 }
 
 // The last rank never calls; the others time out with a report that names
