@@ -50,6 +50,41 @@ bool overlaps(const void* a, std::size_t aBytes, const void* b, std::size_t bByt
   return x < y + bBytes && y < x + aBytes;
 }
 
+// An allgather's counts (equal blocks, or allgatherv's recvCounts, which
+// it copies into spec.counts): checked; returns the elements before this
+// rank's block in recv.
+std::size_t allgatherOwnOffset(const CallArgs& args, CallName coll, int rank, int size,
+                               algorithms::CollectiveSpec& spec) {
+  const ConstView& send = args.send;
+  const View& recv = args.recv;
+  std::size_t ownOffset = 0;
+  if (args.varying) {
+    BC_INVALID(args.recvCounts.size() == static_cast<std::size_t>(size), rank,
+               coll << ": recvCounts has " << args.recvCounts.size() << " entries, expected one per rank ("
+                    << size << ")");
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < args.recvCounts.size(); ++i) {
+      BC_INVALID(args.recvCounts[i] <= kMaxSize - total, rank, coll << ": recvCounts sum overflows");
+      if (static_cast<int>(i) == rank) ownOffset = total;
+      total += args.recvCounts[i];
+    }
+    BC_INVALID(total == recv.count, rank,
+               coll << ": recv.count " << recv.count << " differs from the sum of recvCounts " << total);
+    BC_INVALID(send.count == args.recvCounts[static_cast<std::size_t>(rank)], rank,
+               coll << ": send.count " << send.count << " differs from recvCounts[" << rank
+                    << "] = " << args.recvCounts[static_cast<std::size_t>(rank)]);
+    spec.counts.assign(args.recvCounts.begin(), args.recvCounts.end());
+  } else {
+    const std::size_t total = bytesOrThrow(coll, "send.count * size", send.count,
+                                           static_cast<std::size_t>(size), rank);
+    BC_INVALID(recv.count == total, rank,
+               coll << ": recv.count " << recv.count << " must be size (" << size << ") * send.count ("
+                    << send.count << ") = " << total);
+    ownOffset = send.count * static_cast<std::size_t>(rank);
+  }
+  return ownOffset;
+}
+
 }  // namespace
 
 std::size_t validateAndDescribe(const CallArgs& args, int rank, int size, algorithms::CollectiveSpec& spec) {
@@ -116,31 +151,7 @@ std::size_t validateAndDescribe(const CallArgs& args, int rank, int size, algori
       return sendBytes;
     }
     case Collective::kAllgather: {
-      std::size_t ownOffset = 0;  // elements before this rank's block
-      if (args.varying) {
-        BC_INVALID(args.recvCounts.size() == static_cast<std::size_t>(size), rank,
-                   coll << ": recvCounts has " << args.recvCounts.size() << " entries, expected one per rank ("
-                        << size << ")");
-        std::size_t total = 0;
-        for (std::size_t i = 0; i < args.recvCounts.size(); ++i) {
-          BC_INVALID(args.recvCounts[i] <= kMaxSize - total, rank, coll << ": recvCounts sum overflows");
-          if (static_cast<int>(i) == rank) ownOffset = total;
-          total += args.recvCounts[i];
-        }
-        BC_INVALID(total == recv.count, rank,
-                   coll << ": recv.count " << recv.count << " differs from the sum of recvCounts " << total);
-        BC_INVALID(send.count == args.recvCounts[static_cast<std::size_t>(rank)], rank,
-                   coll << ": send.count " << send.count << " differs from recvCounts[" << rank
-                        << "] = " << args.recvCounts[static_cast<std::size_t>(rank)]);
-        spec.counts.assign(args.recvCounts.begin(), args.recvCounts.end());
-      } else {
-        const std::size_t total = bytesOrThrow(coll, "send.count * size", send.count,
-                                               static_cast<std::size_t>(size), rank);
-        BC_INVALID(recv.count == total, rank,
-                   coll << ": recv.count " << recv.count << " must be size (" << size << ") * send.count ("
-                        << send.count << ") = " << total);
-        ownOffset = send.count * static_cast<std::size_t>(rank);
-      }
+      const std::size_t ownOffset = allgatherOwnOffset(args, coll, rank, size, spec);
       const void* inPlace = static_cast<const char*>(recv.data) + ownOffset * es;
       BC_INVALID(send.data == inPlace || !clash(send.data, sendBytes, recv.data, recvBytes), rank,
                  coll << ": send overlaps recv without being this rank's block of it (in place needs send.data == "
