@@ -419,31 +419,24 @@ inline CommunicatorImpl::Routed CommunicatorImpl::route(const CallArgs& args, co
 
 inline void CommunicatorImpl::runLocal(Route route, const CallArgs& args, const CallOptions& options) {
   if (trial_.index < 0 && engine_->idle()) [[likely]] {
-    runWithoutSchedule(route, args, spec_.count, options);
+    runWithoutSchedule(route, args, options);
     return;
   }
+  // A timed trial, or earlier asynchronous work to finish first: a peer may
+  // be waiting for our part of it, and we could not progress it from inside
+  // the blocking call. The small collective's deadline is what the drain
+  // left of it.
   const OnlineSelection::Trial trial = trial_;
-  const bool timed = trial.index >= 0;
-  std::chrono::steady_clock::time_point start;
-  if (timed) start = std::chrono::steady_clock::now();
-  if (engine_->idle()) [[likely]] {
-    runWithoutSchedule(route, args, spec_.count, options);
-  } else {
-    // Finish earlier asynchronous work first: a peer may be waiting for our
-    // part of it, and we could not progress it from inside the blocking
-    // call. The small collective's deadline is what the drain left of it.
-    const auto begin = std::chrono::steady_clock::now();
-    const auto deadline = deadlineFor(options);
-    engine_->drain(deadline, "drain before a blocking call", rank_);
-    CallOptions left = options;
-    if (route == Route::kSmall && interruptible(options) && deadline) {
-      const auto spent =
-          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - begin);
-      left.timeout = std::max(std::chrono::milliseconds(1), *deadline - spent);
-    }
-    runWithoutSchedule(route, args, spec_.count, left);
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = deadlineFor(options);
+  engine_->drain(deadline, "drain before a blocking call", rank_);
+  CallOptions left = options;
+  if (route == Route::kSmall && interruptible(options) && deadline) {
+    const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    left.timeout = std::max(std::chrono::milliseconds(1), *deadline - spent);
   }
-  if (timed) online_.recordTime(trial, elapsedUs(start));
+  runWithoutSchedule(route, args, left);
+  if (trial.index >= 0) online_.recordTime(trial, elapsedUs(start));
 }
 
 // validate -> route -> execute.

@@ -175,9 +175,9 @@ class CommunicatorImpl {
   [[gnu::always_inline]] inline void runLocal(Route route, const CallArgs& args, const CallOptions& options);
   // The kEngine route: the schedule launched and driven to completion.
   void runOnEngine(const algorithms::AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options);
-  // A kDirect or kSmall call with nothing in flight: recorded, fingerprinted
-  // and run (`count`: CollectiveSpec::count).
-  void runWithoutSchedule(Route route, const CallArgs& args, std::size_t count, const CallOptions& options);
+  // The validated call (spec_) on the kDirect or kSmall route, with nothing
+  // in flight: recorded, fingerprinted and run.
+  void runWithoutSchedule(Route route, const CallArgs& args, const CallOptions& options);
   // Whether a blocking call (`bytes`: its payload) may take the small
   // collectives (one node, slot payload at most smallAllreduceBytes_, no
   // explicit algorithm).

@@ -5,7 +5,6 @@
 // node peers, the stamp carried in a checked allreduce's data, the small
 // broadcast root's deferred check). The route itself is chosen in
 // communicator_impl.cc (routeOf).
-#include <climits>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -21,8 +20,7 @@ namespace {
 constexpr const char* kSmallName = "shm_small";
 }  // namespace
 
-void CommunicatorImpl::runWithoutSchedule(Route route, const CallArgs& args, std::size_t count,
-                                          const CallOptions& options) {
+void CommunicatorImpl::runWithoutSchedule(Route route, const CallArgs& args, const CallOptions& options) {
   // Every rank advances the tag sequence the same way. Only kDirect and
   // kSmall calls are recorded here; for the others nothing may be recorded
   // either: a started fingerprint of the per-rank count, replaced by the
@@ -39,10 +37,8 @@ void CommunicatorImpl::runWithoutSchedule(Route route, const CallArgs& args, std
       verifyPendingRoot(/*complete=*/false);
     }
   }
-  const std::uint64_t fingerprintCount =
-      args.collective == Collective::kAllgather ? count * static_cast<std::size_t>(size_) : count;
-  const core::Fingerprint fingerprint =
-      core::Fingerprint::of(args.collective, args.recv.dtype, args.op, args.root, fingerprintCount);
+  const std::size_t count = spec_.count;
+  const core::Fingerprint fingerprint = fingerprintOf(spec_);
   inspector_->callers().bind(sequence_);  // the caller's stack (core/caller_stack.h)
   status_->recordStart(sequence_, fingerprint, small ? kSmallName : "native");
   if (!small) status_->blocking.store(1, std::memory_order_relaxed);
