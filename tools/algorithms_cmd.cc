@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "api/cli_internal.h"
+#include "cli_internal.h"
 #include "boostcomm/communicator.h"
 #include "cli_util.h"
 #include "commands.h"

@@ -28,7 +28,7 @@
 #include <limits>
 #include <memory>
 
-#include "api/cli_internal.h"
+#include "cli_internal.h"
 #include "bench_data.h"
 #include "bench_mpi.h"
 #include "boostcomm/communicator.h"

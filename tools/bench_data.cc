@@ -6,7 +6,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "api/cli_internal.h"
+#include "cli_internal.h"
 #include "boostcomm/buffer.h"
 
 namespace boostcomm::tools {

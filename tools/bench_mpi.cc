@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "api/cli_internal.h"
+#include "cli_internal.h"
 
 namespace boostcomm::tools {
 namespace {

@@ -8,7 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "api/cli_internal.h"
+#include "cli_internal.h"
 #include "bench.h"
 #include "bench_json.h"
 #include "cli_util.h"

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "api/cli_internal.h"
+#include "cli_internal.h"
 
 namespace boostcomm::tools {
 namespace {
@@ -77,8 +77,8 @@ void timeMethods(Communicator& comm, std::vector<FusionMethod*> methods, const T
   }
 }
 
-GradientSet::GradientSet(const models::ModelProfile& model, int rank) : model_(model) {
-  for (const models::TensorProfile& t : model.tensors) {
+GradientSet::GradientSet(const workloads::ModelProfile& model, int rank) : model_(model) {
+  for (const workloads::TensorProfile& t : model.tensors) {
     BC_INVALID(t.dtype == DataType::kFloat32 || t.dtype == DataType::kFloat64, rank,
                "fusion benchmark: tensor " << t.name << " is " << toString(t.dtype) << "; float32/float64 only");
     storage_.push_back(std::make_unique<std::byte[]>(std::max<std::size_t>(t.bytes(), 1)));

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "api/cli_internal.h"
+#include "cli_internal.h"
 #include "boostcomm/boostcomm.h"
 
 namespace boostcomm::tools {
@@ -45,12 +45,12 @@ void timeMethods(Communicator& comm, std::vector<FusionMethod*> methods, const T
 // holds them), float dtypes only.
 class GradientSet {
  public:
-  GradientSet(const models::ModelProfile& model, int rank);
+  GradientSet(const workloads::ModelProfile& model, int rank);
   std::vector<View> views() const;
-  const models::ModelProfile& model() const { return model_; }
+  const workloads::ModelProfile& model() const { return model_; }
 
  private:
-  const models::ModelProfile& model_;
+  const workloads::ModelProfile& model_;
   std::vector<std::unique_ptr<std::byte[]>> storage_;
 };
 

@@ -122,7 +122,7 @@ int runFusion(const FusionArgs& a, Communicator& comm) {
     doc["plan"] = plan;
     doc["blocks"].push_back(runBlock(comm, ptrs, {"separate_calls"}, 0, a, allOk));
   } else {
-    const models::ModelProfile model = models::loadProfile(a.model);
+    const workloads::ModelProfile model = workloads::loadProfile(a.model);
     GradientSet set(model, comm.rank());
     doc["model"] = model.name;
     doc["tensors"] = model.tensors.size();

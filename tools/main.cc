@@ -15,7 +15,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "api/cli_internal.h"
+#include "cli_internal.h"
 #include "bench.h"
 #include "boostcomm/error.h"
 #include "boostcomm/version.h"

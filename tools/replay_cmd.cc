@@ -8,7 +8,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "api/cli_internal.h"
+#include "cli_internal.h"
 #include "boostcomm/error.h"
 #include "boostcomm/version.h"
 #include "cli_util.h"

@@ -14,7 +14,7 @@
 #include <memory>
 #include <thread>
 
-#include "api/cli_internal.h"
+#include "cli_internal.h"
 #include "boostcomm/error.h"
 #include "boostcomm/topology.h"
 #include "cli_util.h"
@@ -34,7 +34,7 @@ constexpr int kStepTid = 3;
 constexpr int kBaselineTid = 4;
 
 struct Model {
-  models::ModelProfile profile;
+  workloads::ModelProfile profile;
   std::vector<std::vector<unsigned char>> storage;
   std::vector<GradientTensor> tensors;  // declaration order
   std::vector<double> readyOffsetSeconds;  // per backward position: compute deadline from step start
@@ -57,10 +57,10 @@ struct Model {
 
 Model loadModel(const std::string& nameOrPath) {
   Model m;
-  m.profile = models::loadProfile(nameOrPath);
+  m.profile = workloads::loadProfile(nameOrPath);
   m.storage.resize(m.profile.tensors.size());
   for (std::size_t i = 0; i < m.profile.tensors.size(); ++i) {
-    const models::TensorProfile& t = m.profile.tensors[i];
+    const workloads::TensorProfile& t = m.profile.tensors[i];
     // Zeros: the reduction's speed does not depend on the values (no
     // denormals, NaNs or overflow arise from averaging zeros).
     m.storage[i].assign(std::max<std::size_t>(1, t.bytes()), 0);
@@ -267,7 +267,7 @@ class Replayer {
       // gradient_as_bucket_view=True; the baseline keeps its per-tensor buffers.
       o.bucketView = options_.bucketView;
       engines[m] = std::make_unique<OverlapEngine>(comm_, model_.tensors, o);
-      if (timeline_) engine::attachTimeline(*engines[m], timeline_);
+      if (timeline_) overlap::attachTimeline(*engines[m], timeline_);
     }
     std::vector<std::vector<StepSample>> samples(modes.size());
     std::vector<std::vector<double>> offSteps(modes.size());
@@ -423,7 +423,7 @@ ReplayReport runReplay(Communicator& comm, const ReplayOptions& options) {
   // The rates a stream of messages sees, read from the probes as the
   // simulator reads them (simulate::clusterFromTopology): a token-bucket
   // link's fitted bandwidth is its burst rate, several times its real one.
-  const transport::sim::ClusterSpec links = simulate::clusterFromTopology(topo, report.bandwidthSource);
+  const simulate::ClusterSpec links = simulate::clusterFromTopology(topo, report.bandwidthSource);
   report.intraBytesPerSecond = topo.intraNode.measured ? links.intra.bytesPerSecond : 0;
   report.interBytesPerSecond = topo.interNode.measured ? links.inter.bytesPerSecond : 0;
 

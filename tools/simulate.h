@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "api/cli_internal.h"
+#include "cli_internal.h"
 #include "bench.h"
 
 namespace boostcomm::tools {
@@ -15,7 +15,7 @@ namespace boostcomm::tools {
 inline constexpr const char* kAlgoTuned = "tuned";
 
 struct SimulateSweep {
-  transport::sim::ClusterSpec cluster;
+  simulate::ClusterSpec cluster;
   BenchOptions options;  // sizes, collective, dtype, op, root, algos, outputPath
   std::size_t chunkBytes = std::size_t{1} << 20;
   int maxChunks = 64;
@@ -37,9 +37,9 @@ void printSimulateHeader(const SimulateSweep& sweep, const std::vector<std::stri
 void printSimulateSize(const std::vector<SimulateRecord>& records);
 void writeSimulateJson(const SimulateSweep& sweep, const std::vector<SimulateRecord>& records, double wallSeconds);
 
-void printReplayTable(const transport::sim::ClusterSpec& cluster, const simulate::ReplaySimReport& report,
+void printReplayTable(const simulate::ClusterSpec& cluster, const simulate::ReplaySimReport& report,
                       const simulate::ReplaySimOptions& options);
-void writeReplayJson(const transport::sim::ClusterSpec& cluster, const simulate::ReplaySimReport& report,
+void writeReplayJson(const simulate::ClusterSpec& cluster, const simulate::ReplaySimReport& report,
                      const simulate::ReplaySimOptions& options, const std::string& path);
 
 }  // namespace boostcomm::tools

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "algorithms/registry.h"
-#include "api/cli_internal.h"
+#include "cli_internal.h"
 #include "boostcomm/error.h"
 #include "boostcomm/topology.h"
 #include "cli_util.h"
@@ -63,24 +63,24 @@ std::size_t bytesOption(const std::string& text, const char* option) {
   return *v;
 }
 
-transport::sim::ClusterSpec clusterOf(const SimulateCli& a) {
+simulate::ClusterSpec clusterOf(const SimulateCli& a) {
   if (!a.clusterFile.empty() && !a.topologyFiles.empty()) {
     throw UsageError("--cluster-file and --topology both describe the cluster: give one");
   }
-  transport::sim::ClusterSpec c = transport::sim::parseShape(a.shape);
+  simulate::ClusterSpec c = simulate::parseShape(a.shape);
   if (!a.clusterFile.empty()) c = simulate::loadClusterFile(a.clusterFile);
   if (!a.topologyFiles.empty()) {
-    std::vector<transport::sim::ClusterSpec> measured;
+    std::vector<simulate::ClusterSpec> measured;
     for (const std::string& file : splitList(a.topologyFiles)) {
       measured.push_back(simulate::clusterFromTopology(loadTopology(file), file));
     }
     c = simulate::medianCluster(measured);
   }
-  if ((!a.clusterFile.empty() || !a.topologyFiles.empty()) && a.shapeGiven) c = transport::sim::parseShape(a.shape, c);
-  if (!a.intra.empty()) c.intra = transport::sim::parseLink(a.intra, "--intra");
-  if (!a.inter.empty()) c.inter = transport::sim::parseLink(a.inter, "--inter");
-  if (!a.memory.empty()) c.memoryBytesPerSecond = transport::sim::parseBandwidth(a.memory, "--memory");
-  if (!a.nodeBus.empty()) c.nodeBusBytesPerSecond = transport::sim::parseBandwidth(a.nodeBus, "--node-bus");
+  if ((!a.clusterFile.empty() || !a.topologyFiles.empty()) && a.shapeGiven) c = simulate::parseShape(a.shape, c);
+  if (!a.intra.empty()) c.intra = simulate::parseLink(a.intra, "--intra");
+  if (!a.inter.empty()) c.inter = simulate::parseLink(a.inter, "--inter");
+  if (!a.memory.empty()) c.memoryBytesPerSecond = simulate::parseBandwidth(a.memory, "--memory");
+  if (!a.nodeBus.empty()) c.nodeBusBytesPerSecond = simulate::parseBandwidth(a.nodeBus, "--node-bus");
   if (a.intraCopyOnCpu) c.intraCopyOnCpu = true;
   if (!a.cache.empty()) {
     const std::size_t comma = a.cache.find(',');
@@ -97,9 +97,9 @@ transport::sim::ClusterSpec clusterOf(const SimulateCli& a) {
   }
   if (!a.firstTouch.empty()) {
     // "0": not modelled (e.g. to see a --topology cluster without the backend's page faults).
-    c.firstTouchBytesPerSecond = a.firstTouch == "0" ? 0.0 : transport::sim::parseBandwidth(a.firstTouch, "--first-touch");
+    c.firstTouchBytesPerSecond = a.firstTouch == "0" ? 0.0 : simulate::parseBandwidth(a.firstTouch, "--first-touch");
   }
-  transport::sim::validateCluster(c);
+  simulate::validateCluster(c);
   return c;
 }
 
@@ -197,7 +197,7 @@ int runSweep(const SimulateSweep& sweep) {
 }
 
 int runReplay(const SimulateCli& a) {
-  const transport::sim::ClusterSpec cluster = clusterOf(a);
+  const simulate::ClusterSpec cluster = clusterOf(a);
   simulate::ReplaySimOptions options = a.replay;
   if (!(a.deviceTflops > 0)) throw UsageError("--device-tflops must be positive");
   options.deviceFlopsPerSecond = a.deviceTflops * 1e12;
@@ -205,7 +205,7 @@ int runReplay(const SimulateCli& a) {
   options.firstBucketBytes = bytesOption(a.firstBucketText, "--first-bucket");
   options.chunkBytes = bytesOption(a.chunkText, "--chunk-bytes");
   options.maxChunks = a.maxChunks;
-  const models::ModelProfile profile = models::loadProfile(a.model);
+  const workloads::ModelProfile profile = workloads::loadProfile(a.model);
   const simulate::ReplaySimReport report = simulate::simulateReplay(cluster, profile, options);
   printReplayTable(cluster, report, options);
   if (!a.replayOutput.empty()) {

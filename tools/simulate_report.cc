@@ -71,7 +71,7 @@ void printSimulateSize(const std::vector<SimulateRecord>& records) {
 void writeSimulateJson(const SimulateSweep& sweep, const std::vector<SimulateRecord>& records, double wallSeconds) {
   using Json = nlohmann::ordered_json;
   const BenchOptions& o = sweep.options;
-  const transport::sim::ClusterSpec& c = sweep.cluster;
+  const simulate::ClusterSpec& c = sweep.cluster;
   Json algorithms = Json::array();
   for (const SimulateRecord& r : records) {
     if (std::find(algorithms.begin(), algorithms.end(), r.bench.algorithm) == algorithms.end()) {
@@ -126,7 +126,7 @@ void writeSimulateJson(const SimulateSweep& sweep, const std::vector<SimulateRec
   if (!out) throw UsageError("--output: cannot write " + o.outputPath);
 }
 
-void printReplayTable(const transport::sim::ClusterSpec& cluster, const simulate::ReplaySimReport& r,
+void printReplayTable(const simulate::ClusterSpec& cluster, const simulate::ReplaySimReport& r,
                       const simulate::ReplaySimOptions& o) {
   std::printf("# simulated replay %s: %zu tensors, %s of gradients, %d ranks (%s)\n", r.model.c_str(), r.tensors,
               formatBytes(r.gradientBytes).c_str(), r.ranks, cluster.describe().c_str());
@@ -154,7 +154,7 @@ void printReplayTable(const transport::sim::ClusterSpec& cluster, const simulate
   printSeedTable(columns, title);
 }
 
-void writeReplayJson(const transport::sim::ClusterSpec& cluster, const simulate::ReplaySimReport& r,
+void writeReplayJson(const simulate::ClusterSpec& cluster, const simulate::ReplaySimReport& r,
                      const simulate::ReplaySimOptions& o, const std::string& path) {
   nlohmann::ordered_json modes = nlohmann::ordered_json::object();
   for (const simulate::ReplaySimMode& m : r.modes) {

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "api/cli_internal.h"
+#include "cli_internal.h"
 #include "commands.h"
 
 namespace boostcomm::tools {

@@ -13,8 +13,8 @@
 #include <memory>
 #include <sstream>
 
-#include "api/cli_internal.h"
-#include "boostcomm/tuning.h"
+#include "cli_internal.h"
+#include "boostcomm/autotune.h"
 #include "cli_util.h"
 #include "extra_commands.h"
 #include "tune_report.h"
@@ -114,9 +114,9 @@ int runTune(const TuneArgs& a, Communicator& comm) {
   std::map<std::size_t, double> bucketTimes;
   std::map<std::size_t, double> chunkTimes;
   if (!a.noKnobs) {
-    const models::ModelProfile profile = models::loadProfile(a.model);
+    const workloads::ModelProfile profile = workloads::loadProfile(a.model);
     std::vector<std::size_t> counts;
-    for (const models::TensorProfile& t : profile.tensors) counts.push_back(t.count());
+    for (const workloads::TensorProfile& t : profile.tensors) counts.push_back(t.count());
     progress.step("fusion bucket size (" + profile.name + ", " + formatBytes(profile.bytes()) + ")");
     cache.bucketBytes = tuner.tuneBucketBytes(counts, buckets, &bucketTimes);
     cache.bucketTimesUs = bucketTimes;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "boostcomm/tuning.h"
+#include "boostcomm/autotune.h"
 
 namespace boostcomm::tools {
 

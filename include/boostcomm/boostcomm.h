@@ -1,6 +1,7 @@
 // Umbrella header of the boostcomm C++ API.
 #pragma once
 
+#include "boostcomm/autotune.h"
 #include "boostcomm/buffer.h"
 #include "boostcomm/collective_fusion.h"
 #include "boostcomm/communicator.h"
@@ -9,7 +10,7 @@
 #include "boostcomm/link_stats.h"
 #include "boostcomm/overlap.h"
 #include "boostcomm/topology.h"
-#include "boostcomm/tuning.h"
+#include "boostcomm/tuning_cache.h"
 #include "boostcomm/types.h"
 #include "boostcomm/version.h"
 #include "boostcomm/work.h"

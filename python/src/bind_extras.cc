@@ -12,7 +12,7 @@
 #include "boostcomm/communicator.h"
 #include "boostcomm/gradient_group.h"
 #include "boostcomm/overlap.h"
-#include "boostcomm/tuning.h"
+#include "boostcomm/autotune.h"
 #include "core/check.h"
 #include "views.h"
 

@@ -9,7 +9,7 @@
 //   model      several nodes without a tuning cache: the cost model fed by the
 //              link facts learnt at the first call (tuning/model_selection.h),
 //              refined per size class by timing its leading candidates in
-//              place (api/online_selection.h); empty on one node
+//              place (tuning/online_selection.h); empty on one node
 //   strategy   the strategy's hierarchical size rule (BOOSTCOMM_STRATEGY, BOOSTCOMM_HIER_MIN_BYTES)
 //   tuned      the tuned selection: measured winners and the cost model (src/tuning)
 //   selection  BOOSTCOMM_SELECTION, in the byte ranges its rules name (an

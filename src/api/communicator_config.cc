@@ -33,6 +33,7 @@
 
 #include "api/communicator_impl.h"
 #include "core/check.h"
+#include "core/hash.h"
 #include "core/tunables.h"
 
 namespace boostcomm::detail {
@@ -42,11 +43,7 @@ namespace {
 constexpr std::size_t kValueWords = 8;
 constexpr std::size_t kValueChars = kValueWords * sizeof(long long) - 1;
 
-std::uint64_t fnv1a(const std::string& text) {
-  std::uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ULL;
-  return h;
-}
+std::uint64_t fnv1a(const std::string& text) { return core::fnvBytes(core::kFnvOffset, text); }
 
 std::string strategyName(Strategy s) {
   return s == Strategy::kFlat ? "flat" : s == Strategy::kTopologyAware ? "topology_aware" : "auto";

@@ -13,8 +13,8 @@
 
 #include <unistd.h>
 
-#include "api/control_channel.h"
-#include "api/watchdog.h"
+#include "watch/control_channel.h"
+#include "watch/watchdog.h"
 #include "core/check.h"
 #include "core/tunables.h"
 #include "shm/attach.h"
@@ -114,7 +114,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   // on one thread. Until then a multi-node model uses its default link.
   tuningFromEnvPending_ = !core::tunableString(core::kTunableTuningCache).empty();
   linkFactsPending_ = layout_.nodes() > 1;
-  online_ = OnlineSelection(core::tunableBool(core::kTunableSelectionTrials), core::tunableBool(core::kTunableLogSelection));
+  online_ = tuning::OnlineSelection(core::tunableBool(core::kTunableSelectionTrials), core::tunableBool(core::kTunableLogSelection));
   // Tags: call number q uses window q % tagWindows_, i.e. tags
   // [w * tagSpan_, (w + 1) * tagSpan_), all <= maxTag since
   // tagWindows_ * tagSpan_ <= maxTag + 1; its schedule keeps its step tags
@@ -426,7 +426,7 @@ inline void CommunicatorImpl::runLocal(Route route, const CallArgs& args, const 
   // be waiting for our part of it, and we could not progress it from inside
   // the blocking call. The small collective's deadline is what the drain
   // left of it.
-  const OnlineSelection::Trial trial = trial_;
+  const tuning::OnlineSelection::Trial trial = trial_;
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = deadlineFor(options);
   engine_->drain(deadline, "drain before a blocking call", rank_);
@@ -453,7 +453,7 @@ void CommunicatorImpl::run(const CallArgs& args, const CallOptions& options) {
 }
 
 void CommunicatorImpl::runOnEngine(const AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options) {
-  const OnlineSelection::Trial trial = trial_;
+  const tuning::OnlineSelection::Trial trial = trial_;
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = deadlineFor(options);
   const bool backend = algo.kind == algorithms::AlgorithmKind::kBackend;
@@ -480,7 +480,7 @@ Work CommunicatorImpl::submit(const CallArgs& args, const CallOptions& options) 
   checkUsable();
   validate(args);
   const AlgorithmInfo& algo = prepare(args, options);
-  const OnlineSelection::Trial trial = trial_;
+  const tuning::OnlineSelection::Trial trial = trial_;
   const auto start = std::chrono::steady_clock::now();
   launch(algo, args, options, /*blocking=*/false, work);
   // Without a progress thread the engine sees completion only inside the

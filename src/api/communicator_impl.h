@@ -30,9 +30,9 @@
 #include "algorithms/selection_map.h"
 #include "api/call.h"
 #include "api/link_accounting.h"
-#include "api/online_selection.h"
+#include "tuning/online_selection.h"
 #include "api/route.h"
-#include "api/stall_inspector.h"
+#include "watch/stall_inspector.h"
 #include "api/schedule_cache.h"
 #include "boostcomm/communicator.h"
 #include "core/spin_mutex.h"
@@ -216,7 +216,7 @@ class CommunicatorImpl {
   // one (CallOptions::timeout, BOOSTCOMM_TIMEOUT_MS set, setTimeout). Then
   // native collectives take the nonblocking form and raise Error{kTimeout};
   // under the built-in default the blocking form stays (it is faster) and the
-  // watchdog ends the job at the deadline instead (api/stall_inspector.h).
+  // watchdog ends the job at the deadline instead (watch/stall_inspector.h).
   bool interruptible(const CallOptions& options) const { return options.timeout.has_value() || explicitTimeout_; }
   // Where the model layer decides and the call's size class is still being
   // tried, the candidate to run (null: the map decides); takes the class's
@@ -322,8 +322,8 @@ class CommunicatorImpl {
   // Several nodes: the cost model's choice (the "model" layer), rebuilt with
   // the selection; null on one node.
   std::shared_ptr<const tuning::ModelSelection> model_;
-  OnlineSelection online_{false, false, 0.0};
-  OnlineSelection::Trial trial_;  // set by route() (prepare() or cleared): where this call's time goes
+  tuning::OnlineSelection online_{false, false, 0.0};
+  tuning::OnlineSelection::Trial trial_;  // set by route() (prepare() or cleared): where this call's time goes
 
   algorithms::NodeLayout layout_;
   std::unique_ptr<transport::Transport> intra_;

@@ -16,11 +16,12 @@
 #include <vector>
 
 #include "api/access.h"
+#include "api/agreement.h"
 #include "api/call.h"
 #include "api/communicator_impl.h"
 #include "api/communicator_many.h"
 #include "core/check.h"
-#include "fusion/fusion_common.h"
+#include "core/hash.h"
 #include "planner/bucketing.h"
 
 namespace boostcomm {
@@ -146,8 +147,8 @@ std::uint64_t listSignature(std::span<const V> segments, Collective collective, 
   std::vector<planner::TensorInfo> infos;
   infos.reserve(segments.size());
   for (const V& v : segments) infos.push_back({v.count, v.dtype});
-  const std::uint64_t h = mixSignature(planner::tensorListSignature(infos), static_cast<std::uint64_t>(collective));
-  return mixSignature(h, opOrRoot);
+  const std::uint64_t h = core::fnvWord(planner::tensorListSignature(infos), static_cast<std::uint64_t>(collective));
+  return core::fnvWord(h, opOrRoot);
 }
 
 std::string opError(ReduceOp op, DataType dtype) {

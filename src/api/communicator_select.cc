@@ -87,7 +87,7 @@ void CommunicatorImpl::rebuildSelection() {
     if (model_) {
       for (const tuning::ModelRule& r : model_->rules(coll))
         map.set(coll, SelectionLayer::kModel, r.minBytes, r.maxBytes, r.algorithm);
-      for (const OnlineSelection::Winner& w : online_.winners()) {
+      for (const tuning::OnlineSelection::Winner& w : online_.winners()) {
         if (w.collective == coll) map.set(coll, SelectionLayer::kModel, w.minBytes, w.maxBytes, w.algorithm);
       }
     }
@@ -122,7 +122,7 @@ void CommunicatorImpl::rebuildSelection() {
   // still try (they must reach onlineChoice), and every call while the first
   // call's setup is pending or the consistency check compares each call
   // (both in prepare).
-  const std::size_t trialFloor = model_ && online_.enabled() ? OnlineSelection::kMinBytes - 1 : kAnyBytes;
+  const std::size_t trialFloor = model_ && online_.enabled() ? tuning::OnlineSelection::kMinBytes - 1 : kAnyBytes;
   routes_ = RouteTable(selection_, trialFloor, !checkConsistency_ && !configAgreementPending_);
 }
 

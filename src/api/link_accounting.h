@@ -12,7 +12,12 @@
 #include "boostcomm/link_stats.h"
 #include "executor/link_meter.h"
 
+namespace boostcomm { class Communicator; }
 namespace boostcomm::detail {
+
+// Link accounting on or off for this rank (local; the default is
+// BOOSTCOMM_LINK_STATS): replay's on/off comparison (tools/cli_internal.h).
+void setLinkAccounting(Communicator& comm, bool on);
 
 class LinkAccounting {
  public:

@@ -5,6 +5,7 @@
 
 #include "api/communicator_impl.h"
 #include "api/access.h"
+#include "api/link_accounting.h"
 #include "boostcomm/link_stats.h"
 
 namespace boostcomm {

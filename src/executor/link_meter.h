@@ -111,7 +111,7 @@ IntervalOccupancy occupancy(std::vector<LinkInterval> intervals);
 
 // The seed table's link rows (docs/OVERLAP.md, "Link accounting"), computed
 // the same way from a measured run (nodeLinkStats) and a simulated one
-// (transport/sim NodeLinkLog):
+// (simulate/sim_network.h NodeLinkLog):
 //   inter-node utilisation = mean over nodes of interBytes / (inter bandwidth x commSeconds)
 //   intra-node utilisation = mean over nodes of intraBytes / (ranks x intra bandwidth x commSeconds)
 //   inter-node congestion  = sum over nodes of congested time / sum of busy time

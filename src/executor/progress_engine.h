@@ -82,7 +82,7 @@ class OpState {
 };
 
 // What a waiting caller consults while it waits (the communicator's stall
-// inspector, api/stall_inspector.h): check() may throw an Error (e.g. a
+// inspector, watch/stall_inspector.h): check() may throw an Error (e.g. a
 // mismatch seen through the peers' call status), which fails the engine like
 // a transport error; report() is appended to a timeout's message.
 class WaitMonitor {
@@ -91,7 +91,7 @@ class WaitMonitor {
   virtual void check(std::chrono::steady_clock::duration waited) = 0;
   virtual std::string report() = 0;
   // The engine failed with `error` (the first failure only; engine lock
-  // held): a monitor may tell other ranks (a mismatch, api/control_channel.h).
+  // held): a monitor may tell other ranks (a mismatch, watch/control_channel.h).
   virtual void failed(const std::exception_ptr& error) { (void)error; }
 };
 

@@ -5,8 +5,10 @@
 #include <numeric>
 #include <sstream>
 
-#include "boostcomm/tuning.h"
+#include "boostcomm/autotune.h"
+#include "api/agreement.h"
 #include "core/check.h"
+#include "core/hash.h"
 #include "core/tunables.h"
 
 namespace boostcomm::fusion {
@@ -32,12 +34,12 @@ BucketSet::BucketSet(Communicator& comm, std::vector<View> tensors, std::vector<
   infos.reserve(tensors_.size());
   for (const View& t : tensors_) infos.push_back({t.count, t.dtype});
   std::uint64_t signature = planner::tensorListSignature(infos);
-  signature = detail::mixSignature(signature, options_.bucketBytes);
-  signature = detail::mixSignature(signature, options_.firstBucketBytes);
-  signature = detail::mixSignature(signature, (options_.average ? 1u : 0u) | (options_.bucketView ? 2u : 0u) |
+  signature = core::fnvWord(signature, options_.bucketBytes);
+  signature = core::fnvWord(signature, options_.firstBucketBytes);
+  signature = core::fnvWord(signature, (options_.average ? 1u : 0u) | (options_.bucketView ? 2u : 0u) |
                                                   (options_.registered ? 4u : 0u) | (options_.segmentList ? 8u : 0u));
-  signature = detail::mixSignature(signature, static_cast<std::uint64_t>(options_.stagingBuffers));
-  signature = detail::mixSignature(signature, options_.driverSignature);
+  signature = core::fnvWord(signature, static_cast<std::uint64_t>(options_.stagingBuffers));
+  signature = core::fnvWord(signature, options_.driverSignature);
   std::string error = localError();
   if (error.empty() && !order.empty() && order.size() != tensors_.size()) error = "order does not list every tensor";
   detail::agreeAcrossRanks(comm_, signature, error, owner_);

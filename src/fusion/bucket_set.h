@@ -38,7 +38,7 @@
 #include "boostcomm/buffer.h"
 #include "boostcomm/communicator.h"
 #include "core/segment_list.h"
-#include "fusion/fusion_common.h"
+#include "fusion/copy_pieces.h"
 #include "planner/bucketing.h"
 
 namespace boostcomm::fusion {

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "core/check.h"
+#include "core/hash.h"
 
 namespace boostcomm::planner {
 namespace {
@@ -57,13 +58,8 @@ BucketPlan planBuckets(std::span<const TensorInfo> tensors, const BucketOptions&
 
 std::uint64_t tensorListSignature(std::span<const TensorInfo> tensors) {
   // FNV-1a over (count, dtype) pairs and the list length.
-  std::uint64_t hash = 1469598103934665603ull;
-  const auto mix = [&hash](std::uint64_t value) {
-    for (int i = 0; i < 8; ++i) {
-      hash ^= (value >> (8 * i)) & 0xff;
-      hash *= 1099511628211ull;
-    }
-  };
+  std::uint64_t hash = core::kFnvOffset;
+  const auto mix = [&hash](std::uint64_t value) { hash = core::fnvWord(hash, value); };
   mix(tensors.size());
   for (const TensorInfo& t : tensors) {
     mix(t.count);

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "core/check.h"
+#include "core/hash.h"
 
 namespace boostcomm::planner {
 namespace {
@@ -200,13 +201,8 @@ FusionPlan planFusion(std::span<const RequestInfo> requests, std::span<const Dep
 }
 
 std::uint64_t requestListSignature(std::span<const RequestInfo> requests, std::span<const Dependency> dependencies) {
-  std::uint64_t hash = 1469598103934665603ull;  // FNV-1a
-  const auto mix = [&hash](std::uint64_t value) {
-    for (int i = 0; i < 8; ++i) {
-      hash ^= (value >> (8 * i)) & 0xff;
-      hash *= 1099511628211ull;
-    }
-  };
+  std::uint64_t hash = core::kFnvOffset;
+  const auto mix = [&hash](std::uint64_t value) { hash = core::fnvWord(hash, value); };
   mix(requests.size());
   for (const RequestInfo& r : requests) {
     mix(static_cast<std::uint64_t>(r.kind) | static_cast<std::uint64_t>(r.dtype) << 8 |

@@ -8,9 +8,9 @@
 
 namespace boostcomm::simulate {
 
-using transport::sim::ClusterSpec;
+using simulate::ClusterSpec;
 
-transport::sim::ClusterSpec loadClusterFile(const std::string& path) {
+simulate::ClusterSpec loadClusterFile(const std::string& path) {
   std::ifstream in(path);
   BC_INVALID(in.good(), -1, "--cluster-file: cannot open '" << path << "'");
   nlohmann::json doc;
@@ -42,14 +42,14 @@ transport::sim::ClusterSpec loadClusterFile(const std::string& path) {
     BC_INVALID(link.is_object(), -1, where << "'" << name << "' must be an object with bandwidth and latency");
     auto& spec = std::string(name) == "intra" ? c.intra : c.inter;
     const std::string arg = where + name;
-    if (link.contains("bandwidth")) spec.bytesPerSecond = transport::sim::parseBandwidth(text(link["bandwidth"], std::string(name) + ".bandwidth"), arg);
-    if (link.contains("latency")) spec.latencySeconds = transport::sim::parseLatency(text(link["latency"], std::string(name) + ".latency"), arg);
+    if (link.contains("bandwidth")) spec.bytesPerSecond = simulate::parseBandwidth(text(link["bandwidth"], std::string(name) + ".bandwidth"), arg);
+    if (link.contains("latency")) spec.latencySeconds = simulate::parseLatency(text(link["latency"], std::string(name) + ".latency"), arg);
   }
   if (doc.contains("memory_bandwidth")) {
-    c.memoryBytesPerSecond = transport::sim::parseBandwidth(text(doc["memory_bandwidth"], "memory_bandwidth"), where + "memory_bandwidth");
+    c.memoryBytesPerSecond = simulate::parseBandwidth(text(doc["memory_bandwidth"], "memory_bandwidth"), where + "memory_bandwidth");
   }
   if (doc.contains("node_bus_bandwidth") && text(doc["node_bus_bandwidth"], "node_bus_bandwidth") != "0") {
-    c.nodeBusBytesPerSecond = transport::sim::parseBandwidth(doc["node_bus_bandwidth"].get<std::string>(), where + "node_bus_bandwidth");
+    c.nodeBusBytesPerSecond = simulate::parseBandwidth(doc["node_bus_bandwidth"].get<std::string>(), where + "node_bus_bandwidth");
   }
   if (doc.contains("intra_copy_on_cpu")) {
     BC_INVALID(doc["intra_copy_on_cpu"].is_boolean(), -1, where << "'intra_copy_on_cpu' must be true or false");
@@ -66,9 +66,9 @@ transport::sim::ClusterSpec loadClusterFile(const std::string& path) {
   }
   if (doc.contains("first_touch_bandwidth") && text(doc["first_touch_bandwidth"], "first_touch_bandwidth") != "0") {
     c.firstTouchBytesPerSecond =
-        transport::sim::parseBandwidth(doc["first_touch_bandwidth"].get<std::string>(), where + "first_touch_bandwidth");
+        simulate::parseBandwidth(doc["first_touch_bandwidth"].get<std::string>(), where + "first_touch_bandwidth");
   }
-  transport::sim::validateCluster(c, "--cluster-file " + path);
+  simulate::validateCluster(c, "--cluster-file " + path);
   return c;
 }
 
@@ -89,7 +89,7 @@ ClusterSpec clusterFromTopology(const Topology& topo, const std::string& path) {
   // idle time, which a fit over all sizes would mistake for its rate (a
   // 1 Gbit/s tbf link probes as ~7 Gbit/s); host copies slow down as
   // messages outgrow the cache.
-  auto link = [&](const LinkModel& l, transport::sim::LinkSpec& out) {
+  auto link = [&](const LinkModel& l, simulate::LinkSpec& out) {
     if (!l.measured || l.bandwidthGBps <= 0) return;
     std::vector<ProbeSample> points = l.samples;
     std::sort(points.begin(), points.end(), [](const ProbeSample& x, const ProbeSample& y) { return x.bytes < y.bytes; });
@@ -124,7 +124,7 @@ ClusterSpec clusterFromTopology(const Topology& topo, const std::string& path) {
     const double perByte = 1.0 / c.intra.bytesPerSecond - 1.0 / copy;
     if (topo.intraNode.measured && perByte > 0.5 / c.intra.bytesPerSecond) c.intra.bytesPerSecond = 1.0 / perByte;
   }
-  transport::sim::validateCluster(c, "--topology " + path);
+  simulate::validateCluster(c, "--topology " + path);
   return c;
 }
 
@@ -161,7 +161,7 @@ ClusterSpec medianCluster(const std::vector<ClusterSpec>& clusters) {
   for (std::size_t k = 0; k < m.cache.size(); ++k) {
     m.cache[k].speedup = median([k](const ClusterSpec& c) { return c.cache[k].speedup; });
   }
-  transport::sim::validateCluster(m, "--topology");
+  simulate::validateCluster(m, "--topology");
   return m;
 }
 

@@ -1,4 +1,4 @@
-// The JSON form of a simulated cluster (format in transport/sim/sim_cluster.h
+// The JSON form of a simulated cluster (format in simulate/sim_cluster.h
 // and docs/SIMULATOR.md).
 #pragma once
 
@@ -6,24 +6,24 @@
 #include <vector>
 
 #include "boostcomm/topology.h"
-#include "transport/sim/sim_cluster.h"
+#include "simulate/sim_cluster.h"
 
 namespace boostcomm::simulate {
 
 // Throws Error{kInvalidArgument} naming the file and the bad field.
-transport::sim::ClusterSpec loadClusterFile(const std::string& path);
+simulate::ClusterSpec loadClusterFile(const std::string& path);
 
 // The cluster a `boostcomm topo --output` file measured: its shape, its
 // links (unmeasured ones keep the defaults), host-memory messages
 // (intraCopyOnCpu) and, when the file has a measured "memory" section, the
 // per-rank copy rate (compute engines), the node's summed rate (node bus),
 // its cache and its fresh-page rate. `path` is only named in errors.
-transport::sim::ClusterSpec clusterFromTopology(const Topology& topo, const std::string& path);
+simulate::ClusterSpec clusterFromTopology(const Topology& topo, const std::string& path);
 
 // Several measurements of one machine (e.g. `boostcomm topo` before and after
 // a benchmark) as one cluster: every rate, latency and cache speed-up is the
 // median over them, so one noisy probe run does not decide the prediction.
 // The clusters must agree on shape, host copies and cache points' sizes.
-transport::sim::ClusterSpec medianCluster(const std::vector<transport::sim::ClusterSpec>& clusters);
+simulate::ClusterSpec medianCluster(const std::vector<simulate::ClusterSpec>& clusters);
 
 }  // namespace boostcomm::simulate

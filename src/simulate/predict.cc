@@ -6,7 +6,7 @@
 
 namespace boostcomm::simulate {
 
-std::vector<std::string> simulatedAlgorithms(const transport::sim::ClusterSpec& cluster,
+std::vector<std::string> simulatedAlgorithms(const simulate::ClusterSpec& cluster,
                                              const algorithms::CollectiveSpec& request) {
   std::vector<std::string> out;
   for (const std::string& name : algorithms::algorithmNames(request.collective)) {
@@ -25,7 +25,7 @@ std::vector<std::string> simulatedAlgorithms(const transport::sim::ClusterSpec& 
   return out;
 }
 
-std::vector<Prediction> predictAll(const transport::sim::ClusterSpec& cluster, const algorithms::CollectiveSpec& request,
+std::vector<Prediction> predictAll(const simulate::ClusterSpec& cluster, const algorithms::CollectiveSpec& request,
                                    const std::vector<std::string>& algorithms) {
   std::vector<Prediction> out;
   for (const std::string& name : algorithms) {

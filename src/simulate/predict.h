@@ -20,12 +20,12 @@ struct Prediction {
 // Registry algorithms of `collective` that can run `request` on `cluster`
 // in the simulator, native first ("shm" never: no shared-memory engine is
 // modelled).
-std::vector<std::string> simulatedAlgorithms(const transport::sim::ClusterSpec& cluster,
+std::vector<std::string> simulatedAlgorithms(const simulate::ClusterSpec& cluster,
                                              const algorithms::CollectiveSpec& request);
 
 // Simulates `request` once per algorithm (timing only). Unknown or
 // inapplicable names throw Error{kInvalidArgument} with the registry's reason.
-std::vector<Prediction> predictAll(const transport::sim::ClusterSpec& cluster, const algorithms::CollectiveSpec& request,
+std::vector<Prediction> predictAll(const simulate::ClusterSpec& cluster, const algorithms::CollectiveSpec& request,
                                    const std::vector<std::string>& algorithms);
 
 // The fastest of `predictions` (the first on ties, so native wins a tie).

@@ -24,13 +24,13 @@ struct Sync {
 struct ModeRun {
   double endSeconds = 0;
   double syncSeconds = 0;
-  std::vector<transport::sim::NodeLinkLog> links;
+  std::vector<simulate::NodeLinkLog> links;
   std::map<std::string, int> algorithms;
 };
 
 class Replay {
  public:
-  Replay(const transport::sim::ClusterSpec& cluster, const ReplaySimOptions& options)
+  Replay(const simulate::ClusterSpec& cluster, const ReplaySimOptions& options)
       : cluster_(cluster), options_(options) {}
 
   // Runs the collectives one after another (a single communication stream,
@@ -81,14 +81,14 @@ class Replay {
     return best_[bytes] = fastest(predictions).algorithm;
   }
 
-  transport::sim::ClusterSpec cluster_;
+  simulate::ClusterSpec cluster_;
   ReplaySimOptions options_;
   std::map<std::size_t, std::string> best_;
 };
 
-executor::LinkRows linkRowsOf(const transport::sim::ClusterSpec& cluster, const ModeRun& run) {
+executor::LinkRows linkRowsOf(const simulate::ClusterSpec& cluster, const ModeRun& run) {
   std::vector<executor::NodeLinkSample> nodes;
-  for (const transport::sim::NodeLinkLog& log : run.links) {
+  for (const simulate::NodeLinkLog& log : run.links) {
     executor::NodeLinkSample n;
     n.ranks = cluster.ranksPerNode;
     n.intraBytes = static_cast<double>(log.intraBytes);
@@ -114,7 +114,7 @@ std::string describeAlgorithms(const std::map<std::string, int>& counts) {
 
 }  // namespace
 
-ReplaySimReport simulateReplay(const transport::sim::ClusterSpec& cluster, const models::ModelProfile& profile,
+ReplaySimReport simulateReplay(const simulate::ClusterSpec& cluster, const workloads::ModelProfile& profile,
                                const ReplaySimOptions& options) {
   BC_INVALID(options.batchPerRank > 0, -1, "--batch must be positive (got " << options.batchPerRank << ")");
   BC_INVALID(options.deviceFlopsPerSecond > 0, -1, "--device-tflops must be positive");
@@ -130,7 +130,7 @@ ReplaySimReport simulateReplay(const transport::sim::ClusterSpec& cluster, const
   // Gradients arrive in reverse declaration order: tensor k of `order` is
   // profile tensor (n - 1 - k); its ready time is the backward work so far.
   const std::size_t n = profile.tensors.size();
-  std::vector<const models::TensorProfile*> order;
+  std::vector<const workloads::TensorProfile*> order;
   std::vector<double> flopsDone;
   double flops = 0;
   for (std::size_t k = 0; k < n; ++k) {

@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "models/model_profile.h"
-#include "transport/sim/sim_cluster.h"
+#include "workloads/model_profile.h"
+#include "simulate/sim_cluster.h"
 
 namespace boostcomm::simulate {
 
@@ -54,7 +54,7 @@ struct ReplaySimMode {
   double overlapEfficiency = 0;     // (sync - exposed) / sync
   double syncSecondsPerEpoch = 0;   // syncSeconds x steps per epoch
   // From the simulator's link accounting (executor::linkRows over
-  // transport::sim::NodeLinkLog); commSeconds = syncSeconds.
+  // simulate::NodeLinkLog); commSeconds = syncSeconds.
   double interUtilisation = 0;
   double intraUtilisation = 0;
   double interCongestion = 0;
@@ -71,7 +71,7 @@ struct ReplaySimReport {
   std::vector<ReplaySimMode> modes;
 };
 
-ReplaySimReport simulateReplay(const transport::sim::ClusterSpec& cluster, const models::ModelProfile& profile,
+ReplaySimReport simulateReplay(const simulate::ClusterSpec& cluster, const workloads::ModelProfile& profile,
                                const ReplaySimOptions& options);
 
 }  // namespace boostcomm::simulate

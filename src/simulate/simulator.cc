@@ -130,7 +130,7 @@ struct Simulation::Engine {
   }
 
   const Simulation& sim_;
-  transport::sim::Network network_;
+  simulate::Network network_;
   std::vector<RankProgram> programs_;
   std::vector<RankPlace> places_;
   std::vector<std::vector<std::uint32_t>> jobFirstOp_;   // [rank][job]
@@ -364,8 +364,8 @@ struct Simulation::Engine {
   }
 };
 
-Simulation::Simulation(const transport::sim::ClusterSpec& cluster) : cluster_(cluster) {
-  transport::sim::validateCluster(cluster_);
+Simulation::Simulation(const simulate::ClusterSpec& cluster) : cluster_(cluster) {
+  simulate::validateCluster(cluster_);
   layout_ = std::make_unique<algorithms::NodeLayout>(
       algorithms::layoutFromSizes(std::vector<int>(static_cast<std::size_t>(cluster_.nodes), cluster_.ranksPerNode)));
 }
@@ -423,7 +423,7 @@ std::string Simulation::ranAlgorithm(const JobSpec& job) const {
   return "native(" + std::string(nativeModelOf(spec.collective, spec.payloadBytes(), spec.size)) + ")";
 }
 
-double simulateOnce(const transport::sim::ClusterSpec& cluster, const JobSpec& job) {
+double simulateOnce(const simulate::ClusterSpec& cluster, const JobSpec& job) {
   Simulation sim(cluster);
   sim.add(job);
   return sim.run().seconds;

@@ -1,5 +1,5 @@
 // The simulator: runs the library's Schedules for every rank of a described
-// cluster on the simulated network (transport/sim/), in virtual time, in one
+// cluster on the simulated network (simulate/sim_network.h), in virtual time, in one
 // thread.
 //
 // A *job* is one collective call made by every rank (the same request, as on
@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "algorithms/spec.h"
-#include "transport/sim/sim_cluster.h"
-#include "transport/sim/sim_network.h"
+#include "simulate/sim_cluster.h"
+#include "simulate/sim_network.h"
 
 namespace boostcomm::simulate {
 
@@ -47,13 +47,13 @@ struct SimResult {
   std::vector<double> jobStartSeconds;  // per job: earliest release over ranks
   std::vector<double> jobEndSeconds;    // per job: latest finish over ranks
   std::uint64_t ops = 0;
-  transport::sim::NetworkStats network;
-  std::vector<transport::sim::NodeLinkLog> links;  // per node, with Simulation::setRecordLinks
+  simulate::NetworkStats network;
+  std::vector<simulate::NodeLinkLog> links;  // per node, with Simulation::setRecordLinks
 };
 
 class Simulation {
  public:
-  explicit Simulation(const transport::sim::ClusterSpec& cluster);
+  explicit Simulation(const simulate::ClusterSpec& cluster);
   ~Simulation();
 
   int ranks() const { return cluster_.ranks(); }
@@ -63,7 +63,7 @@ class Simulation {
   // Data mode for `job`: rank's buffers, laid out as for the real call.
   // A job must be bound on every rank or on none.
   void bind(int job, int rank, const void* send, void* recv);
-  // Keep per-node link logs in SimResult::links (transport/sim/sim_network.h).
+  // Keep per-node link logs in SimResult::links (simulate/sim_network.h).
   void setRecordLinks(bool on) { recordLinks_ = on; }
   // Runs every job once; may be called again (starts from time 0).
   SimResult run();
@@ -76,7 +76,7 @@ class Simulation {
   struct Engine;
   algorithms::CollectiveSpec specFor(const JobSpec& job, int rank) const;
 
-  transport::sim::ClusterSpec cluster_;
+  simulate::ClusterSpec cluster_;
   bool recordLinks_ = false;
   std::unique_ptr<struct algorithms::NodeLayout> layout_;
   std::vector<JobSpec> jobs_;
@@ -88,6 +88,6 @@ class Simulation {
 };
 
 // One collective, timing only: the predicted seconds of one call.
-double simulateOnce(const transport::sim::ClusterSpec& cluster, const JobSpec& job);
+double simulateOnce(const simulate::ClusterSpec& cluster, const JobSpec& job);
 
 }  // namespace boostcomm::simulate

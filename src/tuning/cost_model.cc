@@ -41,7 +41,7 @@ constexpr double kFirstTouchGBps = 2.0;
 // schedule takes 8.8 / 35.1 / 144 ms over the same link (1.6-1.8x), and
 // 5-8x slower than rd at 256 KiB; at 64 KiB and below (the btl's eager
 // limit) it is on par. The model charges native that factor above the eager
-// limit; online selection (api/online_selection.h) times native in place
+// limit; online selection (tuning/online_selection.h) times native in place
 // anyway, so a link where MPI does better costs a few calls.
 constexpr double kNativeInterPenalty = 1.7;
 constexpr std::size_t kTcpEagerBytes = std::size_t{64} << 10;

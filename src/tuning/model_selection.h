@@ -8,7 +8,7 @@
 // bytes, so a lookup is a range scan.
 //
 // Trial candidates: where the model is least sure, the communicator times
-// the leading candidates in place (api/online_selection.h). For a size the
+// the leading candidates in place (tuning/online_selection.h). For a size the
 // candidates are native (the backend's own collective, the baseline the
 // selection must never lose to) and the model's best ones predicted within
 // kTrialSpread of its best, at most kMaxTrialCandidates in all (on a 2 x 1

@@ -18,7 +18,7 @@
 
 #include "algorithms/node_layout.h"
 #include "algorithms/registry.h"
-#include "boostcomm/tuning.h"
+#include "boostcomm/tuning_cache.h"
 #include "transport/transport.h"
 #include "tuning/cost_model.h"
 

@@ -19,10 +19,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "boostcomm/tuning.h"
+#include "boostcomm/tuning_cache.h"
 #include "boostcomm/version.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
+#include "core/hash.h"
 
 namespace boostcomm {
 namespace {
@@ -105,10 +106,8 @@ TuningSignature signatureOf(const Topology& topo) {
   s.ranksPerNode = topo.ranksPerNode;
   // FNV-1a over the node hostnames in node order: a cache tuned on other
   // machines (same layout, other hardware) is not trusted.
-  std::uint64_t h = 1469598103934665603ULL;
-  for (const std::string& name : topo.hostnames) {
-    for (unsigned char c : name + '\n') h = (h ^ c) * 1099511628211ULL;
-  }
+  std::uint64_t h = core::kFnvOffset;
+  for (const std::string& name : topo.hostnames) h = core::fnvBytes(core::fnvBytes(h, name), "\n");
   s.hostsHash = hex64(h);
   s.version = versionString();
   return s;

@@ -8,7 +8,7 @@
 
 #include "boostcomm/communicator.h"
 #include "boostcomm/error.h"
-#include "boostcomm/tuning.h"
+#include "boostcomm/autotune.h"
 
 #include "common/collective_case.h"
 

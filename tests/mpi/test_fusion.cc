@@ -18,7 +18,7 @@
 
 #include "boostcomm/boostcomm.h"
 #include "common/test_data.h"
-#include "models/model_profile.h"
+#include "workloads/model_profile.h"
 
 namespace {
 
@@ -108,7 +108,7 @@ void gradientGroups(Communicator& comm) {
   }
   // The ResNet-50 gradient set (161 float32 tensors, 25.6 M elements) at the default bucket limit.
   std::vector<Tensor> resnet;
-  for (const models::TensorProfile& t : models::resnet50().tensors) resnet.push_back({t.count(), t.dtype});
+  for (const workloads::TensorProfile& t : workloads::resnet50().tensors) resnet.push_back({t.count(), t.dtype});
   GradientGroupOptions options;
   runGroup(comm, resnet, options, "resnet50 list");
   options.packBuckets = true;

@@ -5,7 +5,7 @@
 #include <random>
 
 #include "boostcomm/error.h"
-#include "models/model_profile.h"
+#include "workloads/model_profile.h"
 #include "planner/bucketing.h"
 
 namespace bp = boostcomm::planner;
@@ -92,7 +92,7 @@ TEST(Bucketing, RandomListsKeepEveryRule) {
 
 TEST(Bucketing, ResNet50InBackwardOrder) {
   std::vector<bp::TensorInfo> tensors;
-  const auto& profile = boostcomm::models::resnet50();
+  const auto& profile = boostcomm::workloads::resnet50();
   for (auto it = profile.tensors.rbegin(); it != profile.tensors.rend(); ++it) tensors.push_back({it->count(), it->dtype});
   bp::BucketOptions options;
   options.bucketBytes = 25u << 20;

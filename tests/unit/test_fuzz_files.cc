@@ -25,12 +25,12 @@
 #include "boostcomm/communicator.h"
 #include "boostcomm/error.h"
 #include "boostcomm/topology.h"
-#include "boostcomm/tuning.h"
+#include "boostcomm/autotune.h"
 #include "boostcomm/version.h"
 #include "common/inproc_harness.h"
 #include "common/tunable_override.h"
 #include "core/tunables.h"
-#include "models/model_profile.h"
+#include "workloads/model_profile.h"
 #include "testing/inproc_group.h"
 
 namespace boostcomm {
@@ -182,20 +182,20 @@ TEST(FuzzFiles, TopologyFileNeverCrashes) {
 }
 
 TEST(FuzzFiles, ProfileFileNeverCrashes) {
-  models::ModelProfile p;
+  workloads::ModelProfile p;
   p.name = "tiny";
-  models::appendTensor(p, "conv.weight", {64, 3, 7, 7}, 1e8);
-  models::appendTensor(p, "fc.bias", {1000}, 1e3);
-  const std::string good = models::profileToJson(p);
+  workloads::appendTensor(p, "conv.weight", {64, 3, 7, 7}, 1e8);
+  workloads::appendTensor(p, "fc.bias", {1000}, 1e3);
+  const std::string good = workloads::profileToJson(p);
   const int parsed = expectOnlyInvalidArgument(damaged(good, 1000), [](const std::string& text) {
-    const models::ModelProfile back = models::parseProfileText(text, "fuzz.json");
-    EXPECT_LE(back.bytes(), models::kMaxProfileBytes);
+    const workloads::ModelProfile back = workloads::parseProfileText(text, "fuzz.json");
+    EXPECT_LE(back.bytes(), workloads::kMaxProfileBytes);
   });
   EXPECT_GT(parsed, 0);
   // Shapes whose product wraps around 2^64 are rejected, not wrapped.
-  EXPECT_THROW(models::parseProfileText(R"({"tensors": [{"shape": [4294967296, 4294967296, 16]}]})", "big.json"), Error);
-  EXPECT_THROW(models::parseProfileText(R"({"tensors": [{"shape": [1099511627776, 2]}]})", "big.json"), Error);
-  EXPECT_EQ(models::parseProfileText(good, "good.json").parameterCount(), 64u * 3 * 7 * 7 + 1000);
+  EXPECT_THROW(workloads::parseProfileText(R"({"tensors": [{"shape": [4294967296, 4294967296, 16]}]})", "big.json"), Error);
+  EXPECT_THROW(workloads::parseProfileText(R"({"tensors": [{"shape": [1099511627776, 2]}]})", "big.json"), Error);
+  EXPECT_EQ(workloads::parseProfileText(good, "good.json").parameterCount(), 64u * 3 * 7 * 7 + 1000);
 }
 
 // A damaged BOOSTCOMM_TUNING_CACHE: every rank falls back the same way and

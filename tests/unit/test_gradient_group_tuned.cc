@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "boostcomm/boostcomm.h"
-#include "boostcomm/tuning.h"
+#include "boostcomm/autotune.h"
 #include "common/inproc_harness.h"
 #include "common/tunable_override.h"
 #include "core/tunables.h"

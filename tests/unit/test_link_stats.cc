@@ -115,7 +115,7 @@ TEST(NativeModel, LevelsFollowTheCommunicator) {
 // accounting: a ring allreduce on a simulated 2x2 cluster against the model
 // (which the in-process test below checks against real sends).
 TEST(SimulatedLinks, RingBytesPerNodeMatchTheModel) {
-  transport::sim::ClusterSpec cluster;
+  simulate::ClusterSpec cluster;
   cluster.nodes = 2;
   cluster.ranksPerNode = 2;
   simulate::Simulation sim(cluster);

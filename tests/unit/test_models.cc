@@ -6,9 +6,9 @@
 #include <fstream>
 
 #include "boostcomm/error.h"
-#include "models/model_profile.h"
+#include "workloads/model_profile.h"
 
-namespace bm = boostcomm::models;
+namespace bm = boostcomm::workloads;
 
 TEST(Models, ResNet50MatchesThePublishedArchitecture) {
   const bm::ModelProfile& p = bm::resnet50();

@@ -1,4 +1,4 @@
-// Online selection (api/online_selection.h) on in-process groups with a
+// Online selection (tuning/online_selection.h) on in-process groups with a
 // declared multi-node layout: the first calls of a size class try the
 // model's candidates, every rank keeps the same winner, results stay exact
 // and bitwise identical across ranks while candidates change, and the knobs

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "api/stall_inspector.h"
+#include "watch/stall_inspector.h"
 #include "boostcomm/boostcomm.h"
 #include "core/call_status.h"
 #include "core/caller_stack.h"

@@ -15,7 +15,7 @@
 #include "api/route.h"
 #include "testing/inproc_group.h"
 #include "boostcomm/boostcomm.h"
-#include "boostcomm/tuning.h"
+#include "boostcomm/autotune.h"
 #include "boostcomm/version.h"
 #include "common/inproc_harness.h"
 #include "common/tunable_override.h"

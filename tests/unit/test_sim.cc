@@ -22,7 +22,7 @@ namespace {
 
 using simulate::JobSpec;
 using simulate::Simulation;
-using transport::sim::ClusterSpec;
+using simulate::ClusterSpec;
 using testing::Pattern;
 
 struct Layout {

@@ -15,13 +15,13 @@
 #include "common/sim_jobs.h"
 #include "simulate/cluster_file.h"
 #include "simulate/simulator.h"
-#include "transport/sim/sim_network.h"
+#include "simulate/sim_network.h"
 
 namespace boostcomm {
 namespace {
 
 using testing::expectInvalid;
-using transport::sim::ClusterSpec;
+using simulate::ClusterSpec;
 
 constexpr double kMiB = 1048576.0;
 
@@ -39,11 +39,11 @@ ClusterSpec host(int ranks) {
 using testing::simAllreduce;
 
 TEST(SimHost, MessageIsTheLinkThenTheReceiversCopy) {
-  transport::sim::Network net(host(2));
+  simulate::Network net(host(2));
   const double b = kMiB;
   EXPECT_DOUBLE_EQ(net.transfer(0, 1, kMiB, 0), 1e-6 + b / 5e9 + b / 10e9);
   // A job in cache (memory cost 1/4) copies four times faster; the link is not sped up.
-  transport::sim::Network cached(host(2));
+  simulate::Network cached(host(2));
   EXPECT_DOUBLE_EQ(cached.transfer(0, 1, kMiB, 0, 0.25), 1e-6 + b / 5e9 + 0.25 * b / 10e9);
   // The receiver's CPU is busy until the bytes are in: its own reduce waits.
   const double arrival = 1e-6 + b / 5e9 + b / 10e9;
@@ -54,12 +54,12 @@ TEST(SimHost, RanksOfANodeShareItsMemoryBus) {
   // Bus 10 GB/s = one rank's copy rate: two ranks reducing at once take twice as long.
   ClusterSpec c = host(2);
   c.nodeBusBytesPerSecond = 10e9;
-  transport::sim::Network net(c);
+  simulate::Network net(c);
   const double b = 4 * kMiB;
   EXPECT_DOUBLE_EQ(net.localWork(0, 4 << 20, 1.0, 0), b / 10e9);
   EXPECT_DOUBLE_EQ(net.localWork(1, 4 << 20, 1.0, 0), 2 * b / 10e9);
   // Two messages crossing at once: the second copy waits for the bus.
-  transport::sim::Network both(c);
+  simulate::Network both(c);
   const double link = 1e-6 + b / 5e9;
   EXPECT_DOUBLE_EQ(both.transfer(0, 1, 4 << 20, 0), link + b / 10e9);
   EXPECT_DOUBLE_EQ(both.transfer(1, 0, 4 << 20, 0), link + 2 * b / 10e9);
@@ -67,13 +67,13 @@ TEST(SimHost, RanksOfANodeShareItsMemoryBus) {
   // leaves the bus free before it: rank 1's copy now is not held behind it.
   ClusterSpec faulting = c;
   faulting.firstTouchBytesPerSecond = 1e9;
-  transport::sim::Network later(faulting);
+  simulate::Network later(faulting);
   EXPECT_DOUBLE_EQ(later.firstTouch(0, 1000000000, 0), 1.0);
   EXPECT_DOUBLE_EQ(later.localWork(0, 4 << 20, 1.0, 0), 1.0 + b / 10e9);
   EXPECT_DOUBLE_EQ(later.localWork(1, 4 << 20, 1.0, 0), b / 10e9);
   // Device ranks (no host copies): local work does not touch the bus.
   c.intraCopyOnCpu = false;
-  transport::sim::Network devices(c);
+  simulate::Network devices(c);
   EXPECT_DOUBLE_EQ(devices.localWork(0, 4 << 20, 1.0, 0), b / 10e9);
   EXPECT_DOUBLE_EQ(devices.localWork(1, 4 << 20, 1.0, 0), b / 10e9);
 }
@@ -87,16 +87,16 @@ TEST(SimHost, CacheSpeedupIsLogLinearBetweenPoints) {
   EXPECT_DOUBLE_EQ(c.cacheSpeedupAt(16 * kMiB), 3.0);
   EXPECT_DOUBLE_EQ(c.cacheSpeedupAt(64 * kMiB), 2.0);
   EXPECT_DOUBLE_EQ(c.cacheSpeedupAt(1024 * kMiB), 1.0);
-  transport::sim::validateCluster(c);
+  simulate::validateCluster(c);
   ClusterSpec slow = c;
   slow.cache[1].speedup = 0.5;
-  expectInvalid([&] { transport::sim::validateCluster(slow); }, "--cache");
+  expectInvalid([&] { simulate::validateCluster(slow); }, "--cache");
   ClusterSpec unordered = c;
   std::swap(unordered.cache[0], unordered.cache[2]);
-  expectInvalid([&] { transport::sim::validateCluster(unordered); }, "--cache");
+  expectInvalid([&] { simulate::validateCluster(unordered); }, "--cache");
   ClusterSpec touch = c;
   touch.firstTouchBytesPerSecond = -1;
-  expectInvalid([&] { transport::sim::validateCluster(touch); }, "--first-touch");
+  expectInvalid([&] { simulate::validateCluster(touch); }, "--first-touch");
 }
 
 TEST(SimHost, SmallJobsRunFromCacheLargeOnesStream) {

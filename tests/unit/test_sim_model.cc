@@ -12,17 +12,17 @@
 #include "boostcomm/error.h"
 #include "common/expect_error.h"
 #include "common/sim_jobs.h"
-#include "models/model_profile.h"
+#include "workloads/model_profile.h"
 #include "simulate/cluster_file.h"
 #include "simulate/predict.h"
 #include "simulate/replay_sim.h"
 #include "simulate/simulator.h"
-#include "transport/sim/sim_network.h"
+#include "simulate/sim_network.h"
 
 namespace boostcomm {
 namespace {
 
-using transport::sim::ClusterSpec;
+using simulate::ClusterSpec;
 
 ClusterSpec cluster(int nodes, int perNode) {
   ClusterSpec c;
@@ -37,7 +37,7 @@ ClusterSpec cluster(int nodes, int perNode) {
 using testing::simAllreduce;
 
 TEST(SimNetwork, IdleLinksFollowAlphaBeta) {
-  transport::sim::Network net(cluster(2, 2));
+  simulate::Network net(cluster(2, 2));
   const std::size_t b = 1 << 20;
   EXPECT_DOUBLE_EQ(net.transfer(0, 1, b, 0), 2e-6 + b / 20e9);            // same node
   EXPECT_DOUBLE_EQ(net.transfer(1, 2, b, 1.0), 1.0 + 10e-6 + b / 2e9);     // across nodes
@@ -49,13 +49,13 @@ TEST(SimNetwork, IdleLinksFollowAlphaBeta) {
 TEST(SimNetwork, ConcurrentFlowsShareTheNodeNic) {
   // 4 ranks of node 0 each send to their peer on node 1 at once: the NIC
   // (2 GB/s) serves them one after another; the last arrives after 4 b / beta.
-  transport::sim::Network net(cluster(2, 4));
+  simulate::Network net(cluster(2, 4));
   const std::size_t b = 4 << 20;
   double last = 0;
   for (int r = 0; r < 4; ++r) last = std::max(last, net.transfer(r, 4 + r, b, 0));
   EXPECT_DOUBLE_EQ(last, 10e-6 + 4.0 * b / 2e9);
   // Intra-node flows between distinct pairs do not share (per-rank ports).
-  transport::sim::Network net2(cluster(1, 4));
+  simulate::Network net2(cluster(1, 4));
   EXPECT_DOUBLE_EQ(std::max(net2.transfer(0, 1, b, 0), net2.transfer(2, 3, b, 0)), 2e-6 + b / 20e9);
 }
 
@@ -97,7 +97,7 @@ TEST(SimTiming, DeterministicAndTimingOnlyAt256Ranks) {
 }
 
 TEST(SimReplay, BoostedIsNoSlowerThanBaselineOn8x8) {
-  const models::ModelProfile& model = models::resnet50();
+  const workloads::ModelProfile& model = workloads::resnet50();
   simulate::ReplaySimOptions o;
   o.deviceFlopsPerSecond = 50e12;
   const simulate::ReplaySimReport r = simulate::simulateReplay(cluster(8, 8), model, o);
@@ -122,7 +122,7 @@ TEST(SimReplay, BoostedIsNoSlowerThanBaselineOn8x8) {
 using testing::expectInvalid;
 
 TEST(SimCluster, ParsesUnitsAndRejectsImpossibleValues) {
-  using namespace transport::sim;
+  using namespace simulate;
   EXPECT_EQ(parseShape("128x8").ranks(), 1024);
   EXPECT_DOUBLE_EQ(parseLink("25GBps,2us", "--intra").bytesPerSecond, 25e9);
   EXPECT_DOUBLE_EQ(parseLink("25GBps,2us", "--intra").latencySeconds, 2e-6);

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "api/communicator_impl.h"
-#include "boostcomm/tuning.h"
+#include "boostcomm/autotune.h"
 #include "boostcomm/version.h"
 #include "common/inproc_harness.h"
 #include "core/tunables.h"

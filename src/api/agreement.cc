@@ -1,0 +1,33 @@
+#include "api/agreement.h"
+
+#include <sstream>
+#include <vector>
+
+#include "core/check.h"
+
+namespace boostcomm::detail {
+
+void agreeAcrossRanks(Communicator& comm, std::uint64_t signature, const std::string& localError, const char* what) {
+  // Two int64 per rank: the signature and a local-error flag. One small
+  // allgather, so a rank with bad input fails together with the others
+  // instead of leaving them waiting in the first data collective.
+  const int size = comm.size();
+  const std::int64_t mine[2] = {static_cast<std::int64_t>(signature), localError.empty() ? 0 : 1};
+  std::vector<std::int64_t> all(2 * static_cast<std::size_t>(size));
+  comm.allgather(ConstView(mine, 2, DataType::kInt64), View(all.data(), all.size(), DataType::kInt64));
+  BC_INVALID(localError.empty(), comm.rank(), what << ": " << localError);
+  std::ostringstream bad;
+  int badCount = 0;
+  for (int r = 0; r < size; ++r)
+    if (all[2 * static_cast<std::size_t>(r) + 1] != 0) bad << (badCount++ ? ", " : "") << r;
+  BC_INVALID(badCount == 0, comm.rank(), what << ": invalid input on rank(s) " << bad.str() << " (see their error)");
+  std::ostringstream differ;
+  int differCount = 0;
+  for (int r = 1; r < size; ++r)
+    if (all[2 * static_cast<std::size_t>(r)] != all[0]) differ << (differCount++ ? ", " : "") << r;
+  BC_CHECK(differCount == 0, ErrorCategory::kMismatch, comm.rank(),
+           what << ": ranks passed different inputs (counts, dtypes, order or options): rank(s) " << differ.str()
+                << " differ from rank 0");
+}
+
+}  // namespace boostcomm::detail

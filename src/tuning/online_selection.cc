@@ -1,0 +1,208 @@
+#include "tuning/online_selection.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdio>
+#include <iomanip>
+#include <limits>
+#include <sstream>
+#include <string_view>
+
+#include "core/check.h"
+
+namespace boostcomm::tuning {
+namespace {
+
+constexpr double kNoTime = std::numeric_limits<double>::infinity();
+
+std::string describeBytes(std::size_t bytes) {
+  std::ostringstream os;
+  if (bytes >= (std::size_t{1} << 20)) {
+    os << (bytes >> 20) << " MiB";
+  } else if (bytes >= 1024) {
+    os << (bytes >> 10) << " KiB";
+  } else {
+    os << bytes << " B";
+  }
+  return os.str();
+}
+
+}  // namespace
+
+OnlineSelection::OnlineSelection(bool enabled, bool log, double nativeMarginPercent)
+    : enabled_(enabled), log_(log), nativeMargin_(nativeMarginPercent / 100.0) {}
+
+int OnlineSelection::classOf(std::size_t bytes) { return std::bit_width(bytes) - 1; }
+
+bool OnlineSelection::next(const algorithms::CollectiveSpec& spec, const tuning::ModelSelection& model,
+                           WireFormat wire, const algorithms::AlgorithmInfo*& algo, Trial& trial) {
+  algo = nullptr;
+  trial.index = -1;
+  const std::size_t bytes = spec.payloadBytes();
+  if (!enabled_ || bytes < kMinBytes || spec.collective == Collective::kBarrier) return false;
+  const int cls = classOf(bytes);
+  ClassState& s = state(spec.collective, cls);
+  if (s.decided) return false;
+  if (!s.started) {
+    // Every rank starts a class with the same call (same payload), so every
+    // rank ranks the same candidates.
+    s.started = true;
+    s.candidates = model.trialCandidates(spec.collective, bytes, wire);
+    s.rounds = model.bestPredictedUs(spec.collective, bytes, wire) >= kOneRoundUs ? 1 : kCallsPerCandidate;
+    s.samples.assign(s.candidates.size() * kCallsPerCandidate, Sample{});
+    s.agreedUs.assign(s.candidates.size(), kNoTime);
+    s.racing.clear();
+    for (std::size_t c = 0; c < s.candidates.size(); ++c) s.racing.push_back(c);
+    if (s.candidates.empty()) {
+      s.decided = true;  // fewer than two candidates: nothing to learn
+      return false;
+    }
+  }
+  if (s.at == s.racing.size()) return true;  // the round is over: a checkpoint
+  const std::size_t c = s.racing[s.at++];
+  const algorithms::AlgorithmInfo* candidate = s.candidates[c];
+  // This payload may be beyond a candidate (native's int counts, rd's
+  // power-of-two block layouts): the same answer on every rank; no time.
+  if (!candidate->unsupportedReason(spec).empty()) return false;
+  algo = candidate;
+  trial = {spec.collective, cls, static_cast<int>(c) * kCallsPerCandidate + s.round};
+  return false;
+}
+
+OnlineSelection::Sample* OnlineSelection::sample(const Trial& trial) {
+  if (trial.index < 0) return nullptr;
+  ClassState& s = state(trial.collective, trial.sizeClass);
+  return static_cast<std::size_t>(trial.index) < s.samples.size() ? &s.samples[static_cast<std::size_t>(trial.index)]
+                                                                  : nullptr;
+}
+
+void OnlineSelection::recordTime(const Trial& trial, double us) {
+  if (Sample* s = sample(trial)) s->us = us;
+}
+
+void OnlineSelection::recordLaunch(const Trial& trial, std::chrono::steady_clock::time_point start,
+                                   std::shared_ptr<const executor::OpState> state) {
+  if (Sample* s = sample(trial)) {
+    s->start = start;
+    s->state = std::move(state);
+  }
+}
+
+std::vector<double> OnlineSelection::agreeOnTimes(ClassState& s, transport::Transport& world) {
+  // Each candidate's median local time over the rounds so far (infinity:
+  // none; of two, the slower), then the slowest rank's: a collective is as
+  // fast as its slowest member. Candidates out of the race keep infinity.
+  // [0, n): each candidate's median; [n, 2n): its fastest call, which is
+  // what a drop goes by (a first call pays the schedule's build and, across
+  // nodes, MPI's connection set-up: one slow sample must not drop it).
+  const std::size_t n = s.candidates.size();
+  std::vector<double> agreed(2 * n, kNoTime);
+  std::vector<double> times;
+  for (std::size_t c : s.racing) {
+    times.clear();
+    for (int k = 0; k <= s.round; ++k) {
+      Sample& sample = s.samples[c * kCallsPerCandidate + static_cast<std::size_t>(k)];
+      if (sample.state && sample.state->isDone() && !sample.state->error()) {
+        sample.us = std::chrono::duration<double, std::micro>(sample.state->doneAt - sample.start).count();
+      }
+      sample.state.reset();
+      if (sample.us >= 0) times.push_back(sample.us);
+    }
+    std::sort(times.begin(), times.end());
+    if (!times.empty()) {
+      agreed[c] = times[times.size() / 2];
+      agreed[n + c] = times.front();
+    }
+  }
+  world.nativeAllreduce(agreed.data(), agreed.data(), 2 * n, DataType::kFloat64, ReduceOp::kMax, nullptr);
+  for (std::size_t c : s.racing) s.agreedUs[c] = agreed[c];
+  return agreed;
+}
+
+std::string OnlineSelection::dropSlow(ClassState& s, const double* medianUs, const double* fastestUs) {
+  // Out of the race: no time, or even its fastest call slower than
+  // kDropFactor x the best median.
+  double best = kNoTime;
+  for (std::size_t c : s.racing) best = std::min(best, medianUs[c]);
+  std::vector<std::size_t> left;
+  std::ostringstream dropped;
+  for (std::size_t c : s.racing) {
+    if (fastestUs[c] < kNoTime && fastestUs[c] <= best * kDropFactor) {
+      left.push_back(c);
+    } else {
+      dropped << (dropped.tellp() > 0 ? ", " : "") << s.candidates[c]->name;
+    }
+  }
+  s.racing = std::move(left);
+  return dropped.str();
+}
+
+std::size_t OnlineSelection::winnerOf(const ClassState& s) const {
+  // Only the candidates still in the race can win: the fastest schedule,
+  // then native (when it was a candidate: see
+  // ModelSelection::trialCandidates) only where it is faster by more than
+  // the margin: between nodes the backend's times swing from call to call
+  // (1.7x at 4 and 64 MiB over TCP: a per-call temporary, its own protocol
+  // switches) while a schedule's point-to-point messages repeat, so a near
+  // tie goes to the one that stays where it was measured. n: none.
+  const std::size_t n = s.candidates.size();
+  std::vector<double> medianUs(n, kNoTime);
+  for (std::size_t c : s.racing) medianUs[c] = s.agreedUs[c];
+  std::size_t native = n;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (std::string_view(s.candidates[i]->name) == "native") native = i;
+  }
+  std::size_t best = n;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i != native && medianUs[i] < kNoTime && (best == n || medianUs[i] < medianUs[best])) best = i;
+  }
+  if (native != n && medianUs[native] < kNoTime &&
+      (best == n || medianUs[native] < medianUs[best] * (1.0 - nativeMargin_))) {
+    best = native;
+  }
+  return best;
+}
+
+void OnlineSelection::decide(const algorithms::CollectiveSpec& spec, transport::Transport& world) {
+  const int cls = classOf(spec.payloadBytes());
+  ClassState& s = state(spec.collective, cls);
+  BC_INTERNAL(s.started && !s.decided && s.at == s.racing.size(),
+              "online selection: checkpoint before a round of its class ended");
+  const std::size_t n = s.candidates.size();
+  const std::vector<double> agreed = agreeOnTimes(s, world);
+  const std::size_t lo = std::size_t{1} << cls;
+  const std::size_t hi = cls >= 63 ? static_cast<std::size_t>(-1) : (std::size_t{1} << (cls + 1)) - 1;
+  const std::string range = describeBytes(lo) + " - " + describeBytes(hi + 1);
+  if (s.round + 1 < s.rounds) {
+    const std::string dropped = dropSlow(s, agreed.data(), agreed.data() + n);
+    if (log_ && world.rank() == 0 && !dropped.empty()) {
+      std::fprintf(stderr, "[boostcomm] trials of %s %s, round %d: dropping %s (slower than %.1fx the best)\n",
+                   std::string(toString(spec.collective)).c_str(), range.c_str(), s.round + 1, dropped.c_str(),
+                   kDropFactor);
+    }
+    if (s.racing.size() > 1) {  // the next round
+      ++s.round;
+      s.at = 0;
+      return;
+    }
+  }
+  s.decided = true;
+  const std::size_t best = winnerOf(s);
+  if (best != n) winners_.push_back({spec.collective, lo, hi, s.candidates[best]});
+  if (log_ && world.rank() == 0) {
+    std::ostringstream os;
+    os << "[boostcomm] selection: " << toString(spec.collective) << " " << range << ": tried";
+    for (std::size_t i = 0; i < n; ++i) {
+      os << " " << s.candidates[i]->name << " ";
+      if (s.agreedUs[i] < kNoTime) {
+        os << std::fixed << std::setprecision(1) << s.agreedUs[i] << " us";
+      } else {
+        os << "(no time)";
+      }
+    }
+    os << " (slowest rank); keeping " << (best != n ? s.candidates[best]->name : "the model's choice");
+    std::fprintf(stderr, "%s\n", os.str().c_str());
+  }
+}
+
+}  // namespace boostcomm::tuning

@@ -1,0 +1,150 @@
+// Online selection: where the cost model picks a communicator's algorithms
+// (several nodes, no tuning cache: the "model" selection layer), the first
+// calls of each (collective, size class) time the model's leading
+// candidates in place, agree on the winner across ranks and keep it for
+// the life of the communicator. A wrong model then costs a few calls,
+// never a whole job.
+//
+// Terms. Size class c: payloads of [2^c, 2^(c+1)) bytes. Trial: one call of
+// a class run with a candidate chosen by the call's position in its class.
+// The trials go in rounds (R = kCallsPerCandidate of them; one where the
+// model predicts a call of kOneRoundUs or more): each round
+// runs every candidate still in the race once, in candidate order, so
+// every rank runs the same candidate for the same call. Checkpoint: at the
+// first call after a round, the communicator drains its work in flight and
+// allreduces (MAX) each candidate's median local time so far. After a round
+// that is not the last, a candidate slower than kDropFactor x the best is
+// out of the race: a trial that cannot win back its cost is not repeated
+// (native's 3 calls of a 25 MiB DDP bucket between two nodes cost 1.3 s
+// where the winner took 0.15 s each). After the last round (or when one
+// candidate is left) the decision: the fastest slowest-rank time wins,
+// native only when it is faster than the best schedule by more than
+// kNativeWinPercent (its times between nodes swing from call to call).
+// Every rank sees the same maxima, so every rank keeps the same winner.
+//
+// Timing: a blocking call from its start to its return; an asynchronous
+// call from launch to the engine seeing it complete, only while a progress
+// thread runs (without one, completion is seen only inside the caller's
+// wait, which would time the caller's compute). A candidate without a time
+// on some rank cannot win; with no time at all the model's choice stays.
+//
+// Determinism: candidates sum in different orders, so results are bitwise
+// identical across ranks but may differ in the last bits between calls of a
+// class until it is decided, and between runs whose decisions differ.
+// BOOSTCOMM_SELECTION_TRIALS=0 pins the model's choice (run-to-run
+// reproducible); BOOSTCOMM_LOG_SELECTION=1 prints each decision on rank 0.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algorithms/registry.h"
+#include "executor/progress_engine.h"
+#include "transport/transport.h"
+#include "tuning/model_selection.h"
+
+namespace boostcomm::tuning {
+
+class OnlineSelection {
+ public:
+  // The median of three counts: the first call of a schedule pays its build
+  // and scratch, and over TCP native's times are bimodal (32 vs 52-60 ms at
+  // 4 MiB on the emulated 1 Gbit/s link), so the fastest of two chose it
+  // where it then ran 1.5x slower than rhd.
+  static constexpr int kCallsPerCandidate = 3;
+  // A class whose fastest predicted call takes this long runs one round:
+  // its calls are bound by the link and repeat (rd, 25 MiB between two
+  // emulated nodes: 221-227 ms), and a DDP bucket of that size comes once
+  // per step, so three rounds kept its trials going for a dozen steps.
+  static constexpr double kOneRoundUs = 20000.0;
+  // After a round, a candidate slower than this times the best leaves the race.
+  static constexpr double kDropFactor = 1.5;
+  static constexpr double kNativeWinPercent = 10.0;
+  static constexpr std::size_t kMinBytes = 4096;  // below: latency-bound, the model's choice stands
+  static constexpr int kClasses = 64;
+
+  // Where a trial call's time goes (index < 0: not a trial).
+  struct Trial {
+    Collective collective = Collective::kAllreduce;
+    int sizeClass = 0;
+    int index = -1;
+  };
+  struct Winner {
+    Collective collective;
+    std::size_t minBytes;
+    std::size_t maxBytes;
+    const algorithms::AlgorithmInfo* algorithm;
+  };
+
+  OnlineSelection(bool enabled, bool log, double nativeMarginPercent = kNativeWinPercent);
+
+  bool enabled() const { return enabled_; }
+  bool logging() const { return log_; }
+  // The decided winners, for the selection map's model layer.
+  const std::vector<Winner>& winners() const { return winners_; }
+
+  // [comm lock] For a call of `spec` whose top selection layer is the model:
+  // true when a round of the class's trials is over and a checkpoint is due
+  // (the caller drains, then calls decide()). Otherwise sets `algo` to the candidate to
+  // try (null: nothing to try, use the map) and `trial` to where its time goes.
+  // `wire`: the communicator's wire format where the call carries it (kOff
+  // otherwise). A class's candidates are those of its first call, and its
+  // winner serves every later call of the class, with or without a wire: a
+  // class decided with bf16 on (native not tried where the link bounds it)
+  // keeps its schedule after set_wire("off") or for float64 payloads.
+  bool next(const algorithms::CollectiveSpec& spec, const tuning::ModelSelection& model, WireFormat wire,
+            const algorithms::AlgorithmInfo*& algo, Trial& trial);
+  // [comm lock] A blocking trial call took `us` here.
+  void recordTime(const Trial& trial, double us);
+  // [comm lock] An asynchronous trial call launched at `start`; its time is
+  // read from `state` at the decision (when it is complete by then).
+  void recordLaunch(const Trial& trial, std::chrono::steady_clock::time_point start,
+                    std::shared_ptr<const executor::OpState> state);
+  // [comm lock, nothing in flight] Collective over `world`: the checkpoint
+  // of spec's class: agrees on the times so far, drops the candidates that
+  // cannot win and, after the last round, keeps the winner (the caller then
+  // rebuilds the selection map from winners()).
+  void decide(const algorithms::CollectiveSpec& spec, transport::Transport& world);
+
+ private:
+  struct Sample {
+    double us = -1.0;  // < 0: none
+    std::chrono::steady_clock::time_point start{};
+    std::shared_ptr<const executor::OpState> state;  // async: read at the decision
+  };
+  struct ClassState {
+    bool started = false;
+    bool decided = false;
+    int round = 0;        // the round under way
+    int rounds = kCallsPerCandidate;  // of this class (1 from kOneRoundUs)
+    std::size_t at = 0;   // the next position in `racing` this round
+    std::vector<const algorithms::AlgorithmInfo*> candidates;
+    std::vector<std::size_t> racing;  // indices of the candidates still in the race
+    std::vector<double> agreedUs;     // each candidate's slowest-rank median at its last checkpoint
+    std::vector<Sample> samples;      // [candidate * kCallsPerCandidate + round]
+  };
+  static int classOf(std::size_t bytes);
+  ClassState& state(Collective coll, int cls) {
+    return classes_[static_cast<std::size_t>(coll)][static_cast<std::size_t>(cls)];
+  }
+  Sample* sample(const Trial& trial);
+  // decide()'s parts: the slowest rank's median [0, n) and fastest call
+  // [n, 2n) of each candidate (collective); the candidates out of the race
+  // after a round (their names, "" when none); the winner among those left
+  // (candidates.size(): none).
+  static std::vector<double> agreeOnTimes(ClassState& s, transport::Transport& world);
+  static std::string dropSlow(ClassState& s, const double* medianUs, const double* fastestUs);
+  std::size_t winnerOf(const ClassState& s) const;
+
+  bool enabled_;
+  bool log_;
+  double nativeMargin_;
+  std::array<std::array<ClassState, kClasses>, kNumCollectives> classes_{};
+  std::vector<Winner> winners_;
+};
+
+}  // namespace boostcomm::tuning
