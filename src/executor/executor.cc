@@ -273,97 +273,23 @@ bool Execution::startStep(std::size_t index, transport::Transport& world) {
   const Step& s = schedule_->steps()[index];
   transport::Transport& transport = transportFor(s.comm, world);
   transport::Request& req = requests_[index];
-  const bool list = listCall();
-  const std::size_t es = schedule_->elementSize();
   switch (s.kind) {
     case StepKind::kSend:
-      if (s.wire != WireFormat::kOff) {
-        char* staging = static_cast<char*>(resolve(s.src2));
-        if (!s.staged) encodeWireStep(s, operand(s.src), staging);
-        transport.isend(staging, s.bytes, s.peer, tagBase_ + s.tag, req);
-      } else if (list && listed(s.src)) {
-        postListed(true, s, transport, req);
-      } else if (PeerHeader* h = inlineHeaderOf(index)) {
-        char* message = inline_.data() + h->inlineOffset;
-        core::CallHeader header = binding_.header;
-        header.reserved = static_cast<std::uint32_t>(s.bytes);  // the inline data's length (<= 4056)
-        std::memcpy(message, &header, sizeof(core::CallHeader));
-        if (s.bytes > 0) std::memcpy(message + sizeof(core::CallHeader), resolve(s.src), s.bytes);
-        transport.isend(message, sizeof(core::CallHeader) + s.bytes, s.peer, tagBase_ + s.tag, req);
-      } else {
-        transport.isend(resolve(s.src), s.bytes, s.peer, tagBase_ + s.tag, req);
-      }
+      startSend(index, s, transport, req);
       return transport.test(req);
     case StepKind::kRecv:
-      if (s.wire != WireFormat::kOff) {
-        transport.irecv(resolve(s.src2), s.bytes, s.peer, tagBase_ + s.tag, req);
-      } else if (list && listed(s.dst)) {
-        postListed(false, s, transport, req);
-      } else if (PeerHeader* h = inlineHeaderOf(index)) {
-        // No stale header may pass for the peer's: a message shorter than one reads as no header.
-        std::memset(inline_.data() + h->inlineOffset, 0, sizeof(core::CallHeader));
-        transport.irecv(inline_.data() + h->inlineOffset, sizeof(core::CallHeader) + kInlineHeaderBytes, s.peer,
-                        tagBase_ + s.tag, req);
-      } else {
-        transport.irecv(resolve(s.dst), s.bytes, s.peer, tagBase_ + s.tag, req);
-      }
+      startRecv(index, s, transport, req);
       return transport.test(req);
     case StepKind::kReduce:
-      if (s.count == 0) return true;
-      if (list) {
-        const core::Operand ops[3] = {operand(s.dst), operand(s.src), operand(s.src2)};
-        core::forEachRun(ops, s.count * es, [&](char* const* p, std::size_t n) {
-          core::reduce(p[0], p[1], p[2], n / es, schedule_->dtype(), schedule_->op());
-        });
-      } else {
-        core::reduce(resolve(s.dst), resolve(s.src), resolve(s.src2), s.count, schedule_->dtype(), schedule_->op());
-      }
-      return true;
-    case StepKind::kCopy: {
-      if (s.bytes == 0) return true;
-      if (list) {
-        const core::Operand ops[2] = {operand(s.dst), operand(s.src)};
-        core::forEachRun(ops, s.bytes, [](char* const* p, std::size_t n) {
-          if (p[0] != p[1]) std::memcpy(p[0], p[1], n);
-        });
-        return true;
-      }
-      void* dst = resolve(s.dst);
-      const void* src = resolve(s.src);
-      if (dst != src) std::memcpy(dst, src, s.bytes);
-      return true;
-    }
+    case StepKind::kCopy:
     case StepKind::kRound:
-      roundWireStep(s, operand(s.dst), s.staged ? static_cast<char*>(resolve(s.src2)) : nullptr);
-      return true;
     case StepKind::kDivide:
-      if (s.count == 0) return true;
-      if (list) {
-        const core::Operand ops[1] = {operand(s.dst)};
-        core::forEachRun(ops, s.count * es, [&](char* const* p, std::size_t n) {
-          core::divideBy(p[0], n / es, schedule_->dtype(), s.divisor);
-        });
-      } else {
-        core::divideBy(resolve(s.dst), s.count, schedule_->dtype(), s.divisor);
-      }
+      runLocalStep(s);
       return true;
-    case StepKind::kNative: {
-      if (list && (listed(s.src) || listed(s.dst))) return startStaged(index, s, transport, req);
-      const bool chunked = s.native.collective == Collective::kAllreduce || s.native.collective == Collective::kBroadcast;
-      const std::size_t at = chunked ? s.native.elementOffset * es : 0;
-      const char* send = static_cast<const char*>(resolve(s.src));
-      char* recv = static_cast<char*>(resolve(s.dst));
-      if (send != nullptr) send += at;
-      if (recv != nullptr) recv += at;
-      if (blockingNative_) {
-        runNative(s, transport, nullptr, send, recv);
-        return true;
-      }
-      runNative(s, transport, &req, send, recv);
-      return transport.test(req);
-    }
+    case StepKind::kNative:
+      return startNative(index, s, transport, req);
     case StepKind::kShm:
-      if (list && (listed(s.src) || listed(s.dst))) {
+      if (listCall() && (listed(s.src) || listed(s.dst))) {
         if (!shmOnLists(s)) return startStaged(index, s, transport, req);
         startShm(s, transport, req, nullptr, nullptr);
       } else {
@@ -372,6 +298,105 @@ bool Execution::startStep(std::size_t index, transport::Transport& world) {
       return engineOf(transport).test(req);
   }
   return true;
+}
+
+void Execution::startSend(std::size_t index, const Step& s, transport::Transport& transport, transport::Request& req) {
+  if (s.wire != WireFormat::kOff) {
+    char* staging = static_cast<char*>(resolve(s.src2));
+    if (!s.staged) encodeWireStep(s, operand(s.src), staging);
+    transport.isend(staging, s.bytes, s.peer, tagBase_ + s.tag, req);
+  } else if (listCall() && listed(s.src)) {
+    postListed(true, s, transport, req);
+  } else if (PeerHeader* h = inlineHeaderOf(index)) {
+    char* message = inline_.data() + h->inlineOffset;
+    core::CallHeader header = binding_.header;
+    header.reserved = static_cast<std::uint32_t>(s.bytes);  // the inline data's length (<= 4056)
+    std::memcpy(message, &header, sizeof(core::CallHeader));
+    if (s.bytes > 0) std::memcpy(message + sizeof(core::CallHeader), resolve(s.src), s.bytes);
+    transport.isend(message, sizeof(core::CallHeader) + s.bytes, s.peer, tagBase_ + s.tag, req);
+  } else {
+    transport.isend(resolve(s.src), s.bytes, s.peer, tagBase_ + s.tag, req);
+  }
+}
+
+void Execution::startRecv(std::size_t index, const Step& s, transport::Transport& transport, transport::Request& req) {
+  if (s.wire != WireFormat::kOff) {
+    transport.irecv(resolve(s.src2), s.bytes, s.peer, tagBase_ + s.tag, req);
+  } else if (listCall() && listed(s.dst)) {
+    postListed(false, s, transport, req);
+  } else if (PeerHeader* h = inlineHeaderOf(index)) {
+    // No stale header may pass for the peer's: a message shorter than one reads as no header.
+    std::memset(inline_.data() + h->inlineOffset, 0, sizeof(core::CallHeader));
+    transport.irecv(inline_.data() + h->inlineOffset, sizeof(core::CallHeader) + kInlineHeaderBytes, s.peer,
+                    tagBase_ + s.tag, req);
+  } else {
+    transport.irecv(resolve(s.dst), s.bytes, s.peer, tagBase_ + s.tag, req);
+  }
+}
+
+void Execution::runLocalStep(const Step& s) {
+  const bool list = listCall();
+  const std::size_t es = schedule_->elementSize();
+  switch (s.kind) {
+    case StepKind::kReduce:
+      if (s.count == 0) return;
+      if (list) {
+        const core::Operand ops[3] = {operand(s.dst), operand(s.src), operand(s.src2)};
+        core::forEachRun(ops, s.count * es, [&](char* const* p, std::size_t n) {
+          core::reduce(p[0], p[1], p[2], n / es, schedule_->dtype(), schedule_->op());
+        });
+      } else {
+        core::reduce(resolve(s.dst), resolve(s.src), resolve(s.src2), s.count, schedule_->dtype(), schedule_->op());
+      }
+      return;
+    case StepKind::kCopy: {
+      if (s.bytes == 0) return;
+      if (list) {
+        const core::Operand ops[2] = {operand(s.dst), operand(s.src)};
+        core::forEachRun(ops, s.bytes, [](char* const* p, std::size_t n) {
+          if (p[0] != p[1]) std::memcpy(p[0], p[1], n);
+        });
+        return;
+      }
+      void* dst = resolve(s.dst);
+      const void* src = resolve(s.src);
+      if (dst != src) std::memcpy(dst, src, s.bytes);
+      return;
+    }
+    case StepKind::kRound:
+      roundWireStep(s, operand(s.dst), s.staged ? static_cast<char*>(resolve(s.src2)) : nullptr);
+      return;
+    case StepKind::kDivide:
+      if (s.count == 0) return;
+      if (list) {
+        const core::Operand ops[1] = {operand(s.dst)};
+        core::forEachRun(ops, s.count * es, [&](char* const* p, std::size_t n) {
+          core::divideBy(p[0], n / es, schedule_->dtype(), s.divisor);
+        });
+      } else {
+        core::divideBy(resolve(s.dst), s.count, schedule_->dtype(), s.divisor);
+      }
+      return;
+    default:
+      BC_INTERNAL(false, "executor: step kind " << static_cast<int>(s.kind) << " is not local");
+  }
+}
+
+bool Execution::startNative(std::size_t index, const Step& s, transport::Transport& transport,
+                            transport::Request& req) {
+  if (listCall() && (listed(s.src) || listed(s.dst))) return startStaged(index, s, transport, req);
+  const bool chunked = s.native.collective == Collective::kAllreduce || s.native.collective == Collective::kBroadcast;
+  const std::size_t at = chunked ? s.native.elementOffset * schedule_->elementSize() : 0;
+  const char* send = static_cast<const char*>(resolve(s.src));
+  char* recv = static_cast<char*>(resolve(s.dst));
+  if (send != nullptr) send += at;
+  if (recv != nullptr) recv += at;
+  if (blockingNative_) {
+    runNative(s, transport, nullptr, send, recv);
+    return true;
+  }
+  runNative(s, transport, &req, send, recv);
+  return transport.test(req);
 }
 
 void Execution::takePlaces(transport::Transport& world, IssueLedger& ledger) {

@@ -192,6 +192,13 @@ class Execution {
   bool ready(const Step& step) const;
   // Starts a step; true when it completed immediately.
   bool startStep(std::size_t index, transport::Transport& transport);
+  // startStep's parts: post a send or a receive (wire staging, a listed
+  // range, an inline header, or the plain buffer); run a local step (reduce,
+  // copy, round, divide) to completion; start a backend collective.
+  void startSend(std::size_t index, const Step& s, transport::Transport& transport, transport::Request& req);
+  void startRecv(std::size_t index, const Step& s, transport::Transport& transport, transport::Request& req);
+  void runLocalStep(const Step& s);
+  bool startNative(std::size_t index, const Step& s, transport::Transport& transport, transport::Request& req);
   // send/recv: the step's memory (at the chunk start for allreduce/broadcast).
   void runNative(const Step& step, transport::Transport& transport, transport::Request* req, const char* send,
                  char* recv);

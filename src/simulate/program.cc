@@ -85,22 +85,28 @@ void RankProgram::appendJob(const Schedule& schedule, const algorithms::Collecti
   opsOfJob.push_back(static_cast<std::uint32_t>(ops.size()) - before);
 }
 
+namespace {
+
+// A schedule's buffer reference placed in its job: the send and receive
+// buffers where the placement puts them, scratch past the placement's base.
+BufRef placed(BufRef r, const BufRef& send, const BufRef& recv, std::size_t scratchBase) {
+  switch (r.buffer) {
+    case BufferId::kSend: return BufRef{send.buffer, send.offsetBytes + r.offsetBytes};
+    case BufferId::kRecv: return BufRef{recv.buffer, recv.offsetBytes + r.offsetBytes};
+    case BufferId::kScratch: return BufRef{BufferId::kScratch, scratchBase + r.offsetBytes};
+  }
+  return r;
+}
+
+}  // namespace
+
 std::vector<std::uint32_t> RankProgram::append(const Schedule& schedule, const Placement& p) {
   const auto& steps = schedule.steps();
   const auto& deps = schedule.deps();
-  const std::size_t es = schedule.elementSize();
   // exits of step i: the ops its dependants wait for (one op, or a native
   // expansion's sinks, or — for an empty expansion — what it waited for).
   std::vector<std::uint32_t> exitBegin(steps.size()), exitCount(steps.size()), exits;
   exits.reserve(steps.size());
-  auto mapRef = [&](BufRef r) {
-    switch (r.buffer) {
-      case BufferId::kSend: return BufRef{p.send.buffer, p.send.offsetBytes + r.offsetBytes};
-      case BufferId::kRecv: return BufRef{p.recv.buffer, p.recv.offsetBytes + r.offsetBytes};
-      case BufferId::kScratch: return BufRef{BufferId::kScratch, p.scratchBase + r.offsetBytes};
-    }
-    return r;
-  };
   std::vector<std::uint32_t> preds;
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const Step& s = steps[i];
@@ -113,89 +119,14 @@ std::vector<std::uint32_t> RankProgram::append(const Schedule& schedule, const P
     joinLarge(preds, p.job);
     const auto comm = static_cast<std::uint8_t>(p.commOverride >= 0 ? p.commOverride : s.comm);
     exitBegin[i] = static_cast<std::uint32_t>(exits.size());
-
     if (s.kind == StepKind::kNative || s.kind == StepKind::kShm) {
-      // The backend's collective on `comm`, expanded into the modelled algorithm.
-      const executor::NativeCall& call = s.native;
-      algorithms::CollectiveSpec sub;
-      sub.collective = call.collective;
-      sub.dtype = p.spec->dtype;
-      sub.op = p.spec->op == ReduceOp::kAvg ? ReduceOp::kSum : p.spec->op;
-      sub.count = call.count;
-      sub.root = call.root;
-      sub.rank = p.place->commRank(comm);
-      sub.size = p.place->commSize(comm);
-      sub.chunkBytes = p.spec->chunkBytes;
-      sub.maxChunks = p.spec->maxChunks;
-      if (call.collective == Collective::kAllgather && comm == executor::kWorldComm) sub.counts = p.spec->counts;
-      const char* model = nativeModelOf(call.collective, sub.payloadBytes(), sub.size);
-      const algorithms::AlgorithmInfo* algo = algorithms::findAlgorithm(call.collective, model);
-      BC_INTERNAL(algo != nullptr, "simulator: no model algorithm '" << model << "' for native "
-                                                                     << toString(call.collective));
-      Schedule nested(sub.collective, sub.dtype, sub.op, model);
-      algo->build(sub, nested);
-      const std::size_t off = call.elementOffset * es;
-      const BufRef src = mapRef(s.src);
-      const BufRef dst = mapRef(s.dst);
-      Placement q = p;
-      q.send = call.collective == Collective::kBroadcast ? BufRef{dst.buffer, dst.offsetBytes + off}
-                                                         : BufRef{src.buffer, src.offsetBytes + off};
-      q.recv = BufRef{dst.buffer, dst.offsetBytes + off};
-      std::size_t& jobScratch = scratchBytesOfJob[p.job];
-      q.scratchBase = (jobScratch + 63) & ~std::size_t{63};
-      jobScratch = q.scratchBase + nested.scratchBytes();
-      q.commOverride = comm;
-      q.expansion = ++p.nativeCounter[comm];
-      BC_INTERNAL(q.expansion < (1u << kExpansionBits), "simulator: too many native steps in one job");
-      q.entry = preds;
-      std::vector<std::uint32_t> sinks = nested.empty() ? preds : append(nested, q);
-      if (const std::size_t temporary = nativeTemporaryBytes(call.collective, sub.payloadBytes()); temporary > 0) {
-        // The temporary is faulted in as the algorithm first writes it: CPU
-        // time of the rank alongside the schedule, not before it, so a rank
-        // waiting on the network absorbs it and a CPU-bound one pays it in full.
-        Op touch;
-        touch.kind = OpKind::kTouch;
-        touch.job = p.job;
-        touch.bytes = temporary;
-        temporaryBytesOfJob[p.job] += temporary;
-        sinks.push_back(addOp(touch, preds));
-      }
+      const std::vector<std::uint32_t> sinks = appendNative(s, schedule.elementSize(), p, comm, preds);
       exits.insert(exits.end(), sinks.begin(), sinks.end());
       exitCount[i] = static_cast<std::uint32_t>(sinks.size());
-      continue;
+    } else {
+      exits.push_back(addOp(opOf(s, schedule.elementSize(), p, comm), preds));
+      exitCount[i] = 1;
     }
-
-    Op op;
-    op.job = p.job;
-    // A wire-format send/recv moves its 16-bit message through its scratch
-    // staging area (core/wire.h); the simulator moves those bytes (the
-    // conversions themselves are local passes it does not time).
-    const bool staged = s.wire != WireFormat::kOff && (s.kind == StepKind::kSend || s.kind == StepKind::kRecv);
-    const BufRef dst = mapRef(staged && s.kind == StepKind::kRecv ? s.src2 : s.dst);
-    const BufRef src = mapRef(staged && s.kind == StepKind::kSend ? s.src2 : s.src), src2 = mapRef(s.src2);
-    op.dstBuf = dst.buffer;
-    op.dstOff = dst.offsetBytes;
-    op.srcBuf = src.buffer;
-    op.srcOff = src.offsetBytes;
-    op.src2Buf = src2.buffer;
-    op.src2Off = src2.offsetBytes;
-    op.bytes = s.bytes;
-    op.divisor = s.divisor;
-    switch (s.kind) {
-      case StepKind::kSend: op.kind = OpKind::kSend; break;
-      case StepKind::kRecv: op.kind = OpKind::kRecv; break;
-      case StepKind::kReduce: op.kind = OpKind::kReduce; op.bytes = s.count * es; break;
-      case StepKind::kCopy: op.kind = OpKind::kCopy; break;
-      case StepKind::kDivide: op.kind = OpKind::kDivide; op.bytes = s.count * es; break;
-      default: break;
-    }
-    if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) {
-      op.peer = p.place->worldPeer(comm, s.peer);
-      BC_INTERNAL(s.tag >= 0 && s.tag < (1 << kTagBits), "simulator: tag " << s.tag << " out of range");
-      op.channel = channelOf(p.job, comm, p.expansion, s.tag);
-    }
-    exits.push_back(addOp(op, preds));
-    exitCount[i] = 1;
   }
   std::vector<std::uint32_t> out;
   for (Schedule::StepId sink : schedule.sinks(0, static_cast<Schedule::StepId>(steps.size()))) {
@@ -204,6 +135,90 @@ std::vector<std::uint32_t> RankProgram::append(const Schedule& schedule, const P
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
+}
+
+std::vector<std::uint32_t> RankProgram::appendNative(const Step& s, std::size_t es, const Placement& p,
+                                                     std::uint8_t comm, const std::vector<std::uint32_t>& preds) {
+  // The backend's collective on `comm`, expanded into the modelled algorithm.
+  const executor::NativeCall& call = s.native;
+  algorithms::CollectiveSpec sub;
+  sub.collective = call.collective;
+  sub.dtype = p.spec->dtype;
+  sub.op = p.spec->op == ReduceOp::kAvg ? ReduceOp::kSum : p.spec->op;
+  sub.count = call.count;
+  sub.root = call.root;
+  sub.rank = p.place->commRank(comm);
+  sub.size = p.place->commSize(comm);
+  sub.chunkBytes = p.spec->chunkBytes;
+  sub.maxChunks = p.spec->maxChunks;
+  if (call.collective == Collective::kAllgather && comm == executor::kWorldComm) sub.counts = p.spec->counts;
+  const char* model = nativeModelOf(call.collective, sub.payloadBytes(), sub.size);
+  const algorithms::AlgorithmInfo* algo = algorithms::findAlgorithm(call.collective, model);
+  BC_INTERNAL(algo != nullptr, "simulator: no model algorithm '" << model << "' for native "
+                                                                 << toString(call.collective));
+  Schedule nested(sub.collective, sub.dtype, sub.op, model);
+  algo->build(sub, nested);
+  const std::size_t off = call.elementOffset * es;
+  const BufRef src = placed(s.src, p.send, p.recv, p.scratchBase);
+  const BufRef dst = placed(s.dst, p.send, p.recv, p.scratchBase);
+  Placement q = p;
+  q.send = call.collective == Collective::kBroadcast ? BufRef{dst.buffer, dst.offsetBytes + off}
+                                                     : BufRef{src.buffer, src.offsetBytes + off};
+  q.recv = BufRef{dst.buffer, dst.offsetBytes + off};
+  std::size_t& jobScratch = scratchBytesOfJob[p.job];
+  q.scratchBase = (jobScratch + 63) & ~std::size_t{63};
+  jobScratch = q.scratchBase + nested.scratchBytes();
+  q.commOverride = comm;
+  q.expansion = ++p.nativeCounter[comm];
+  BC_INTERNAL(q.expansion < (1u << kExpansionBits), "simulator: too many native steps in one job");
+  q.entry = preds;
+  std::vector<std::uint32_t> sinks = nested.empty() ? preds : append(nested, q);
+  if (const std::size_t temporary = nativeTemporaryBytes(call.collective, sub.payloadBytes()); temporary > 0) {
+    // The temporary is faulted in as the algorithm first writes it: CPU
+    // time of the rank alongside the schedule, not before it, so a rank
+    // waiting on the network absorbs it and a CPU-bound one pays it in full.
+    Op touch;
+    touch.kind = OpKind::kTouch;
+    touch.job = p.job;
+    touch.bytes = temporary;
+    temporaryBytesOfJob[p.job] += temporary;
+    sinks.push_back(addOp(touch, preds));
+  }
+  return sinks;
+}
+
+Op RankProgram::opOf(const Step& s, std::size_t es, const Placement& p, std::uint8_t comm) const {
+  Op op;
+  op.job = p.job;
+  // A wire-format send/recv moves its 16-bit message through its scratch
+  // staging area (core/wire.h); the simulator moves those bytes (the
+  // conversions themselves are local passes it does not time).
+  const bool staged = s.wire != WireFormat::kOff && (s.kind == StepKind::kSend || s.kind == StepKind::kRecv);
+  const BufRef dst = placed(staged && s.kind == StepKind::kRecv ? s.src2 : s.dst, p.send, p.recv, p.scratchBase);
+  const BufRef src = placed(staged && s.kind == StepKind::kSend ? s.src2 : s.src, p.send, p.recv, p.scratchBase);
+  const BufRef src2 = placed(s.src2, p.send, p.recv, p.scratchBase);
+  op.dstBuf = dst.buffer;
+  op.dstOff = dst.offsetBytes;
+  op.srcBuf = src.buffer;
+  op.srcOff = src.offsetBytes;
+  op.src2Buf = src2.buffer;
+  op.src2Off = src2.offsetBytes;
+  op.bytes = s.bytes;
+  op.divisor = s.divisor;
+  switch (s.kind) {
+    case StepKind::kSend: op.kind = OpKind::kSend; break;
+    case StepKind::kRecv: op.kind = OpKind::kRecv; break;
+    case StepKind::kReduce: op.kind = OpKind::kReduce; op.bytes = s.count * es; break;
+    case StepKind::kCopy: op.kind = OpKind::kCopy; break;
+    case StepKind::kDivide: op.kind = OpKind::kDivide; op.bytes = s.count * es; break;
+    default: break;
+  }
+  if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) {
+    op.peer = p.place->worldPeer(comm, s.peer);
+    BC_INTERNAL(s.tag >= 0 && s.tag < (1 << kTagBits), "simulator: tag " << s.tag << " out of range");
+    op.channel = channelOf(p.job, comm, p.expansion, s.tag);
+  }
+  return op;
 }
 
 std::uint32_t RankProgram::addOp(const Op& op, const std::vector<std::uint32_t>& preds) {

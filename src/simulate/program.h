@@ -88,7 +88,14 @@ class RankProgram {
 
  private:
   struct Placement;
+  // The ops of `schedule` placed by `p`; returns its sinks (what its dependants wait for).
   std::vector<std::uint32_t> append(const executor::Schedule& schedule, const Placement& p);
+  // A native or shm step expanded into the modelled algorithm's schedule (plus
+  // the backend's temporary, faulted in); returns the expansion's sinks.
+  std::vector<std::uint32_t> appendNative(const executor::Step& s, std::size_t es, const Placement& p,
+                                          std::uint8_t comm, const std::vector<std::uint32_t>& preds);
+  // The op of any other step.
+  Op opOf(const executor::Step& s, std::size_t es, const Placement& p, std::uint8_t comm) const;
   // Replaces a large predecessor set by one join op that waits for it.
   void joinLarge(std::vector<std::uint32_t>& preds, std::uint32_t job);
   std::uint32_t addOp(const Op& op, const std::vector<std::uint32_t>& preds);

@@ -27,13 +27,16 @@ class MpiReport {
     std::fprintf(stderr, "rank %d: %s\n", comm_.rank(), what.c_str());
   }
 
+  // Runs one section; rank 0 prints its wall time (where a slow suite spends it).
   template <typename Fn>
   void section(const char* name, Fn&& fn) {
+    const double start = MPI_Wtime();
     try {
       fn(comm_);
     } catch (const std::exception& e) {
       fail(std::string(name) + ": threw " + e.what());
     }
+    if (comm_.rank() == 0) std::printf("section %s: %.1f s\n", name, MPI_Wtime() - start);
   }
 
   int finish() {
