@@ -170,6 +170,8 @@ class CommunicatorImpl {
   // Merges the selection layers into selection_ and derives the route
   // table from it; after every change of a setting.
   void rebuildSelection();
+  // The selection map of every layer, with `tuned` as the tuned layer (rebuildSelection: tuned_).
+  algorithms::SelectionMap selectionWith(const tuning::TunedSelection* tuned) const;
   // Execution of the kDirect and kSmall routes: earlier asynchronous work
   // drained first, then runWithoutSchedule.
   [[gnu::always_inline]] inline void runLocal(Route route, const CallArgs& args, const CallOptions& options);

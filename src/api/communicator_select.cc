@@ -18,6 +18,7 @@
 #include "api/communicator_impl.h"
 #include "core/check.h"
 #include "core/tunables.h"
+#include "topology/detect.h"
 #include "tuning/tuned_selection.h"
 
 namespace boostcomm::detail {
@@ -63,7 +64,6 @@ const AlgorithmInfo* CommunicatorImpl::hierarchicalFor(const CollectiveSpec& pro
 void CommunicatorImpl::rebuildSelection() {
   using algorithms::kAnyBytes;
   using algorithms::SelectionLayer;
-  algorithms::SelectionMap map;
   CollectiveSpec probe = describeSelf();
   model_.reset();
   if (layout_.nodes() > 1) {
@@ -73,6 +73,22 @@ void CommunicatorImpl::rebuildSelection() {
     modelParams_ = params;
     model_ = std::make_shared<tuning::ModelSelection>(params, probe, strategy_ != Strategy::kFlat);
   }
+  selection_ = selectionWith(tuned_.get());
+
+  // The route table: payloads whose default is the backend's or shm's
+  // collective route without choosing, except those online selection may
+  // still try (they must reach onlineChoice), and every call while the first
+  // call's setup is pending or the consistency check compares each call
+  // (both in prepare).
+  const std::size_t trialFloor = model_ && online_.enabled() ? tuning::OnlineSelection::kMinBytes - 1 : kAnyBytes;
+  routes_ = RouteTable(selection_, trialFloor, !checkConsistency_ && !configAgreementPending_);
+}
+
+algorithms::SelectionMap CommunicatorImpl::selectionWith(const tuning::TunedSelection* tuned) const {
+  using algorithms::kAnyBytes;
+  using algorithms::SelectionLayer;
+  algorithms::SelectionMap map;
+  CollectiveSpec probe = describeSelf();
   for (int c = 0; c < kNumCollectives; ++c) {
     const auto coll = static_cast<Collective>(c);
     probe.collective = coll;
@@ -101,8 +117,8 @@ void CommunicatorImpl::rebuildSelection() {
     }
     // Tuned: above the strategy's size rule, except that strategy flat
     // still forbids hierarchical algorithms.
-    if (tuned_) {
-      for (const tuning::TunedSelection::Rule& r : tuned_->rules(coll)) {
+    if (tuned != nullptr) {
+      for (const tuning::TunedSelection::Rule& r : tuned->rules(coll)) {
         if (r.algorithm == nullptr || (strategy_ == Strategy::kFlat && algorithms::isHierarchical(*r.algorithm)))
           continue;
         map.set(coll, SelectionLayer::kTuned, r.minBytes, r.maxBytes, r.algorithm);
@@ -115,15 +131,7 @@ void CommunicatorImpl::rebuildSelection() {
     if (const std::string& forced = algoOverride_[static_cast<std::size_t>(c)]; !forced.empty())
       map.set(coll, SelectionLayer::kForced, 0, kAnyBytes, algorithms::findAlgorithm(coll, forced));
   }
-  selection_ = std::move(map);
-
-  // The route table: payloads whose default is the backend's or shm's
-  // collective route without choosing, except those online selection may
-  // still try (they must reach onlineChoice), and every call while the first
-  // call's setup is pending or the consistency check compares each call
-  // (both in prepare).
-  const std::size_t trialFloor = model_ && online_.enabled() ? tuning::OnlineSelection::kMinBytes - 1 : kAnyBytes;
-  routes_ = RouteTable(selection_, trialFloor, !checkConsistency_ && !configAgreementPending_);
+  return map;
 }
 
 const AlgorithmInfo* CommunicatorImpl::onlineChoice(const CollectiveSpec& spec, const CallOptions& options) {
@@ -190,6 +198,18 @@ std::string CommunicatorImpl::selectedAlgorithm(Collective coll, std::size_t byt
   probe.count = bytes;
   if (coll == Collective::kAllgather || coll == Collective::kReduceScatter)
     probe.count = bytes / static_cast<std::size_t>(size_);
+  // BOOSTCOMM_TUNING_CACHE is read (collectively) at the first collective
+  // call; before it, what that read will install where this rank can tell
+  // alone: one node, whose signature it knows, and the same file.
+  if (tuningFromEnvPending_ && layout_.nodes() == 1) {
+    Topology self;
+    self.worldSize = size_;
+    self.nodes = 1;
+    self.ranksPerNode = {size_};
+    self.hostnames = {topology::thisHostname()};
+    if (auto preview = tuning::tunedSelectionPreview(signatureOf(self), describeSelf()))
+      return selectionWith(preview.get()).choose(probe).name;
+  }
   return selection_.choose(probe).name;
 }
 

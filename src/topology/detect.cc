@@ -70,6 +70,12 @@ LinkModel probeLink(transport::Transport& t, int a, int b, std::span<const std::
 
 }  // namespace
 
+std::string thisHostname() {
+  std::array<char, kHostnameBytes> hostname{};
+  if (gethostname(hostname.data(), hostname.size() - 1) != 0) std::strcpy(hostname.data(), "unknown");
+  return std::string(hostname.data(), strnlen(hostname.data(), kHostnameBytes));
+}
+
 Topology detectOnTransport(transport::Transport& world, const DetectOptions& options) {
   const std::unique_ptr<transport::Transport> privateComm = world.split(0, world.rank());
   transport::Transport& t = *privateComm;
@@ -95,7 +101,8 @@ Topology detectOnTransport(transport::Transport& world, const DetectOptions& opt
   std::vector<int> allFacts(static_cast<std::size_t>(size) * kFactsPerRank);
   allgather(t, facts.data(), allFacts.data(), kFactsPerRank, DataType::kInt32);
   std::array<char, kHostnameBytes> hostname{};
-  if (gethostname(hostname.data(), hostname.size() - 1) != 0) std::strcpy(hostname.data(), "unknown");
+  const std::string mine = thisHostname();
+  std::memcpy(hostname.data(), mine.data(), mine.size());
   std::vector<char> allHostnames(static_cast<std::size_t>(size) * kHostnameBytes);
   allgather(t, hostname.data(), allHostnames.data(), static_cast<int>(kHostnameBytes), DataType::kUInt8);
 

@@ -2,6 +2,8 @@
 // usable by algorithms that hold a transport rather than a Communicator.
 #pragma once
 
+#include <string>
+
 #include "boostcomm/topology.h"
 #include "transport/transport.h"
 
@@ -13,5 +15,9 @@ namespace boostcomm::topology {
 // transport: its ranks are threads of one process), unless an env override
 // declares a layout. Every rank returns the same Topology.
 Topology detectOnTransport(transport::Transport& world, const DetectOptions& options);
+
+// This host's name as detection records it in Topology::hostnames (at most
+// 63 bytes; "unknown" when gethostname fails).
+std::string thisHostname();
 
 }  // namespace boostcomm::topology

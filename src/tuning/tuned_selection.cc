@@ -115,6 +115,17 @@ std::optional<std::string> readOnRankZero(transport::Transport& world, const std
   return text;
 }
 
+namespace {
+
+std::shared_ptr<const TunedSelection> selectionOf(std::shared_ptr<TuningCache> cache,
+                                                 const algorithms::CollectiveSpec& probe) {
+  const bool model = core::tunableBool(core::kTunableTuningModel);
+  const CostParams params = paramsForCache(*cache, *probe.layout, probe.size, probe.sharedMemory, probe.chunkBytes);
+  return std::make_shared<TunedSelection>(std::move(cache), params, probe, model);
+}
+
+}  // namespace
+
 std::shared_ptr<const TunedSelection> tunedSelectionFromEnv(transport::Transport& world,
                                                             const algorithms::CollectiveSpec& probe) {
   const std::string path = core::tunableString(core::kTunableTuningCache);
@@ -138,10 +149,16 @@ std::shared_ptr<const TunedSelection> tunedSelectionFromEnv(transport::Transport
     if (world.rank() == 0) std::fprintf(stderr, "[boostcomm] %s\n", result.notice.c_str());
     return nullptr;
   }
-  const bool model = core::tunableBool(core::kTunableTuningModel);
-  const CostParams params =
-      paramsForCache(*cache, *probe.layout, probe.size, probe.sharedMemory, probe.chunkBytes);
-  return std::make_shared<TunedSelection>(std::move(cache), params, probe, model);
+  return selectionOf(std::move(cache), probe);
+}
+
+std::shared_ptr<const TunedSelection> tunedSelectionPreview(const TuningSignature& expected,
+                                                            const algorithms::CollectiveSpec& probe) {
+  const std::string path = core::tunableString(core::kTunableTuningCache);
+  if (path.empty()) return nullptr;
+  auto cache = std::make_shared<TuningCache>();
+  if (TuningCache::load(path, expected, *cache).status != TuningCache::LoadStatus::kLoaded) return nullptr;
+  return selectionOf(std::move(cache), probe);
 }
 
 }  // namespace boostcomm::tuning

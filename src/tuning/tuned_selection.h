@@ -61,6 +61,14 @@ CostParams paramsForCache(const TuningCache& cache, const algorithms::NodeLayout
 std::shared_ptr<const TunedSelection> tunedSelectionFromEnv(transport::Transport& world,
                                                             const algorithms::CollectiveSpec& probe);
 
+// What tunedSelectionFromEnv will return, asked before it ran (local, no
+// message): this rank reads BOOSTCOMM_TUNING_CACHE itself and checks it
+// against `expected`, the job's signature as this rank knows it. Null when
+// unset, unreadable or foreign. Communicator::selectedAlgorithm's answer
+// before the first collective call.
+std::shared_ptr<const TunedSelection> tunedSelectionPreview(const TuningSignature& expected,
+                                                            const algorithms::CollectiveSpec& probe);
+
 // Text of `path` on rank 0, broadcast to every rank of `world` (collective).
 // nullopt (on every rank) when rank 0 cannot read it.
 std::optional<std::string> readOnRankZero(transport::Transport& world, const std::string& path);

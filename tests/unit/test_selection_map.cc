@@ -367,6 +367,13 @@ TEST(SelectionTuned, ReportedIsRunAtEverySizeWithTheEnvCache) {
       EXPECT_EQ(comm.selectedAlgorithm(Collective::kAllreduce, kMiB), "ring");
       sweepReportedIsRun(comm);
     });
+    // Asked before the first collective (which reads the file), the answer is
+    // already what the calls will run: ring from the cache, not the table's.
+    detail::runInProcess(3, [](Communicator& comm) {
+      const std::string before = comm.selectedAlgorithm(Collective::kAllreduce, kMiB);
+      EXPECT_EQ(before, "ring");
+      EXPECT_EQ(ranAlgorithm(comm, Collective::kAllreduce, kMiB), before);
+    });
   }
   std::filesystem::remove(path);
 }
