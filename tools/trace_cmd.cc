@@ -301,9 +301,9 @@ std::string describeDump(const Dump& d) {
   return "rank " + std::to_string(d.rank) + "'s " + d.reason + " dump (" + d.file + ")";
 }
 
-int analyze(const std::string& dir) {
-  const std::map<int, RankHistory> ranks = readDumps(dir);
-  if (ranks.empty()) throw UsageError("no flight records (rank-N.json) in " + dir);
+// Every rank a record names (its own or a peer's view), with a line per rank
+// that wrote none and one per rank that did.
+std::set<int> printRanks(const std::map<int, RankHistory>& ranks, const std::string& dir) {
   std::set<int> known;
   for (const auto& [rank, h] : ranks) {
     known.insert(rank);
@@ -324,7 +324,17 @@ int analyze(const std::string& dir) {
                 lastCall(h.calls, h.dumps.back().own.started).c_str(),
                 lastCall(h.calls, h.dumps.back().own.completed).c_str());
   }
+  return known;
+}
 
+// The moment the ranks are judged at, and who was missing then.
+struct Judgement {
+  std::optional<Missing> missing;
+  std::string moment;
+  Snapshot snapshot;
+};
+
+Judgement judge(const std::map<int, RankHistory>& ranks, const std::set<int>& known) {
   // The moment a missing rank is judged at (see the top of the file).
   std::vector<std::pair<int, const Dump*>> faults;
   for (const auto& [rank, h] : ranks) {
@@ -335,9 +345,7 @@ int analyze(const std::string& dir) {
   std::sort(faults.begin(), faults.end(), [](const auto& x, const auto& y) {
     return earlier(*x.second, *y.second) || (!earlier(*y.second, *x.second) && x.first < y.first);
   });
-  std::optional<Missing> missing;
-  std::string moment;
-  Snapshot snapshot;
+  Judgement j;
   for (const auto& [rank, d] : faults) {
     const Snapshot s = snapshotAt(ranks, known, rank, *d);
     std::optional<Missing> m = missingIn(s);
@@ -348,37 +356,37 @@ int analyze(const std::string& dir) {
                   static_cast<unsigned long long>(m->seq), rank);
       continue;
     }
-    missing = m;
-    snapshot = s;
-    moment = "at " + describeDump(*d) + ", the first fault dump whose waiting call never completed";
+    j.missing = m;
+    j.snapshot = s;
+    j.moment = "at " + describeDump(*d) + ", the first fault dump whose waiting call never completed";
     break;
   }
   if (faults.empty()) {
-    snapshot = latestSnapshot(ranks);
-    missing = missingIn(snapshot);
-    moment = "at each rank's latest dump (no fault dumps: on-demand ones only)";
+    j.snapshot = latestSnapshot(ranks);
+    j.missing = missingIn(j.snapshot);
+    j.moment = "at each rank's latest dump (no fault dumps: on-demand ones only)";
   }
-  // Each rank's entries, merged over its dumps (ranks that did not dump have none).
-  static const std::map<std::uint64_t, Call> kNoCalls;
-  auto callsOf = [&](int r) -> const std::map<std::uint64_t, Call>& {
-    auto it = ranks.find(r);
-    return it == ranks.end() ? kNoCalls : it->second.calls;
-  };
-  // Each rank's view of one sequence number: state, algorithm, timing
-  // (`late`: ranks that started it only after the moment judged at).
-  auto printEntries = [&](std::uint64_t seq, const std::set<int>& late) {
-    for (const auto& [rank, h] : ranks) {
-      auto it = h.calls.find(seq);
-      if (it == h.calls.end()) continue;
-      const bool timed = it->second.startNs != 0;  // timing() then says completed or in flight
-      std::printf("  rank %d: %s%s%s%s%s\n", rank, it->second.call.c_str(),
-                  timed || it->second.state.empty() ? "" : ", ", timed ? "" : it->second.state.c_str(),
-                  timing(it->second).c_str(), late.count(rank) != 0 ? " (started after that dump)" : "");
-      if (!it->second.pythonStack.empty()) std::printf("    python stack (innermost first):\n");
-      for (const std::string& frame : it->second.pythonStack) std::printf("      %s\n", frame.c_str());
-    }
-  };
-  // The first sequence number where two ranks' calls differ, whenever seen.
+  return j;
+}
+
+// Each rank's view of one sequence number: state, algorithm, timing
+// (`late`: ranks that started it only after the moment judged at).
+void printEntries(const std::map<int, RankHistory>& ranks, std::uint64_t seq, const std::set<int>& late) {
+  for (const auto& [rank, h] : ranks) {
+    auto it = h.calls.find(seq);
+    if (it == h.calls.end()) continue;
+    const bool timed = it->second.startNs != 0;  // timing() then says completed or in flight
+    std::printf("  rank %d: %s%s%s%s%s\n", rank, it->second.call.c_str(),
+                timed || it->second.state.empty() ? "" : ", ", timed ? "" : it->second.state.c_str(),
+                timing(it->second).c_str(), late.count(rank) != 0 ? " (started after that dump)" : "");
+    if (!it->second.pythonStack.empty()) std::printf("    python stack (innermost first):\n");
+    for (const std::string& frame : it->second.pythonStack) std::printf("      %s\n", frame.c_str());
+  }
+}
+
+// The first sequence number where two ranks' calls differ, whenever seen
+// (up to the missing one, which comes first); false when none does.
+bool printFirstDivergence(const std::map<int, RankHistory>& ranks, const std::optional<Missing>& missing) {
   std::set<std::uint64_t> seqs;
   for (const auto& [rank, h] : ranks) {
     for (const auto& [seq, call] : h.calls) seqs.insert(seq);
@@ -392,26 +400,45 @@ int analyze(const std::string& dir) {
     if (byCall.size() > 1) {
       std::printf("first divergent collective: seq %llu\n", static_cast<unsigned long long>(seq));
       for (const auto& [call, who] : byCall) std::printf("  ranks %s: %s\n", list(who).c_str(), call.c_str());
-      printEntries(seq, {});
-      return 0;
+      printEntries(ranks, seq, {});
+      return true;
     }
   }
-  if (missing) {
-    std::printf("%s:\n", moment.c_str());
-    for (const auto& [r, c] : snapshot) {
-      std::printf("  rank %d: last started %s, last completed %s\n", r, lastCall(callsOf(r), c.started).c_str(),
-                  lastCall(callsOf(r), c.completed).c_str());
+  return false;
+}
+
+void printMissing(const std::map<int, RankHistory>& ranks, const Judgement& j) {
+  // Each rank's entries, merged over its dumps (ranks that did not dump have none).
+  static const std::map<std::uint64_t, Call> kNoCalls;
+  auto callsOf = [&](int r) -> const std::map<std::uint64_t, Call>& {
+    auto it = ranks.find(r);
+    return it == ranks.end() ? kNoCalls : it->second.calls;
+  };
+  std::printf("%s:\n", j.moment.c_str());
+  for (const auto& [r, c] : j.snapshot) {
+    std::printf("  rank %d: last started %s, last completed %s\n", r, lastCall(callsOf(r), c.started).c_str(),
+                lastCall(callsOf(r), c.completed).c_str());
+  }
+  std::string call = "?";
+  for (const auto& [rank, h] : ranks) {
+    if (auto it = h.calls.find(j.missing->seq); it != h.calls.end()) {
+      call = it->second.call;
+      break;
     }
-    std::string call = "?";
-    for (const auto& [rank, h] : ranks) {
-      if (auto it = h.calls.find(missing->seq); it != h.calls.end()) {
-        call = it->second.call;
-        break;
-      }
-    }
-    std::printf("first collective not reached by every rank: seq %llu (%s)\n  missing ranks: %s\n",
-                static_cast<unsigned long long>(missing->seq), call.c_str(), list(missing->ranks).c_str());
-    printEntries(missing->seq, missing->ranks);
+  }
+  std::printf("first collective not reached by every rank: seq %llu (%s)\n  missing ranks: %s\n",
+              static_cast<unsigned long long>(j.missing->seq), call.c_str(), list(j.missing->ranks).c_str());
+  printEntries(ranks, j.missing->seq, j.missing->ranks);
+}
+
+int analyze(const std::string& dir) {
+  const std::map<int, RankHistory> ranks = readDumps(dir);
+  if (ranks.empty()) throw UsageError("no flight records (rank-N.json) in " + dir);
+  const std::set<int> known = printRanks(ranks, dir);
+  const Judgement j = judge(ranks, known);
+  if (printFirstDivergence(ranks, j.missing)) return 0;
+  if (j.missing) {
+    printMissing(ranks, j);
     return 0;
   }
   std::printf("no divergence: every rank started the same collectives\n");

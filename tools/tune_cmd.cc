@@ -48,34 +48,47 @@ std::vector<std::size_t> sizeList(const std::string& text, const char* option) {
   return out;
 }
 
-int runTune(const TuneArgs& a, Communicator& comm) {
-  const bool root = comm.rank() == 0;
+// What `boostcomm tune`'s arguments ask for, checked (UsageError naming the option).
+struct TunePlan {
   std::vector<Collective> collectives;
+  DataType dtype = DataType::kFloat32;
+  std::vector<std::size_t> sizes;
+  std::vector<std::size_t> buckets;
+  std::vector<std::size_t> chunks;
+  std::size_t chunkPayload = 0;
+  std::string path;  // the cache file
+};
+
+TunePlan planOf(const TuneArgs& a) {
+  TunePlan plan;
   for (const std::string& name : splitList(a.collectives)) {
     const auto coll = parseCollective(name);
     if (!coll || *coll == Collective::kBarrier)
       throw UsageError("-c: '" + name + "' is not one of allreduce, allgather, broadcast, reduce_scatter");
-    collectives.push_back(*coll);
+    plan.collectives.push_back(*coll);
   }
   const auto dtype = parseDataType(a.dtype);
   if (!dtype) throw UsageError("-d: unknown dtype '" + a.dtype + "'");
+  plan.dtype = *dtype;
   const std::size_t lo = positiveBytes(a.minBytes, "-b");
   const std::size_t hi = positiveBytes(a.maxBytes, "-e");
   if (lo > hi || a.factor < 2) throw UsageError("need -b <= -e and -f >= 2");
-  std::vector<std::size_t> sizes;
-  for (std::size_t s = lo; s <= hi; s *= static_cast<std::size_t>(a.factor)) sizes.push_back(s);
-  const std::vector<std::size_t> buckets = sizeList(a.buckets, "--buckets");
-  const std::vector<std::size_t> chunks = sizeList(a.chunks, "--chunks");
-  const std::size_t chunkPayload = positiveBytes(a.chunkPayload, "--chunk-payload");
-  std::string path = a.cache;
-  if (path.empty()) path = core::tunableString(core::kTunableTuningCache);
-  if (path.empty()) path = "boostcomm_tuning.json";
+  for (std::size_t s = lo; s <= hi; s *= static_cast<std::size_t>(a.factor)) plan.sizes.push_back(s);
+  plan.buckets = sizeList(a.buckets, "--buckets");
+  plan.chunks = sizeList(a.chunks, "--chunks");
+  plan.chunkPayload = positiveBytes(a.chunkPayload, "--chunk-payload");
+  plan.path = a.cache;
+  if (plan.path.empty()) plan.path = core::tunableString(core::kTunableTuningCache);
+  if (plan.path.empty()) plan.path = "boostcomm_tuning.json";
+  return plan;
+}
 
-  // An existing cache of this job is extended; anything else is rebuilt.
+// Collective: an existing cache of this job at `path`, to extend; anything else starts anew.
+TuningCache cacheToExtend(Communicator& comm, const std::string& path) {
   const TuningSignature signature = currentSignature(comm);
   TuningCache cache(signature);
   const TuningCache::LoadResult loaded = loadTuningCache(comm, path, cache);
-  if (root) {
+  if (comm.rank() == 0) {
     std::printf("# boostcomm tune: %s\n# cache: %s (%s)\n", signature.describe().c_str(), path.c_str(),
                 loaded.status == TuningCache::LoadStatus::kLoaded
                     ? ("extending " + std::to_string(cache.entries().size()) + " entries").c_str()
@@ -87,6 +100,33 @@ int runTune(const TuneArgs& a, Communicator& comm) {
   if (loaded.status != TuningCache::LoadStatus::kLoaded) cache = TuningCache(signature);
   const telemetry::RunInfo run = telemetry::currentRunInfo();
   cache.meta = {{"tool", "boostcomm tune"}, {"command", run.command}, {"hostname", run.hostname}, {"date", run.date}};
+  return cache;
+}
+
+// Rank 0: the tables of what was measured, then the file.
+void reportAndSave(const TuneArgs& a, const TunePlan& plan, TuningCache& cache, const Tuner& tuner, int worldSize,
+                   const std::map<std::size_t, double>& bucketTimes, const std::map<std::size_t, double>& chunkTimes) {
+  for (Collective coll : plan.collectives) printTuneTable(cache.entries(), coll, worldSize, tuner.options().samples);
+  std::printf(
+      "# margin: runner-up / winner; x_native, x_default: their time / the winner's (the default is the selection\n"
+      "# table's choice); model: the cost model's choice and its predicted time. Native or the default keeps the\n"
+      "# choice unless another candidate is faster by more than %.0f%% (noise margin).\n",
+      tuner.options().margin * 100.0);
+  if (!a.noKnobs) {
+    printKnobTable(("fusion bucket size, GradientGroup step of " + a.model).c_str(), bucketTimes, cache.bucketBytes,
+                   core::tunableBytes(core::kTunableBucketBytes));
+    printKnobTable(("chunk size, allreduce of " + formatBytes(plan.chunkPayload)).c_str(), chunkTimes,
+                   cache.chunkBytes, core::tunableBytes(core::kTunableRingChunkBytes));
+  }
+  cache.save(plan.path);
+  std::printf("\n# wrote %s: %zu entries. Use it with BOOSTCOMM_TUNING_CACHE=%s\n", plan.path.c_str(),
+              cache.entries().size(), plan.path.c_str());
+}
+
+int runTune(const TuneArgs& a, Communicator& comm) {
+  const bool root = comm.rank() == 0;
+  const TunePlan plan = planOf(a);
+  TuningCache cache = cacheToExtend(comm, plan.path);
 
   TuneOptions options;
   options.samples = a.samples;
@@ -102,11 +142,11 @@ int runTune(const TuneArgs& a, Communicator& comm) {
   cache.coresPerNode = topo.cores.empty() ? 0 : topo.cores.front();
 
   const int knobSteps = a.noKnobs ? 0 : 2;
-  TuneProgress progress(static_cast<int>(collectives.size() * sizes.size()) + knobSteps, root);
-  for (Collective coll : collectives) {
-    for (std::size_t bytes : sizes) {
+  TuneProgress progress(static_cast<int>(plan.collectives.size() * plan.sizes.size()) + knobSteps, root);
+  for (Collective coll : plan.collectives) {
+    for (std::size_t bytes : plan.sizes) {
       progress.step(std::string(toString(coll)) + " " + formatBytes(bytes));
-      cache.upsert(tuner.tune(coll, *dtype, bytes));
+      cache.upsert(tuner.tune(coll, plan.dtype, bytes));
     }
   }
   // The knobs are tuned with the collectives' winners in force.
@@ -118,32 +158,15 @@ int runTune(const TuneArgs& a, Communicator& comm) {
     std::vector<std::size_t> counts;
     for (const workloads::TensorProfile& t : profile.tensors) counts.push_back(t.count());
     progress.step("fusion bucket size (" + profile.name + ", " + formatBytes(profile.bytes()) + ")");
-    cache.bucketBytes = tuner.tuneBucketBytes(counts, buckets, &bucketTimes);
+    cache.bucketBytes = tuner.tuneBucketBytes(counts, plan.buckets, &bucketTimes);
     cache.bucketTimesUs = bucketTimes;
-    progress.step("chunk size (allreduce " + formatBytes(chunkPayload) + ")");
-    cache.chunkBytes = tuner.tuneChunkBytes(chunkPayload, chunks, &chunkTimes);
+    progress.step("chunk size (allreduce " + formatBytes(plan.chunkPayload) + ")");
+    cache.chunkBytes = tuner.tuneChunkBytes(plan.chunkPayload, plan.chunks, &chunkTimes);
     cache.chunkTimesUs = chunkTimes;
     applyTuningCache(comm, cache);
   }
   progress.done();
-
-  if (root) {
-    for (Collective coll : collectives) printTuneTable(cache.entries(), coll, comm.size(), tuner.options().samples);
-    std::printf(
-        "# margin: runner-up / winner; x_native, x_default: their time / the winner's (the default is the selection\n"
-        "# table's choice); model: the cost model's choice and its predicted time. Native or the default keeps the\n"
-        "# choice unless another candidate is faster by more than %.0f%% (noise margin).\n",
-        tuner.options().margin * 100.0);
-    if (!a.noKnobs) {
-      printKnobTable(("fusion bucket size, GradientGroup step of " + a.model).c_str(), bucketTimes, cache.bucketBytes,
-                     core::tunableBytes(core::kTunableBucketBytes));
-      printKnobTable(("chunk size, allreduce of " + formatBytes(chunkPayload)).c_str(), chunkTimes, cache.chunkBytes,
-                     core::tunableBytes(core::kTunableRingChunkBytes));
-    }
-    cache.save(path);
-    std::printf("\n# wrote %s: %zu entries. Use it with BOOSTCOMM_TUNING_CACHE=%s\n", path.c_str(),
-                cache.entries().size(), path.c_str());
-  }
+  if (root) reportAndSave(a, plan, cache, tuner, comm.size(), bucketTimes, chunkTimes);
   return 0;
 }
 

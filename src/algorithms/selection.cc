@@ -98,13 +98,6 @@ void SelectionTable::resolve() {
   }
 }
 
-const AlgorithmInfo* SelectionTable::pickAlgorithm(Collective coll, std::size_t bytes) const {
-  for (const SelectionRule& r : rules_[static_cast<int>(coll)]) {
-    if (bytes >= r.minBytes && bytes <= r.maxBytes) return r.resolved;
-  }
-  return findAlgorithm(coll, "native");
-}
-
 void SelectionTable::applyOverride(std::string_view text) {
   for (std::string_view entry : split(text, '|')) {
     const std::size_t colon = entry.find(':');
@@ -130,14 +123,6 @@ void SelectionTable::applyOverride(std::string_view text) {
     rules_[static_cast<int>(coll)] = std::move(rules);
   }
   resolve();
-}
-
-const std::string& SelectionTable::pick(Collective coll, std::size_t bytes) const {
-  static const std::string kNative = "native";
-  for (const SelectionRule& r : rules_[static_cast<int>(coll)]) {
-    if (bytes >= r.minBytes && bytes <= r.maxBytes) return r.algorithm;
-  }
-  return kNative;
 }
 
 const std::vector<SelectionRule>& SelectionTable::rules(Collective coll) const {

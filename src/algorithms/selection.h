@@ -38,10 +38,6 @@ class SelectionTable {
   // "allreduce:0-65535=native;65536-=ring|broadcast:0-=binomial" — collectives
   // separated by '|', rules by ';'. Throws kInvalidArgument naming the bad part.
   void applyOverride(std::string_view text);
-  // The rule's algorithm for `bytes` ("native" when no rule matches).
-  const std::string& pick(Collective coll, std::size_t bytes) const;
-  // The same as a registry entry, without string comparisons (the per-call path).
-  const struct AlgorithmInfo* pickAlgorithm(Collective coll, std::size_t bytes) const;
   const std::vector<SelectionRule>& rules(Collective coll) const;
   std::string describe() const;
 

@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "watch/control_channel.h"
 #include "watch/watchdog.h"
 #include "core/check.h"
@@ -25,9 +26,6 @@
 namespace boostcomm::detail {
 
 namespace {
-double elapsedUs(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-}
 
 // Tag windows the transport's tag range is cut into at least: with MPI_TAG_UB
 // at the standard's minimum (32767) that is 8 windows of 4096 tags, enough
@@ -103,6 +101,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   // and none that creates a communicator), or detected (collective call).
   if (auto declared = topology::layoutOverrideFromEnv(size_, rank_)) {
     layout_ = algorithms::layoutFromSizes(declared->ranksPerNode);
+    layoutDeclared_ = true;
   } else if (sharedMemory_) {
     layout_ = algorithms::layoutFromSizes({size_});
   } else {
@@ -157,7 +156,8 @@ void CommunicatorImpl::abort() {
   // returns without the lock, and that call ends at its deadline.
   inspector_->abort();
   const auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (!mutex_.try_lock()) {
+  std::unique_lock lock(mutex_, std::defer_lock);
+  while (!lock.try_lock()) {
     if (std::chrono::steady_clock::now() > giveUp) return;
     std::this_thread::yield();
   }
@@ -166,7 +166,7 @@ void CommunicatorImpl::abort() {
         Error(ErrorCategory::kAborted, rank_, "communicator aborted (Communicator::abort) before this operation completed")));
   std::vector<executor::ProgressEngine::Due> due;
   engine_->takeCallbacks(due);
-  mutex_.unlock();
+  lock.unlock();
   if (!due.empty()) executor::ProgressEngine::runCallbacks(due);
 }
 
@@ -436,7 +436,7 @@ inline void CommunicatorImpl::runLocal(Route route, const CallArgs& args, const 
     left.timeout = std::max(std::chrono::milliseconds(1), *deadline - spent);
   }
   runWithoutSchedule(route, args, left);
-  if (trial.index >= 0) online_.recordTime(trial, elapsedUs(start));
+  if (trial.index >= 0) online_.recordTime(trial, core::usSince(start));
 }
 
 // validate -> route -> execute.
@@ -470,7 +470,7 @@ void CommunicatorImpl::runOnEngine(const AlgorithmInfo& algo, const CallArgs& ar
   // A native call (blocking or, with a deadline, nonblocking) carries no
   // fingerprint in its data: check the node peers' before returning.
   if (backend) verifyNativeReturn(sequence);
-  if (trial.index >= 0) online_.recordTime(trial, elapsedUs(start));
+  if (trial.index >= 0) online_.recordTime(trial, core::usSince(start));
 }
 
 Work CommunicatorImpl::submit(const CallArgs& args, const CallOptions& options) {

@@ -30,17 +30,18 @@
 #include "algorithms/selection_map.h"
 #include "api/call.h"
 #include "api/link_accounting.h"
-#include "tuning/online_selection.h"
 #include "api/route.h"
-#include "watch/stall_inspector.h"
 #include "api/schedule_cache.h"
 #include "boostcomm/communicator.h"
+#include "boostcomm/tuning_cache.h"
 #include "core/spin_mutex.h"
 #include "executor/executor.h"
 #include "executor/progress_engine.h"
 #include "transport/transport.h"
 #include "tuning/link_facts.h"
 #include "tuning/model_selection.h"
+#include "tuning/online_selection.h"
+#include "watch/stall_inspector.h"
 
 namespace boostcomm::tuning {
 class TunedSelection;
@@ -126,6 +127,9 @@ class CommunicatorImpl {
   // carry a tuned chunk size. Not collective, but every rank must install the
   // same one (tuning::applyTuningCache does). Null removes it.
   void setTunedSelection(std::shared_ptr<const tuning::TunedSelection> tuned);
+  // setTunedSelection of `cache` on this communicator (its layout, the cost
+  // model from the cache's links; communicator_tuning.cc). No signature check.
+  void installTuningCache(std::shared_ptr<const TuningCache> cache);
   // Collective while BOOSTCOMM_TUNING_CACHE is still unread (it reads it).
   std::shared_ptr<const tuning::TunedSelection> tunedSelection();
   // This communicator as a request without payload (rank, size, layout,
@@ -276,6 +280,10 @@ class CommunicatorImpl {
   algorithms::SelectionTable userSelection_;  // BOOSTCOMM_SELECTION's rules only (the "selection" layer)
   algorithms::SelectionMap selection_;  // every layer merged (rebuildSelection)
   RouteTable routes_;  // derived from selection_ (rebuildSelection)
+  bool layoutDeclared_ = false;  // BOOSTCOMM_NODE_LAYOUT / _RANKS_PER_NODE / a topology file
+  // selectedAlgorithm's preview of BOOSTCOMM_TUNING_CACHE before the first
+  // collective reads it (read once; null: none applies).
+  mutable std::optional<std::shared_ptr<const tuning::TunedSelection>> tuningPreview_;
   // Small-collective payloads up to this take kSmall (the shm engine's slot;
   // BOOSTCOMM_SHM_SMALL_BYTES, capped by the engine; 0 without an engine).
   std::size_t smallAllreduceBytes_ = 0;

@@ -11,6 +11,7 @@
 
 #include "api/communicator_impl.h"
 #include "core/check.h"
+#include "core/clock.h"
 #include "transport/shared_memory.h"
 
 namespace boostcomm::detail {
@@ -48,7 +49,7 @@ void CommunicatorImpl::runWithoutSchedule(Route route, const CallArgs& args, con
   std::int64_t startNs = 0;
   if (meter != nullptr) {
     linkBytes = meter->modelled({args.collective, count, 0, args.root}, executor::kWorldComm, args.recv.dtype);
-    startNs = executor::LinkMeter::nowNs();
+    startNs = core::nowNs();
   }
   if (fingerprints_ && !small) inspector_->prefetchPeers(sequence_);
   try {
@@ -86,7 +87,7 @@ void CommunicatorImpl::runWithoutSchedule(Route route, const CallArgs& args, con
     rootPendingFrom_ = sequence_ + 1;
   }
   status_->recordEnd(sequence_);
-  if (meter != nullptr) meter->collectiveFinished(linkBytes, startNs, executor::LinkMeter::nowNs());
+  if (meter != nullptr) meter->collectiveFinished(linkBytes, startNs, core::nowNs());
   ++sequence_;
 }
 

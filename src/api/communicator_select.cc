@@ -198,17 +198,20 @@ std::string CommunicatorImpl::selectedAlgorithm(Collective coll, std::size_t byt
   probe.count = bytes;
   if (coll == Collective::kAllgather || coll == Collective::kReduceScatter)
     probe.count = bytes / static_cast<std::size_t>(size_);
-  // BOOSTCOMM_TUNING_CACHE is read (collectively) at the first collective
-  // call; before it, what that read will install where this rank can tell
-  // alone: one node, whose signature it knows, and the same file.
-  if (tuningFromEnvPending_ && layout_.nodes() == 1) {
-    Topology self;
-    self.worldSize = size_;
-    self.nodes = 1;
-    self.ranksPerNode = {size_};
-    self.hostnames = {topology::thisHostname()};
-    if (auto preview = tuning::tunedSelectionPreview(signatureOf(self), describeSelf()))
-      return selectionWith(preview.get()).choose(probe).name;
+  // BOOSTCOMM_TUNING_CACHE is read (collectively: rank 0 reads the file) at
+  // the first collective call; before it, what that read will install where
+  // this rank can tell alone: one detected node, whose signature it knows
+  // (every rank on this host), and the same file (read once, here).
+  if (tuningFromEnvPending_ && layout_.nodes() == 1 && !layoutDeclared_) {
+    if (!tuningPreview_) {
+      Topology self;
+      self.worldSize = size_;
+      self.nodes = 1;
+      self.ranksPerNode = {size_};
+      self.hostnames = {topology::thisHostname()};
+      tuningPreview_ = tuning::tunedSelectionPreview(signatureOf(self), describeSelf());
+    }
+    if (*tuningPreview_) return selectionWith(tuningPreview_->get()).choose(probe).name;
   }
   return selection_.choose(probe).name;
 }

@@ -1,5 +1,6 @@
-// The tuning entry points that take a Communicator: apply or load a cache,
-// and the *Autotune calls (measure once per size class, then reuse).
+// The *Autotune calls: measure the candidates once per size class, keep the
+// winner in the communicator's tuning cache (src/api/communicator_tuning.cc),
+// then reuse it.
 #include <cstdio>
 
 #include "api/access.h"
@@ -12,24 +13,14 @@
 namespace boostcomm {
 namespace {
 
-std::shared_ptr<const tuning::TunedSelection> selectionFor(Communicator& comm,
-                                                           std::shared_ptr<const TuningCache> cache) {
-  detail::CommunicatorImpl& impl = detail::implOf(comm);
-  const algorithms::CollectiveSpec self = impl.describeSelf();
-  const tuning::CostParams params =
-      tuning::paramsForCache(*cache, impl.layout(), comm.size(), self.sharedMemory, self.chunkBytes);
-  const bool model = core::tunableBool(core::kTunableTuningModel);
-  return std::make_shared<tuning::TunedSelection>(std::move(cache), params, self, model);
-}
-
 // The communicator's cache, or an empty one with the job's signature (collective then).
 TuningCache cacheToExtend(Communicator& comm) {
   if (auto current = tuningCacheOf(comm)) return *current;
   return TuningCache(currentSignature(comm));
 }
 
-AutotuneResult autotune(Communicator& comm, Collective coll, ConstView input, View output, ReduceOp op,
-                        bool autoStrategy) {
+AutotuneResult measureOrReuse(Communicator& comm, Collective coll, ConstView input, View output, ReduceOp op,
+                              bool autoStrategy) {
   TuningCache cache = cacheToExtend(comm);
   const std::size_t bytes = coll == Collective::kReduceScatter ? input.count * dataTypeSize(input.dtype)
                                                                : output.count * dataTypeSize(output.dtype);
@@ -50,7 +41,7 @@ AutotuneResult autotune(Communicator& comm, Collective coll, ConstView input, Vi
     Tuner tuner(comm, options);
     result.entry = tuner.tune(coll, output.dtype, bytes);
     cache.upsert(result.entry);
-    detail::implOf(comm).setTunedSelection(selectionFor(comm, std::make_shared<TuningCache>(std::move(cache))));
+    detail::implOf(comm).installTuningCache(std::make_shared<TuningCache>(std::move(cache)));
   }
   result.selectedAlgorithm = result.entry.winner;
   result.defaultAlgorithm = result.entry.defaultAlgorithm;
@@ -77,58 +68,17 @@ AutotuneResult autotune(Communicator& comm, Collective coll, ConstView input, Vi
 
 }  // namespace
 
-TuningSignature currentSignature(Communicator& comm) {
-  DetectOptions layoutOnly;
-  layoutOnly.probe = false;
-  return signatureOf(detectTopology(comm, layoutOnly));
-}
-
-bool applyTuningCache(Communicator& comm, const TuningCache& cache) {
-  const TuningSignature job = currentSignature(comm);
-  if (!(cache.signature() == job)) {
-    if (comm.rank() == 0) {
-      std::fprintf(stderr, "[boostcomm] tuning cache was tuned for %s, this job is %s: ignored\n",
-                   cache.signature().describe().c_str(), job.describe().c_str());
-    }
-    return false;
-  }
-  detail::implOf(comm).setTunedSelection(selectionFor(comm, std::make_shared<TuningCache>(cache)));
-  return true;
-}
-
-TuningCache::LoadResult loadTuningCache(Communicator& comm, const std::string& path, TuningCache& out) {
-  const std::optional<std::string> text = tuning::readOnRankZero(detail::implOf(comm).transport(), path);
-  const TuningSignature job = currentSignature(comm);
-  if (!text) {
-    TuningCache::LoadResult missing;
-    missing.status = TuningCache::LoadStatus::kMissing;
-    missing.notice = "tuning cache '" + path + "' does not exist yet";
-    return missing;
-  }
-  return TuningCache::parse(*text, path, job, out);
-}
-
-std::shared_ptr<const TuningCache> tuningCacheOf(Communicator& comm) {
-  auto selection = detail::implOf(comm).tunedSelection();
-  return selection ? selection->sharedCache() : nullptr;
-}
-
-std::size_t tunedBucketBytes(Communicator& comm) {
-  auto cache = tuningCacheOf(comm);
-  return cache ? cache->bucketBytes : 0;
-}
-
 AutotuneResult allreduceAutotune(Communicator& comm, ConstView input, View output, ReduceOp op, bool autoStrategy) {
-  return autotune(comm, Collective::kAllreduce, input, output, op, autoStrategy);
+  return measureOrReuse(comm, Collective::kAllreduce, input, output, op, autoStrategy);
 }
 
 AutotuneResult allgatherAutotune(Communicator& comm, ConstView input, View output, bool autoStrategy) {
-  return autotune(comm, Collective::kAllgather, input, output, ReduceOp::kSum, autoStrategy);
+  return measureOrReuse(comm, Collective::kAllgather, input, output, ReduceOp::kSum, autoStrategy);
 }
 
 AutotuneResult reduceScatterAutotune(Communicator& comm, ConstView input, View output, ReduceOp op,
                                      bool autoStrategy) {
-  return autotune(comm, Collective::kReduceScatter, input, output, op, autoStrategy);
+  return measureOrReuse(comm, Collective::kReduceScatter, input, output, op, autoStrategy);
 }
 
 }  // namespace boostcomm

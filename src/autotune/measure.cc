@@ -4,7 +4,9 @@
 #include <chrono>
 #include <span>
 
-namespace boostcomm::tuning {
+#include "core/clock.h"
+
+namespace boostcomm::autotune {
 namespace {
 // A sample is a batch of back-to-back calls lasting about this long: single
 // short calls between barriers measure the barrier's exit skew and the
@@ -39,9 +41,6 @@ Timings timeCandidates(Communicator& comm, int candidates, int warmup, int sampl
   CallOptions native;
   native.algorithm = "native";
   const auto k = static_cast<std::size_t>(candidates);
-  auto elapsedUs = [](Clock::time_point since) {
-    return std::chrono::duration<double, std::micro>(Clock::now() - since).count();
-  };
   // Warm-up, the last call timed: it sizes the batches (agreed by a max-allreduce).
   std::vector<double> once(k, 0.0);
   for (std::size_t i = 0; i < k; ++i) {
@@ -49,7 +48,7 @@ Timings timeCandidates(Communicator& comm, int candidates, int warmup, int sampl
     comm.barrier(native);
     const auto start = Clock::now();
     call(static_cast<int>(i));
-    once[i] = elapsedUs(start);
+    once[i] = core::usSince(start);
   }
   comm.allreduce(std::span(once), std::span(once), ReduceOp::kMax, native);
   std::vector<int> batch(k);
@@ -63,7 +62,7 @@ Timings timeCandidates(Communicator& comm, int candidates, int warmup, int sampl
       comm.barrier(native);
       const auto start = Clock::now();
       for (int b = 0; b < batch[i]; ++b) call(static_cast<int>(i));
-      times[static_cast<std::size_t>(s) * k + i] = elapsedUs(start) / batch[i];
+      times[static_cast<std::size_t>(s) * k + i] = core::usSince(start) / batch[i];
     }
   }
   comm.allreduce(std::span(times), std::span(times), ReduceOp::kMax, native);
@@ -77,4 +76,4 @@ Timings timeCandidates(Communicator& comm, int candidates, int warmup, int sampl
   return out;
 }
 
-}  // namespace boostcomm::tuning
+}  // namespace boostcomm::autotune

@@ -14,7 +14,7 @@
 
 #include "boostcomm/communicator.h"
 
-namespace boostcomm::tuning {
+namespace boostcomm::autotune {
 
 // Runs call(i) `warmup` + 1 times, then `samples` timed batches for each of the
 // `candidates`; returns per candidate the median of the max over ranks, in
@@ -31,4 +31,4 @@ Timings timeCandidates(Communicator& comm, int candidates, int warmup, int sampl
 
 double median(std::vector<double> values);
 
-}  // namespace boostcomm::tuning
+}  // namespace boostcomm::autotune

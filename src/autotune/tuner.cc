@@ -95,8 +95,8 @@ TuningEntry Tuner::tune(Collective coll, ConstView send, View recv, ReduceOp op)
   entry.bytes = payloadOf(coll, send, recv);
   entry.defaultAlgorithm = comm_.selectedAlgorithm(coll, entry.bytes);
   const std::vector<std::string> names = candidates(coll);
-  const tuning::Timings timings =
-      tuning::timeCandidates(comm_, static_cast<int>(names.size()), options_.warmup, options_.samples,
+  const autotune::Timings timings =
+      autotune::timeCandidates(comm_, static_cast<int>(names.size()), options_.warmup, options_.samples,
                              [&](int i) { runCollective(comm_, coll, send, recv, op, names[static_cast<std::size_t>(i)]); });
   const std::vector<double>& times = timings.medianUs;
   const tuning::CostParams params =
@@ -173,7 +173,7 @@ std::size_t Tuner::tuneBucketBytes(const std::vector<std::size_t>& tensorCounts,
     GradientGroupOptions options;
     options.bucketBytes = bucket;
     GradientGroup group(comm_, views, options);
-    times.push_back(tuning::timeCandidates(comm_, 1, options_.warmup, options_.samples,
+    times.push_back(autotune::timeCandidates(comm_, 1, options_.warmup, options_.samples,
                                            [&](int) { group.allreduce(); }).medianUs[0]);
   }
   std::size_t best = 0;
@@ -204,7 +204,7 @@ std::size_t Tuner::tuneChunkBytes(std::size_t bytes, const std::vector<std::size
     tuning::CostParams params;
     impl.setTunedSelection(
         std::make_shared<tuning::TunedSelection>(std::move(cache), params, impl.describeSelf(), false));
-    times.push_back(tuning::timeCandidates(comm_, 1, options_.warmup, options_.samples, [&](int) {
+    times.push_back(autotune::timeCandidates(comm_, 1, options_.warmup, options_.samples, [&](int) {
       runCollective(comm_, Collective::kAllreduce, ConstView(std::span(send)), View(std::span(recv)), ReduceOp::kSum,
                     algorithm);
     }).medianUs[0]);

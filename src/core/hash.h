@@ -8,6 +8,9 @@
 
 namespace boostcomm::core {
 
+// Not the published FNV-1a offset basis (14695981039346656037): the project's
+// first signatures used this value, and tuning caches on disk carry hashes
+// made with it (hosts_hash), so it stays.
 inline constexpr std::uint64_t kFnvOffset = 1469598103934665603ull;
 inline constexpr std::uint64_t kFnvPrime = 1099511628211ull;
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "core/clock.h"
 #include "core/reduce.h"
 #include "executor/wire_steps.h"
 #include "transport/shared_memory.h"
@@ -424,7 +425,7 @@ void Execution::markIssued(const Step& step) { ++lanes_[issueLane(step.kind)][st
 void Execution::meterStart(std::size_t index) {
   const Step& s = schedule_->steps()[index];
   if (s.kind == StepKind::kSend || s.kind == StepKind::kNative || s.kind == StepKind::kShm) {
-    startNs_[index] = LinkMeter::nowNs();
+    startNs_[index] = core::nowNs();
   }
 }
 
@@ -432,9 +433,9 @@ void Execution::meterFinish(std::size_t index) {
   const Step& s = schedule_->steps()[index];
   LinkMeter& m = *binding_.meter;
   if (s.kind == StepKind::kSend) {
-    m.sendFinished(m.levelOf(s.comm, s.peer), s.bytes, startNs_[index], LinkMeter::nowNs());
+    m.sendFinished(m.levelOf(s.comm, s.peer), s.bytes, startNs_[index], core::nowNs());
   } else if (s.kind == StepKind::kNative || s.kind == StepKind::kShm) {
-    m.collectiveFinished(m.modelled(s.native, s.comm, schedule_->dtype()), startNs_[index], LinkMeter::nowNs());
+    m.collectiveFinished(m.modelled(s.native, s.comm, schedule_->dtype()), startNs_[index], core::nowNs());
   }
 }
 

@@ -16,11 +16,6 @@ void LinkMeter::configure(std::vector<int> nodeOfRank, int rank, NativeLinkModel
   reset();
 }
 
-std::int64_t LinkMeter::nowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 int LinkMeter::levelOf(int comm, int peer) const {
   if (comm == kIntraComm) return kIntraLevel;
   if (comm == kInterComm) return kInterLevel;

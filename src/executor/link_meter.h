@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "boostcomm/types.h"
+#include "core/clock.h"
 
 namespace boostcomm::executor {
 
@@ -69,7 +70,6 @@ class LinkMeter {
   bool enabled() const { return enabled_; }
   void setEnabled(bool on) { enabled_ = on; }
 
-  static std::int64_t nowNs();
   int levelOf(int comm, int peer) const;
 
   // A send step of `bytes` on `level`, posted at startNs, completed at endNs.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <mutex>
 #include <sstream>
 
 #include "core/check.h"
@@ -410,7 +411,8 @@ void ProgressEngine::threadMain() {
     // Posts seen before this sweep: one that lands after it wakes the sleep below.
     const std::uint64_t posted = posted_.load(std::memory_order_relaxed);
     // A caller waiting for the lock will progress everything itself.
-    if (!mutex_.contended() && mutex_.try_lock()) {
+    std::unique_lock engineLock(mutex_, std::defer_lock);
+    if (!mutex_.contended() && engineLock.try_lock()) {
       try {
         advanced = progress();
         // Asynchronous work nobody waits for has no waiter to time it out:
@@ -422,7 +424,7 @@ void ProgressEngine::threadMain() {
         advanced = true;
       }
       takeCallbacks(due);
-      mutex_.unlock();
+      engineLock.unlock();
       if (!due.empty()) runCallbacks(due);
     }
     if (advanced) {

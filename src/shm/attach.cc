@@ -10,7 +10,6 @@
 #include "shm/engine.h"
 #include "shm/mpi_window.h"
 #include "shm/posix_segment.h"
-#include "transport/gloo/gloo_transport.h"
 #include "transport/mpi/mpi_errors.h"
 #include "transport/mpi/mpi_transport.h"
 
@@ -97,26 +96,22 @@ void attachSharedMemory(transport::Transport& transport) {
         std::make_unique<ShmEngine>(*mpi, MpiWindowSegment::factory(mpi->comm()), local.config));
     return;
   }
-  auto* gloo = dynamic_cast<transport::GlooTransport*>(&transport);
-  if (gloo == nullptr) return;
+  if (!transport.takesSharedMemory()) return;
   // Node ids came through the store (host name and network namespace), the
   // same list on every rank.
-  const std::vector<long long> nodes = gloo->nodeIdOfEachRank();
+  const std::vector<long long> nodes = transport.nodeIdOfEachRank();
   bool oneNode = true;
   for (long long id : nodes) oneNode = oneNode && id == nodes.front();
-  if (!decide(*gloo, oneNode, local)) return;
-  if (auto engine = posixEngine(*gloo, local, "the store transport")) gloo->attachSharedMemory(std::move(engine));
+  if (!decide(transport, oneNode, local)) return;
+  if (auto engine = posixEngine(transport, local, "the store transport")) transport.attachSharedMemory(std::move(engine));
 }
 
 bool attachPosixSharedMemory(transport::Transport& transport) {
-  auto* mpi = dynamic_cast<transport::MpiTransport*>(&transport);
-  auto* gloo = dynamic_cast<transport::GlooTransport*>(&transport);
   Wanted local;
-  if ((mpi == nullptr && gloo == nullptr) || !decide(transport, true, local)) return false;
+  if (!transport.takesSharedMemory() || !decide(transport, true, local)) return false;
   auto engine = posixEngine(transport, local, "a reserved MPI communicator");
   if (!engine) return false;
-  if (mpi) mpi->attachSharedMemory(std::move(engine));
-  else gloo->attachSharedMemory(std::move(engine));
+  transport.attachSharedMemory(std::move(engine));
   return true;
 }
 

@@ -5,12 +5,10 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/clock.h"
+
 namespace boostcomm::telemetry {
 namespace {
-
-double wallSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 bool cpuSeconds(clockid_t clock, double& out) {
   timespec ts{};
@@ -26,7 +24,7 @@ void BusyMeter::opStarted() {
   const bool haveClock = pthread_getcpuclockid(pthread_self(), &clock) == 0;
   std::lock_guard lock(mutex_);
   if (inFlight_++ > 0) return;
-  busyStartSeconds_ = wallSeconds();
+  busyStartSeconds_ = core::nowSeconds();
   callerClock_ = clock;
   callerClockValid_ = haveClock && cpuSeconds(clock, busyStartCpuSeconds_);
 }
@@ -35,7 +33,7 @@ void BusyMeter::opFinished() {
   std::lock_guard lock(mutex_);
   ++totals_.ops;
   if (inFlight_ == 0 || --inFlight_ > 0) return;
-  const double wall = wallSeconds() - busyStartSeconds_;
+  const double wall = core::nowSeconds() - busyStartSeconds_;
   double cpu = 0;
   double hidden = 0;
   if (callerClockValid_ && cpuSeconds(callerClock_, cpu)) hidden = std::clamp(cpu - busyStartCpuSeconds_, 0.0, wall);

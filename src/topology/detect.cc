@@ -19,7 +19,6 @@
 #include "topology/layout.h"
 #include "topology/memory_probe.h"
 #include "topology/probe.h"
-#include "transport/mpi/mpi_transport.h"
 
 namespace boostcomm::topology {
 namespace {
@@ -84,9 +83,8 @@ Topology detectOnTransport(transport::Transport& world, const DetectOptions& opt
 
   // (1) physical node: the world rank of this host's first rank.
   std::array<int, kFactsPerRank> facts{0, 0, 0, 0};
-  auto* mpi = dynamic_cast<transport::MpiTransport*>(&t);
-  if (mpi != nullptr) {
-    const std::unique_ptr<transport::MpiTransport> local = mpi->splitSharedMemory();
+  const std::unique_ptr<transport::Transport> local = t.splitByNode();
+  if (local != nullptr) {
     if (local->rank() == 0) {
       const HostInfo host = localHostInfo();
       facts = {rank, host.sockets, host.numaNodes, host.cores};
@@ -115,7 +113,7 @@ Topology detectOnTransport(transport::Transport& world, const DetectOptions& opt
     std::vector<int> leaders(static_cast<std::size_t>(size));
     for (int r = 0; r < size; ++r) leaders[static_cast<std::size_t>(r)] = allFacts[static_cast<std::size_t>(r) * kFactsPerRank];
     setLayoutFromNodeIds(topo, leaders);
-    topo.layoutSource = mpi != nullptr ? "shared-memory" : "single-process";
+    topo.layoutSource = local != nullptr ? "shared-memory" : "single-process";
   }
   for (int node = 0; node < topo.nodes; ++node) {
     const auto first = static_cast<std::size_t>(topo.ranksOf(node).front());

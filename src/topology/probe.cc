@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "core/check.h"
+#include "core/clock.h"
 
 namespace boostcomm::topology {
 namespace {
@@ -107,8 +108,7 @@ std::vector<ProbePoint> pingPong(transport::Transport& t, int peer, bool initiat
         t.isend(buffer.data(), bytes, peer, kProbeTag, req);
         spin(t, req);
       }
-      const std::chrono::duration<double, std::micro> elapsed = std::chrono::steady_clock::now() - start;
-      if (rep >= 0) roundTripsUs.push_back(elapsed.count());
+      if (rep >= 0) roundTripsUs.push_back(core::usSince(start));
     }
     // The fastest round trip, not the median: on a shared, oversubscribed
     // host other processes only ever add time, so the minimum is the

@@ -14,4 +14,8 @@ bool Transport::testAnySource(Request&, int*) {
   return false;
 }
 
+void Transport::attachSharedMemory(std::unique_ptr<SharedMemoryEngine>) {
+  BC_INTERNAL(false, "transport '" << name() << "' takes no shared-memory engine");
+}
+
 }  // namespace boostcomm::transport

@@ -130,10 +130,21 @@ class Transport {
   // rank, equal for ranks on one node. Default: one node (threads of a process).
   virtual std::vector<long long> nodeIdOfEachRank() { return std::vector<long long>(static_cast<std::size_t>(size()), 0); }
 
+  // Collective: the ranks of this group on this rank's node, as a group of
+  // their own (MPI: MPI_COMM_TYPE_SHARED); nullptr where the transport has no
+  // node split of its own (the store transport's node ids come through its
+  // store; in-process ranks are one process).
+  virtual std::unique_ptr<Transport> splitByNode() { return nullptr; }
+
   // The shared-memory engine of this group (transport/shared_memory.h), or
   // nullptr when its ranks do not all share one node or the transport has
   // none. Stable for the transport's life.
   virtual SharedMemoryEngine* sharedMemory() { return nullptr; }
+  // Whether an engine can be attached (attachSharedMemory), by whoever
+  // creates the communicator (src/shm builds on the transport, not the other
+  // way round); once, before the first call.
+  virtual bool takesSharedMemory() const { return false; }
+  virtual void attachSharedMemory(std::unique_ptr<SharedMemoryEngine> engine);
   // A blocking native allreduce whose message also carries `mine`, for
   // callers that cannot read their peers' call status (several nodes): on
   // return `lo` and `hi` are the smallest and the largest stamp over all

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <thread>
 
+#include "core/clock.h"
 #include "core/tunables.h"
 #include "topology/probe.h"
 
@@ -54,7 +55,7 @@ LinkFacts learnLinkFacts(transport::Transport& world, const algorithms::NodeLayo
     facts.inter.hops = 2;
   }
   facts.coresPerNode = static_cast<int>(fit[2]);
-  facts.probeMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  facts.probeMs = core::msSince(start);
   return facts;
 }
 

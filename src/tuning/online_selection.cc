@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "core/check.h"
+#include "core/clock.h"
 
 namespace boostcomm::tuning {
 namespace {
@@ -103,7 +104,7 @@ std::vector<double> OnlineSelection::agreeOnTimes(ClassState& s, transport::Tran
     for (int k = 0; k <= s.round; ++k) {
       Sample& sample = s.samples[c * kCallsPerCandidate + static_cast<std::size_t>(k)];
       if (sample.state && sample.state->isDone() && !sample.state->error()) {
-        sample.us = std::chrono::duration<double, std::micro>(sample.state->doneAt - sample.start).count();
+        sample.us = core::usBetween(sample.start, sample.state->doneAt);
       }
       sample.state.reset();
       if (sample.us >= 0) times.push_back(sample.us);

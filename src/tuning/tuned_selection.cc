@@ -84,13 +84,6 @@ TunedSelection::TunedSelection(std::shared_ptr<const TuningCache> cache, const C
   }
 }
 
-const algorithms::AlgorithmInfo* TunedSelection::pick(Collective coll, std::size_t bytes) const {
-  for (const Rule& r : rules_[static_cast<int>(coll)]) {
-    if (bytes >= r.minBytes && bytes <= r.maxBytes) return r.algorithm;
-  }
-  return nullptr;
-}
-
 CostParams paramsForCache(const TuningCache& cache, const algorithms::NodeLayout& layout, int worldSize,
                           bool sharedMemory, std::size_t chunkBytes) {
   CostParams p = paramsFor(worldSize, layout.nodeSizes(), cache.coresPerNode, sharedMemory, cache.intraNode, cache.interNode);

@@ -40,8 +40,6 @@ class TunedSelection {
 
   const TuningCache& cache() const { return *cache_; }
   std::shared_ptr<const TuningCache> sharedCache() const { return cache_; }
-  // Null when this selection has no opinion about `bytes` of `coll`.
-  const algorithms::AlgorithmInfo* pick(Collective coll, std::size_t bytes) const;
   const std::vector<Rule>& rules(Collective coll) const { return rules_[static_cast<int>(coll)]; }
   std::size_t chunkBytes() const { return cache_->chunkBytes; }
 

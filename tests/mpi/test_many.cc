@@ -36,7 +36,7 @@ void fail(const Communicator&, const std::string& what) { gReport->fail(what); }
 
 // One list: fill, reduce, check against the reference here and bitwise across ranks.
 // `input` (optional): this rank's whole list input, made once by the caller
-// for several algorithms. `passed` (optional): the first result that passed
+// for several algorithms with fillReduceInput of the same dtype, op and seed. `passed` (optional): the first result that passed
 // the float64 reference check; a later result bitwise equal to it passes
 // too, any other is checked against the reference itself.
 void runList(Communicator& comm, const std::vector<std::size_t>& counts, DataType dtype, ReduceOp op,

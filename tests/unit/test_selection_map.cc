@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -373,6 +374,22 @@ TEST(SelectionTuned, ReportedIsRunAtEverySizeWithTheEnvCache) {
       const std::string before = comm.selectedAlgorithm(Collective::kAllreduce, kMiB);
       EXPECT_EQ(before, "ring");
       EXPECT_EQ(ranAlgorithm(comm, Collective::kAllreduce, kMiB), before);
+    });
+  }
+  // A cache of another job (4 ranks) and a corrupt one: nothing is installed,
+  // and the answer before the first call is the one after it, silently.
+  for (bool corrupt : {false, true}) {
+    if (corrupt) {
+      std::ofstream(path) << "{ not json";
+    } else {
+      sweepCache(testing::inProcessSignature(4), false).save(path);
+    }
+    Tunables t{{core::kTunableTuningCache, path}};
+    detail::runInProcess(3, [corrupt](Communicator& comm) {
+      const std::string before = comm.selectedAlgorithm(Collective::kAllreduce, kMiB);
+      EXPECT_EQ(ranAlgorithm(comm, Collective::kAllreduce, kMiB), before) << (corrupt ? "corrupt" : "foreign");
+      EXPECT_EQ(tuningCacheOf(comm), nullptr);
+      EXPECT_EQ(comm.selectedAlgorithm(Collective::kAllreduce, kMiB), before);
     });
   }
   std::filesystem::remove(path);

@@ -192,6 +192,14 @@ TEST(TuningCache, SaveAndLoadAFile) {
   std::filesystem::remove(path);
 }
 
+// The tuned rule's algorithm for `bytes`; null where the selection has no opinion.
+const algorithms::AlgorithmInfo* tunedChoice(const tuning::TunedSelection& s, Collective coll, std::size_t bytes) {
+  for (const tuning::TunedSelection::Rule& r : s.rules(coll)) {
+    if (bytes >= r.minBytes && bytes <= r.maxBytes) return r.algorithm;
+  }
+  return nullptr;
+}
+
 TEST(TunedSelection, RangesAroundTheMeasuredSizes) {
   // One node of 2 ranks without a segment: no shm, no hier.
   algorithms::NodeLayout layout = algorithms::layoutFromSizes({2});
@@ -202,7 +210,7 @@ TEST(TunedSelection, RangesAroundTheMeasuredSizes) {
   const tuning::CostParams params = tuning::paramsForCache(*cache, layout, 2, false, kMiB);
   const tuning::TunedSelection measuredOnly(cache, params, probe, /*modelFallback=*/false);
   auto name = [&](const tuning::TunedSelection& s, Collective c, std::size_t bytes) {
-    const algorithms::AlgorithmInfo* a = s.pick(c, bytes);
+    const algorithms::AlgorithmInfo* a = tunedChoice(s, c, bytes);
     return a ? std::string(a->name) : std::string("-");
   };
   EXPECT_EQ(name(measuredOnly, Collective::kAllreduce, 64 * kKiB), "ring");
@@ -217,8 +225,8 @@ TEST(TunedSelection, RangesAroundTheMeasuredSizes) {
   // With the model, every size has an algorithm; the measured ranges stay.
   const tuning::TunedSelection withModel(cache, params, probe, /*modelFallback=*/true);
   for (std::size_t bytes : {std::size_t{0}, std::size_t{8}, 16 * kKiB, 3 * kMiB, std::size_t{1} << 40}) {
-    EXPECT_NE(withModel.pick(Collective::kAllgather, bytes), nullptr) << bytes;
-    EXPECT_NE(withModel.pick(Collective::kAllreduce, bytes), nullptr) << bytes;
+    EXPECT_NE(tunedChoice(withModel, Collective::kAllgather, bytes), nullptr) << bytes;
+    EXPECT_NE(tunedChoice(withModel, Collective::kAllreduce, bytes), nullptr) << bytes;
   }
   EXPECT_EQ(name(withModel, Collective::kAllreduce, 64 * kKiB), "ring");
   EXPECT_EQ(name(withModel, Collective::kAllreduce, kMiB), "rhd");

@@ -216,6 +216,11 @@ class ProcessGroupBoostcomm : public ::c10d::Backend {
   // Tensors a message may still be written into after its op gave up
   // (a monitoredBarrier that timed out): kept until the group goes away.
   void keepUntilFinalize(std::vector<at::Tensor> tensors);
+  // monitoredBarrier's two sides: a rank that reports to rank 0 and waits
+  // for its verdict, and rank 0, which waits for each rank and sends the verdict.
+  using BarrierClock = std::chrono::steady_clock;
+  void monitoredBarrierPeer(std::chrono::milliseconds timeout, BarrierClock::time_point deadline);
+  void monitoredBarrierRoot(std::chrono::milliseconds timeout, BarrierClock::time_point deadline, bool waitAllRanks);
   const at::Tensor& single(std::vector<at::Tensor>& tensors, const char* op);
   // allgather and allgather_coalesced: perRank[r][i] receives inputs[i] of rank r.
   c10::intrusive_ptr<c10d::Work> allgatherLists(c10d::OpType type, const char* name,

@@ -34,6 +34,15 @@ void checkTag(int tag, const char* op) {
               kMonitoredBarrierTag - 1, "]");
 }
 
+// Polls `w` until it completes (true) or `until` passes (false).
+bool waitUntil(Work& w, std::chrono::steady_clock::time_point until) {
+  while (!w.test()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return true;
+}
+
 }  // namespace
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
@@ -113,50 +122,51 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::alltoall(std::vector<at::T
 }
 
 void ProcessGroupBoostcomm::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
-  using Clock = std::chrono::steady_clock;
   const auto timeout = opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
-  const auto deadline = Clock::now() + timeout;
-  auto waitUntil = [](Work& w, Clock::time_point until) {
-    while (!w.test()) {
-      if (Clock::now() > until) return false;
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-    return true;
-  };
   if (size_ == 1) return;
   // Rank 0's verdict, sent to every rank that arrived: verdict[0] is the
   // number of ranks that did not (-1: rank 0 ran out of time before asking
   // them all), verdict[1..] those ranks. A rank that arrived thus raises at
   // once, naming the missing ranks, instead of waiting out its own timeout
   // or seeing rank 0's connection close when rank 0 exits on its error.
-  const auto verdictCount = static_cast<std::int64_t>(size_);
   if (rank_ != 0) {
-    at::Tensor token = at::zeros({1}, at::kInt);
-    at::Tensor verdict = at::zeros({verdictCount}, at::kInt);
-    const View t = viewOf(token, "monitoredBarrier token", rank_);
-    Work arrive = comm_->sendAsync(ConstView(t.data, 1, t.dtype), 0, kMonitoredBarrierTag);
-    Work release = comm_->recvAsync(viewOf(verdict, "monitoredBarrier verdict", rank_), 0, kMonitoredBarrierTag);
-    // Rank 0 may itself wait the whole timeout for a late rank before its
-    // verdict leaves, so the others wait for it up to twice the timeout.
-    const auto verdictDeadline = deadline + timeout;
-    const bool answered = waitUntil(arrive, verdictDeadline) && waitUntil(release, verdictDeadline);
-    if (!answered) keepUntilFinalize({token, verdict});  // the messages may still land in them
-    TORCH_CHECK(answered, "boostcomm: monitoredBarrier on rank ", rank_,
-                ": rank 0 did not release the barrier within ", 2 * timeout.count(), " ms (twice the timeout)");
-    const int* v = verdict.data_ptr<int>();
-    if (v[0] == -1) {
-      TORCH_CHECK(false, "boostcomm: monitoredBarrier on rank ", rank_, ": Rank 0 timed out in monitoredBarrier after ",
-                  timeout.count(), " ms");
-    }
-    if (v[0] > 0) {
-      std::ostringstream names;
-      for (int i = 0; i < v[0] && i + 1 < size_; ++i) names << (i ? ", " : "") << v[i + 1];
-      TORCH_CHECK(false, "boostcomm: monitoredBarrier on rank ", rank_, ": rank 0 reports ",
-                  v[0] == 1 ? "Rank " : "Ranks ", names.str(), " failed to pass monitoredBarrier in ", timeout.count(),
-                  " ms");
-    }
-    return;
+    monitoredBarrierPeer(timeout, BarrierClock::now() + timeout);
+  } else {
+    monitoredBarrierRoot(timeout, BarrierClock::now() + timeout, waitAllRanks);
   }
+}
+
+void ProcessGroupBoostcomm::monitoredBarrierPeer(std::chrono::milliseconds timeout, BarrierClock::time_point deadline) {
+  const auto verdictCount = static_cast<std::int64_t>(size_);
+  at::Tensor token = at::zeros({1}, at::kInt);
+  at::Tensor verdict = at::zeros({verdictCount}, at::kInt);
+  const View t = viewOf(token, "monitoredBarrier token", rank_);
+  Work arrive = comm_->sendAsync(ConstView(t.data, 1, t.dtype), 0, kMonitoredBarrierTag);
+  Work release = comm_->recvAsync(viewOf(verdict, "monitoredBarrier verdict", rank_), 0, kMonitoredBarrierTag);
+  // Rank 0 may itself wait the whole timeout for a late rank before its
+  // verdict leaves, so the others wait for it up to twice the timeout.
+  const auto verdictDeadline = deadline + timeout;
+  const bool answered = waitUntil(arrive, verdictDeadline) && waitUntil(release, verdictDeadline);
+  if (!answered) keepUntilFinalize({token, verdict});  // the messages may still land in them
+  TORCH_CHECK(answered, "boostcomm: monitoredBarrier on rank ", rank_,
+              ": rank 0 did not release the barrier within ", 2 * timeout.count(), " ms (twice the timeout)");
+  const int* v = verdict.data_ptr<int>();
+  if (v[0] == -1) {
+    TORCH_CHECK(false, "boostcomm: monitoredBarrier on rank ", rank_, ": Rank 0 timed out in monitoredBarrier after ",
+                timeout.count(), " ms");
+  }
+  if (v[0] > 0) {
+    std::ostringstream names;
+    for (int i = 0; i < v[0] && i + 1 < size_; ++i) names << (i ? ", " : "") << v[i + 1];
+    TORCH_CHECK(false, "boostcomm: monitoredBarrier on rank ", rank_, ": rank 0 reports ",
+                v[0] == 1 ? "Rank " : "Ranks ", names.str(), " failed to pass monitoredBarrier in ", timeout.count(),
+                " ms");
+  }
+}
+
+void ProcessGroupBoostcomm::monitoredBarrierRoot(std::chrono::milliseconds timeout, BarrierClock::time_point deadline,
+                                                 bool waitAllRanks) {
+  const auto verdictCount = static_cast<std::int64_t>(size_);
   std::vector<at::Tensor> slots;
   std::vector<Work> arrivals;
   for (int r = 1; r < size_; ++r) {
@@ -170,7 +180,7 @@ void ProcessGroupBoostcomm::monitoredBarrier(const c10d::BarrierOptions& opts, b
   for (; next < size_; ++next) {
     // As gloo: without waitAllRanks each rank gets what is left of the timeout, in whole ms, and
     // once none is left rank 0 reports its own timeout (torch's suite checks "Rank 0 timed out").
-    const auto leftMs = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    const auto leftMs = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - BarrierClock::now()).count();
     if (!waitAllRanks && leftMs <= 0) {
       outOfTime = true;
       break;
@@ -204,7 +214,7 @@ void ProcessGroupBoostcomm::monitoredBarrier(const c10d::BarrierOptions& opts, b
   // A failed barrier still delivers its verdict before rank 0 raises (a
   // rank that arrived has its recv posted, so this takes a round trip);
   // bounded by the timeout, as the release of a barrier that passed.
-  const auto releaseDeadline = Clock::now() + timeout;
+  const auto releaseDeadline = BarrierClock::now() + timeout;
   bool released = true;
   for (Work& w : releases) released = waitUntil(w, releaseDeadline) && released;
   if (!released || failed) keepUntilFinalize({verdict});

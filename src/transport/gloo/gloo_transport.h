@@ -83,7 +83,8 @@ class GlooTransport final : public Transport {
   // The node's shm engine over a POSIX segment, attached by whoever creates
   // the communicator (shm::attachSharedMemory) when every rank is on one node.
   SharedMemoryEngine* sharedMemory() override { return sharedMemory_.get(); }
-  void attachSharedMemory(std::unique_ptr<SharedMemoryEngine> engine) { sharedMemory_ = std::move(engine); }
+  bool takesSharedMemory() const override { return true; }
+  void attachSharedMemory(std::unique_ptr<SharedMemoryEngine> engine) override { sharedMemory_ = std::move(engine); }
 
  public:
   struct Pending;  // gloo_link.h

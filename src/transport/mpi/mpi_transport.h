@@ -88,6 +88,7 @@ class MpiTransport final : public Transport {
   std::unique_ptr<Transport> split(int color, int key) override;
   // The ranks that share memory with this one (MPI_COMM_TYPE_SHARED), in rank order.
   std::unique_ptr<MpiTransport> splitSharedMemory();
+  std::unique_ptr<Transport> splitByNode() override { return splitSharedMemory(); }
   // The world rank of each rank's shared-memory leader (lowest rank on its node).
   std::vector<long long> nodeIdOfEachRank() override;
 
@@ -97,7 +98,8 @@ class MpiTransport final : public Transport {
   // attached by whoever creates the communicator (shm::attachSharedMemory),
   // since src/shm builds on this transport, not the other way round.
   SharedMemoryEngine* sharedMemory() override { return sharedMemory_.get(); }
-  void attachSharedMemory(std::unique_ptr<SharedMemoryEngine> engine);
+  bool takesSharedMemory() const override { return true; }
+  void attachSharedMemory(std::unique_ptr<SharedMemoryEngine> engine) override;
 
  private:
   void postBytes(bool isSend, void* buf, std::size_t bytes, int peer, int tag, Request& req);
