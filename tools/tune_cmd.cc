@@ -108,9 +108,9 @@ void reportAndSave(const TuneArgs& a, const TunePlan& plan, TuningCache& cache, 
                    const std::map<std::size_t, double>& bucketTimes, const std::map<std::size_t, double>& chunkTimes) {
   for (Collective coll : plan.collectives) printTuneTable(cache.entries(), coll, worldSize, tuner.options().samples);
   std::printf(
-      "# margin: runner-up / winner; x_native, x_default: their time / the winner's (the default is the selection\n"
-      "# table's choice); model: the cost model's choice and its predicted time. Native or the default keeps the\n"
-      "# choice unless another candidate is faster by more than %.0f%% (noise margin).\n",
+      "# margin: runner-up / winner; x_native, x_default: their time / the winner's (the default is what the\n"
+      "# selection chose before this measurement); model: the cost model's choice and its predicted time. Native\n"
+      "# or the default keeps the choice unless another candidate is faster by more than %.0f%% (noise margin).\n",
       tuner.options().margin * 100.0);
   if (!a.noKnobs) {
     printKnobTable(("fusion bucket size, GradientGroup step of " + a.model).c_str(), bucketTimes, cache.bucketBytes,

@@ -244,9 +244,10 @@ class Communicator {
   // table merged (docs/ALGORITHMS.md, "Selection"). Throws as the call would
   // when a forced algorithm cannot run it. A BOOSTCOMM_TUNING_CACHE is read
   // (collectively) at the first collective call; asked before it on one
-  // node, this rank reads the file itself and answers what that read will
-  // install. Across nodes, before the first call, the cache and the link
-  // facts the model layer uses are not known yet: the answer is the untuned one.
+  // detected node, this rank reads the file itself (once) and answers what
+  // that read will install. With a declared layout or across nodes, before
+  // the first call, the cache and the link facts the model layer uses are not
+  // known yet: the answer is the untuned one.
   std::string selectedAlgorithm(Collective coll, std::size_t bytes) const;
 
   // Wire format of float32 allreduce, allgather(v) and reduce_scatter

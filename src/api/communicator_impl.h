@@ -125,7 +125,7 @@ class CommunicatorImpl {
   // cost model, consulted for collectiveAlgorithm "auto" after explicit
   // algorithms and before the strategy's size rule and the table; it may also
   // carry a tuned chunk size. Not collective, but every rank must install the
-  // same one (tuning::applyTuningCache does). Null removes it.
+  // same one (applyTuningCache, communicator_tuning.cc, does). Null removes it.
   void setTunedSelection(std::shared_ptr<const tuning::TunedSelection> tuned);
   // setTunedSelection of `cache` on this communicator (its layout, the cost
   // model from the cache's links; communicator_tuning.cc). No signature check.

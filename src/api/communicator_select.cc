@@ -233,6 +233,7 @@ void CommunicatorImpl::loadTuningFromEnv() {
 
 void CommunicatorImpl::installTuned(std::shared_ptr<const tuning::TunedSelection> tuned) {
   tuningFromEnvPending_ = false;  // an explicit selection replaces the env's
+  tuningPreview_.reset();         // selectedAlgorithm reads the real one from now on
   tuned_ = std::move(tuned);
   const std::int64_t envChunk = core::tunableInt(core::kTunableRingChunkBytes);
   chunkBytes_ = tuned_ && tuned_->chunkBytes() > 0 ? tuned_->chunkBytes() : static_cast<std::size_t>(envChunk);

@@ -83,8 +83,9 @@ Topology detectOnTransport(transport::Transport& world, const DetectOptions& opt
 
   // (1) physical node: the world rank of this host's first rank.
   std::array<int, kFactsPerRank> facts{0, 0, 0, 0};
-  const std::unique_ptr<transport::Transport> local = t.splitByNode();
-  if (local != nullptr) {
+  bool nodeSplit = false;
+  if (const std::unique_ptr<transport::Transport> local = t.splitByNode()) {
+    nodeSplit = true;
     if (local->rank() == 0) {
       const HostInfo host = localHostInfo();
       facts = {rank, host.sockets, host.numaNodes, host.cores};
@@ -113,7 +114,7 @@ Topology detectOnTransport(transport::Transport& world, const DetectOptions& opt
     std::vector<int> leaders(static_cast<std::size_t>(size));
     for (int r = 0; r < size; ++r) leaders[static_cast<std::size_t>(r)] = allFacts[static_cast<std::size_t>(r) * kFactsPerRank];
     setLayoutFromNodeIds(topo, leaders);
-    topo.layoutSource = local != nullptr ? "shared-memory" : "single-process";
+    topo.layoutSource = nodeSplit ? "shared-memory" : "single-process";
   }
   for (int node = 0; node < topo.nodes; ++node) {
     const auto first = static_cast<std::size_t>(topo.ranksOf(node).front());

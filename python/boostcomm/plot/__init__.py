@@ -13,19 +13,20 @@ Reference: docs/PLOTS.md.
     plot.save(fig, "bench.png")
 """
 
-from .common import PlotError
+from .common import PlotError, Source
 from .detect import KINDS, load
 
 __all__ = ["PlotError", "KINDS", "load", "figure", "save"]
 
 
 def figure(paths, step=0, mode=None, baseline=None):
-    """The Figure of the files `paths` (all of one kind; bench files overlay).
-    step / mode: which step (and mode) of a timeline; baseline: the
-    algorithm bench speedups are relative to (default mpi, else native)."""
+    """The Figure of the files `paths` (all of one kind; bench files overlay),
+    each a path or what load() returned for one. step / mode: which step (and
+    mode) of a timeline; baseline: the algorithm bench speedups are relative to
+    (default mpi, else native)."""
     if not paths:
         raise PlotError("(no file)", "give at least one JSON file")
-    sources = [load(p) for p in paths]
+    sources = [p if isinstance(p, Source) else load(p) for p in paths]
     kind = sources[0].kind
     for s in sources[1:]:
         if s.kind != kind:
