@@ -1,4 +1,4 @@
-# cmake -DTOOLS_DIR=<tools/> -DLAYERS=<a;b;...> -DGATE=cli_internal.h [-DSTAMP=<file>] -P check_cli_includes.cmake
+# cmake -DTOOLS_DIR=<tools/> -DLAYERS=<a,b,...> -DGATE=cli_internal.h [-DSTAMP=<file>] -P check_cli_includes.cmake
 #
 # The CLI (tools/) sees the public API (boostcomm/...), its own headers, and
 # the library's internals through ONE of them, ${GATE} (which says what it
@@ -8,6 +8,13 @@
 # runs before boostcomm_cli compiles. Relative climbs ("../src/...") are
 # refused too.
 cmake_minimum_required(VERSION 3.25)
+string(REPLACE "," ";" LAYERS "${LAYERS}")
+# Every layer must arrive: with only some, includes of the others would pass unseen.
+foreach(layer core api simulate overlap)
+  if(NOT layer IN_LIST LAYERS)
+    message(FATAL_ERROR "check_cli_includes: LAYERS lacks '${layer}' (got '${LAYERS}')")
+  endif()
+endforeach()
 file(GLOB sources ${TOOLS_DIR}/*.cc ${TOOLS_DIR}/*.h)
 list(REMOVE_ITEM sources ${TOOLS_DIR}/${GATE})
 set(errors "")

@@ -11,7 +11,6 @@
 #include <memory>
 #include <string>
 
-#include "algorithms/registry.h"
 #include "cli_internal.h"
 #include "boostcomm/error.h"
 #include "boostcomm/topology.h"
