@@ -43,8 +43,6 @@ namespace {
 constexpr std::size_t kValueWords = 8;
 constexpr std::size_t kValueChars = kValueWords * sizeof(long long) - 1;
 
-std::uint64_t fnv1a(const std::string& text) { return core::fnvBytes(core::kFnvOffset, text); }
-
 std::string strategyName(Strategy s) {
   return s == Strategy::kFlat ? "flat" : s == Strategy::kTopologyAware ? "topology_aware" : "auto";
 }
@@ -127,7 +125,7 @@ void CommunicatorImpl::agreeOnConfiguration(std::optional<std::chrono::milliseco
   const auto items = configurationItems();
   const int fields = static_cast<int>(items.size());
   std::vector<long long> mine(items.size());
-  for (std::size_t i = 0; i < items.size(); ++i) mine[i] = static_cast<long long>(fnv1a(items[i].second));
+  for (std::size_t i = 0; i < items.size(); ++i) mine[i] = static_cast<long long>(core::fnv1a(items[i].second));
   const std::vector<long long> all = gatherWordsWithin(mine.data(), fields, deadline, "the first call's setup");
   // The first setting on which some rank differs from rank 0: every rank
   // sees the same words, so every rank picks the same one.

@@ -7,16 +7,11 @@
 #include "api/access.h"
 #include "api/communicator_impl.h"
 #include "boostcomm/autotune.h"
-#include "core/tunables.h"
 #include "tuning/tuned_selection.h"
 
 namespace boostcomm {
 void detail::CommunicatorImpl::installTuningCache(std::shared_ptr<const TuningCache> cache) {
-  const algorithms::CollectiveSpec self = describeSelf();
-  const tuning::CostParams params =
-      tuning::paramsForCache(*cache, layout(), size_, self.sharedMemory, self.chunkBytes);
-  const bool model = core::tunableBool(core::kTunableTuningModel);
-  setTunedSelection(std::make_shared<tuning::TunedSelection>(std::move(cache), params, self, model));
+  setTunedSelection(tuning::tunedSelectionOf(std::move(cache), describeSelf()));
 }
 
 TuningSignature currentSignature(Communicator& comm) {

@@ -20,6 +20,9 @@ constexpr std::uint64_t fnvBytes(std::uint64_t hash, std::string_view text) {
   return hash;
 }
 
+// The hash of `text` alone.
+constexpr std::uint64_t fnv1a(std::string_view text) { return fnvBytes(kFnvOffset, text); }
+
 // The hash continued by the 8 bytes of `value`, least significant first.
 constexpr std::uint64_t fnvWord(std::uint64_t hash, std::uint64_t value) {
   for (int i = 0; i < 8; ++i) hash = (hash ^ ((value >> (8 * i)) & 0xff)) * kFnvPrime;

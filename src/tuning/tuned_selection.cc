@@ -108,16 +108,12 @@ std::optional<std::string> readOnRankZero(transport::Transport& world, const std
   return text;
 }
 
-namespace {
-
-std::shared_ptr<const TunedSelection> selectionOf(std::shared_ptr<TuningCache> cache,
-                                                 const algorithms::CollectiveSpec& probe) {
+std::shared_ptr<const TunedSelection> tunedSelectionOf(std::shared_ptr<const TuningCache> cache,
+                                                       const algorithms::CollectiveSpec& probe) {
   const bool model = core::tunableBool(core::kTunableTuningModel);
   const CostParams params = paramsForCache(*cache, *probe.layout, probe.size, probe.sharedMemory, probe.chunkBytes);
   return std::make_shared<TunedSelection>(std::move(cache), params, probe, model);
 }
-
-}  // namespace
 
 std::shared_ptr<const TunedSelection> tunedSelectionFromEnv(transport::Transport& world,
                                                             const algorithms::CollectiveSpec& probe) {
@@ -142,7 +138,7 @@ std::shared_ptr<const TunedSelection> tunedSelectionFromEnv(transport::Transport
     if (world.rank() == 0) std::fprintf(stderr, "[boostcomm] %s\n", result.notice.c_str());
     return nullptr;
   }
-  return selectionOf(std::move(cache), probe);
+  return tunedSelectionOf(std::move(cache), probe);
 }
 
 std::shared_ptr<const TunedSelection> tunedSelectionPreview(const TuningSignature& expected,
@@ -151,7 +147,7 @@ std::shared_ptr<const TunedSelection> tunedSelectionPreview(const TuningSignatur
   if (path.empty()) return nullptr;
   auto cache = std::make_shared<TuningCache>();
   if (TuningCache::load(path, expected, *cache).status != TuningCache::LoadStatus::kLoaded) return nullptr;
-  return selectionOf(std::move(cache), probe);
+  return tunedSelectionOf(std::move(cache), probe);
 }
 
 }  // namespace boostcomm::tuning

@@ -52,6 +52,12 @@ class TunedSelection {
 CostParams paramsForCache(const TuningCache& cache, const algorithms::NodeLayout& layout, int worldSize,
                           bool sharedMemory, std::size_t chunkBytes);
 
+// The tuned selection of `cache` for the communicator `probe` describes (its
+// layout, size, shared memory, chunk; the cost model from the cache's links,
+// as a fallback unless BOOSTCOMM_TUNING_MODEL=0).
+std::shared_ptr<const TunedSelection> tunedSelectionOf(std::shared_ptr<const TuningCache> cache,
+                                                       const algorithms::CollectiveSpec& probe);
+
 // BOOSTCOMM_TUNING_CACHE, read when a communicator is created. Collective over
 // `world`: rank 0 reads the file and broadcasts it, every rank checks it
 // against the job's signature, so all ranks decide alike. Prints one notice

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "boostcomm/communicator.h"
+#include "core/clock.h"
 #include "telemetry/busy_meter.h"
 
 namespace boostcomm::python {
@@ -218,9 +219,8 @@ class ProcessGroupBoostcomm : public ::c10d::Backend {
   void keepUntilFinalize(std::vector<at::Tensor> tensors);
   // monitoredBarrier's two sides: a rank that reports to rank 0 and waits
   // for its verdict, and rank 0, which waits for each rank and sends the verdict.
-  using BarrierClock = std::chrono::steady_clock;
-  void monitoredBarrierPeer(std::chrono::milliseconds timeout, BarrierClock::time_point deadline);
-  void monitoredBarrierRoot(std::chrono::milliseconds timeout, BarrierClock::time_point deadline, bool waitAllRanks);
+  void monitoredBarrierPeer(std::chrono::milliseconds timeout, core::Clock::time_point deadline);
+  void monitoredBarrierRoot(std::chrono::milliseconds timeout, core::Clock::time_point deadline, bool waitAllRanks);
   const at::Tensor& single(std::vector<at::Tensor>& tensors, const char* op);
   // allgather and allgather_coalesced: perRank[r][i] receives inputs[i] of rank r.
   c10::intrusive_ptr<c10d::Work> allgatherLists(c10d::OpType type, const char* name,

@@ -35,9 +35,9 @@ void checkTag(int tag, const char* op) {
 }
 
 // Polls `w` until it completes (true) or `until` passes (false).
-bool waitUntil(Work& w, std::chrono::steady_clock::time_point until) {
+bool waitUntil(Work& w, core::Clock::time_point until) {
   while (!w.test()) {
-    if (std::chrono::steady_clock::now() > until) return false;
+    if (core::Clock::now() > until) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   return true;
@@ -130,13 +130,13 @@ void ProcessGroupBoostcomm::monitoredBarrier(const c10d::BarrierOptions& opts, b
   // once, naming the missing ranks, instead of waiting out its own timeout
   // or seeing rank 0's connection close when rank 0 exits on its error.
   if (rank_ != 0) {
-    monitoredBarrierPeer(timeout, BarrierClock::now() + timeout);
+    monitoredBarrierPeer(timeout, core::Clock::now() + timeout);
   } else {
-    monitoredBarrierRoot(timeout, BarrierClock::now() + timeout, waitAllRanks);
+    monitoredBarrierRoot(timeout, core::Clock::now() + timeout, waitAllRanks);
   }
 }
 
-void ProcessGroupBoostcomm::monitoredBarrierPeer(std::chrono::milliseconds timeout, BarrierClock::time_point deadline) {
+void ProcessGroupBoostcomm::monitoredBarrierPeer(std::chrono::milliseconds timeout, core::Clock::time_point deadline) {
   const auto verdictCount = static_cast<std::int64_t>(size_);
   at::Tensor token = at::zeros({1}, at::kInt);
   at::Tensor verdict = at::zeros({verdictCount}, at::kInt);
@@ -164,7 +164,7 @@ void ProcessGroupBoostcomm::monitoredBarrierPeer(std::chrono::milliseconds timeo
   }
 }
 
-void ProcessGroupBoostcomm::monitoredBarrierRoot(std::chrono::milliseconds timeout, BarrierClock::time_point deadline,
+void ProcessGroupBoostcomm::monitoredBarrierRoot(std::chrono::milliseconds timeout, core::Clock::time_point deadline,
                                                  bool waitAllRanks) {
   const auto verdictCount = static_cast<std::int64_t>(size_);
   std::vector<at::Tensor> slots;
@@ -180,7 +180,7 @@ void ProcessGroupBoostcomm::monitoredBarrierRoot(std::chrono::milliseconds timeo
   for (; next < size_; ++next) {
     // As gloo: without waitAllRanks each rank gets what is left of the timeout, in whole ms, and
     // once none is left rank 0 reports its own timeout (torch's suite checks "Rank 0 timed out").
-    const auto leftMs = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - BarrierClock::now()).count();
+    const auto leftMs = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - core::Clock::now()).count();
     if (!waitAllRanks && leftMs <= 0) {
       outOfTime = true;
       break;
@@ -214,7 +214,7 @@ void ProcessGroupBoostcomm::monitoredBarrierRoot(std::chrono::milliseconds timeo
   // A failed barrier still delivers its verdict before rank 0 raises (a
   // rank that arrived has its recv posted, so this takes a round trip);
   // bounded by the timeout, as the release of a barrier that passed.
-  const auto releaseDeadline = BarrierClock::now() + timeout;
+  const auto releaseDeadline = core::Clock::now() + timeout;
   bool released = true;
   for (Work& w : releases) released = waitUntil(w, releaseDeadline) && released;
   if (!released || failed) keepUntilFinalize({verdict});
