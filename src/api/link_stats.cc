@@ -110,7 +110,7 @@ std::vector<NodeLinkStats> mergeNodeLinkStats(Communicator& comm, const LinkStat
     at += counts[static_cast<std::size_t>(r)];
   }
   for (std::size_t node = 0; node < out.size(); ++node) {
-    const executor::IntervalOccupancy o = executor::occupancy(std::move(intervals[node]));
+    const executor::IntervalOccupancy o = executor::occupancy(intervals[node]);
     out[node].interNode.busySeconds = o.busySeconds;
     out[node].interCongestedSeconds = o.congestedSeconds;
   }

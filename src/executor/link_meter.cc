@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/intervals.h"
 #include "executor/schedule.h"
 
 namespace boostcomm::executor {
@@ -25,28 +26,9 @@ int LinkMeter::levelOf(int comm, int peer) const {
 
 void LinkMeter::fold(int level) {
   Level& l = levels_[static_cast<std::size_t>(level)];
-  std::vector<LinkInterval>& v = l.intervals;
-  // Recorded as steps finish, which is start order for most schedules: a
-  // check costs a comparison per interval, the sort ~n log n (it was most
-  // of the meter's cost per small call).
-  if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());  // in place: no allocation
-  std::int64_t busyNs = 0;
-  std::int64_t start = 0, end = 0;
-  bool open = false;
-  for (const LinkInterval& i : v) {
-    if (open && i.first <= end) {
-      end = std::max(end, i.second);
-      continue;
-    }
-    if (open) busyNs += end - start;
-    start = i.first;
-    end = i.second;
-    open = true;
-  }
-  if (open) busyNs += end - start;
-  l.foldedBusySeconds += 1e-9 * static_cast<double>(busyNs);
-  if (level == kInterLevel) dropped_ += v.size();
-  v.clear();  // capacity kept
+  l.foldedBusySeconds += 1e-9 * static_cast<double>(core::unionLength(l.intervals));  // in place: no allocation
+  if (level == kInterLevel) dropped_ += l.intervals.size();
+  l.intervals.clear();  // capacity kept
 }
 
 void LinkMeter::record(int level, std::int64_t startNs, std::int64_t endNs) {
@@ -94,27 +76,9 @@ void LinkMeter::reset() {
   dropped_ = 0;
 }
 
-IntervalOccupancy occupancy(std::vector<LinkInterval> intervals) {
-  // Sweep over start (+1) and end (-1) events in time order; ends first at a tie.
-  std::vector<std::pair<std::int64_t, int>> events;
-  events.reserve(2 * intervals.size());
-  for (const LinkInterval& i : intervals) {
-    if (i.second <= i.first) continue;
-    events.emplace_back(i.first, +1);
-    events.emplace_back(i.second, -1);
-  }
-  std::sort(events.begin(), events.end());
-  IntervalOccupancy out;
-  int depth = 0;
-  std::int64_t previous = 0;
-  for (const auto& [t, delta] : events) {
-    const double span = 1e-9 * static_cast<double>(t - previous);
-    if (depth >= 1) out.busySeconds += span;
-    if (depth >= 2) out.congestedSeconds += span;
-    depth += delta;
-    previous = t;
-  }
-  return out;
+IntervalOccupancy occupancy(const std::vector<LinkInterval>& intervals) {
+  const core::Occupancy<std::int64_t> ns = core::occupancy(intervals);
+  return {1e-9 * static_cast<double>(ns.busy), 1e-9 * static_cast<double>(ns.congested)};
 }
 
 LinkRows linkRows(const std::vector<NodeLinkSample>& nodes, double intraBytesPerSecond, double interBytesPerSecond,

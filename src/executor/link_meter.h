@@ -37,6 +37,7 @@
 
 #include "boostcomm/types.h"
 #include "core/clock.h"
+#include "core/intervals.h"
 
 namespace boostcomm::executor {
 
@@ -54,7 +55,7 @@ struct LevelCounters {
 };
 
 // [start, end) in steady_clock nanoseconds.
-using LinkInterval = std::pair<std::int64_t, std::int64_t>;
+using LinkInterval = core::Interval<std::int64_t>;
 
 // Per-level send bytes of one backend/shm call on this rank.
 using LevelBytes = std::array<std::uint64_t, kNumLinkLevels>;
@@ -101,13 +102,14 @@ class LinkMeter {
   std::uint64_t dropped_ = 0;
 };
 
-// Merges in-flight intervals (any order, from the ranks of one node): how long
-// at least one was in flight (busy) and how long two or more were (congested).
+// In-flight intervals (any order, from the ranks of one node): how long at
+// least one was in flight (busy) and how long two or more were (congested),
+// in seconds (core::occupancy).
 struct IntervalOccupancy {
   double busySeconds = 0;
   double congestedSeconds = 0;
 };
-IntervalOccupancy occupancy(std::vector<LinkInterval> intervals);
+IntervalOccupancy occupancy(const std::vector<LinkInterval>& intervals);
 
 // The seed table's link rows (docs/OVERLAP.md, "Link accounting"), computed
 // the same way from a measured run (nodeLinkStats) and a simulated one

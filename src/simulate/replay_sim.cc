@@ -5,6 +5,7 @@
 #include <map>
 
 #include "core/check.h"
+#include "core/intervals.h"
 #include "executor/link_meter.h"
 #include "planner/bucketing.h"
 #include "simulate/predict.h"
@@ -93,14 +94,9 @@ executor::LinkRows linkRowsOf(const simulate::ClusterSpec& cluster, const ModeRu
     n.ranks = cluster.ranksPerNode;
     n.intraBytes = static_cast<double>(log.intraBytes);
     n.interBytes = static_cast<double>(log.interBytes);
-    std::vector<executor::LinkInterval> ns;
-    ns.reserve(log.interIntervals.size());
-    for (const auto& [a, b] : log.interIntervals) {
-      ns.emplace_back(std::llround(a * 1e9), std::llround(b * 1e9));
-    }
-    const executor::IntervalOccupancy o = executor::occupancy(std::move(ns));
-    n.interBusySeconds = o.busySeconds;
-    n.interCongestedSeconds = o.congestedSeconds;
+    const core::Occupancy<double> o = core::occupancy(log.interIntervals);
+    n.interBusySeconds = o.busy;
+    n.interCongestedSeconds = o.congested;
     nodes.push_back(n);
   }
   return executor::linkRows(nodes, cluster.intra.bytesPerSecond, cluster.inter.bytesPerSecond, run.syncSeconds);

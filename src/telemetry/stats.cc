@@ -5,34 +5,13 @@
 
 namespace boostcomm::telemetry {
 
-double unionUs(std::vector<IntervalUs> intervals) {
-  std::sort(intervals.begin(), intervals.end(),
-            [](const IntervalUs& a, const IntervalUs& b) { return a.beginUs < b.beginUs; });
-  double total = 0;
-  double openBegin = 0;
-  double openEnd = 0;
-  bool open = false;
-  for (const IntervalUs& i : intervals) {
-    if (i.endUs <= i.beginUs) continue;
-    if (open && i.beginUs <= openEnd) {
-      openEnd = std::max(openEnd, i.endUs);
-      continue;
-    }
-    if (open) total += openEnd - openBegin;
-    openBegin = i.beginUs;
-    openEnd = i.endUs;
-    open = true;
-  }
-  if (open) total += openEnd - openBegin;
-  return total;
-}
-
 OverlapStepStats computeStepStats(const StepTimes& t) {
   OverlapStepStats s;
   constexpr double kSecondsPerUs = 1e-6;
   s.stepSeconds = std::max(0.0, t.waitEndUs - t.stepStartUs) * kSecondsPerUs;
   s.computeSeconds = std::max(0.0, t.lastReadyUs - t.stepStartUs) * kSecondsPerUs;
-  s.commSeconds = unionUs(t.comm) * kSecondsPerUs;
+  std::vector<IntervalUs> comm = t.comm;
+  s.commSeconds = core::unionLength(comm) * kSecondsPerUs;
   s.exposedSeconds = std::max(0.0, t.waitEndUs - t.waitStartUs) * kSecondsPerUs;
   s.hiddenSeconds = std::max(0.0, s.commSeconds - s.exposedSeconds);
   s.efficiency = s.commSeconds > 0 ? s.hiddenSeconds / s.commSeconds : 1.0;

@@ -15,16 +15,12 @@
 #include <vector>
 
 #include "boostcomm/overlap.h"
+#include "core/intervals.h"
 
 namespace boostcomm::telemetry {
 
-struct IntervalUs {
-  double beginUs = 0;
-  double endUs = 0;
-};
-
-// Total length of the union of the intervals, in microseconds.
-double unionUs(std::vector<IntervalUs> intervals);
+// [launch, completion seen) of one collective, in microseconds.
+using IntervalUs = core::Interval<double>;
 
 struct StepTimes {
   double stepStartUs = 0;   // beginBackward or first markReady

@@ -186,9 +186,10 @@ TEST(RunInfo, ShellJoinQuotesWhatAShellWouldSplit) {
 }
 
 TEST(Stats, UnionAndStepStats) {
-  using telemetry::IntervalUs;
-  EXPECT_DOUBLE_EQ(telemetry::unionUs({{0, 10}, {5, 15}, {20, 30}, {21, 22}}), 25.0);
-  EXPECT_DOUBLE_EQ(telemetry::unionUs({}), 0.0);
+  std::vector<telemetry::IntervalUs> some{{0, 10}, {5, 15}, {20, 30}, {21, 22}};
+  EXPECT_DOUBLE_EQ(core::unionLength(some), 25.0);
+  std::vector<telemetry::IntervalUs> none;
+  EXPECT_DOUBLE_EQ(core::unionLength(none), 0.0);
   telemetry::StepTimes t;
   t.stepStartUs = 0;
   t.lastReadyUs = 100;
