@@ -1,11 +1,50 @@
 #include "api/agreement.h"
 
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "core/check.h"
 
 namespace boostcomm::detail {
+
+std::vector<long long> gatherWords(transport::Transport& transport, const long long* mine, int fields,
+                                   std::optional<std::chrono::milliseconds> deadline, const char* what,
+                                   const char* why) {
+  const int size = transport.size();
+  std::vector<long long> all(static_cast<std::size_t>(fields * size));
+  std::vector<int> counts(static_cast<std::size_t>(size), fields);
+  std::vector<int> displs(static_cast<std::size_t>(size));
+  for (int i = 0; i < size; ++i) displs[static_cast<std::size_t>(i)] = i * fields;
+  if (!deadline) {
+    transport.nativeAllgatherv(mine, static_cast<std::size_t>(fields), all.data(), counts.data(), displs.data(),
+                               DataType::kInt64, nullptr);
+    return all;
+  }
+  transport::Request req;
+  transport.nativeAllgatherv(mine, static_cast<std::size_t>(fields), all.data(), counts.data(), displs.data(),
+                             DataType::kInt64, &req);
+  const auto start = std::chrono::steady_clock::now();
+  for (unsigned polls = 0; !transport.test(req); ++polls) {
+    if (polls > 1000) std::this_thread::yield();
+    if (std::chrono::steady_clock::now() - start > *deadline) {
+      core::raise(ErrorCategory::kTimeout, transport.rank(),
+                  std::string(what) + " hit its timeout after " + std::to_string(deadline->count()) + " ms: " +
+                      why);
+    }
+  }
+  return all;
+}
+
+int firstDifferentRank(const std::vector<long long>& all, const long long* mine, int fields) {
+  const int size = static_cast<int>(all.size()) / fields;
+  for (int r = 0; r < size; ++r) {
+    for (int i = 0; i < fields; ++i) {
+      if (all[static_cast<std::size_t>(r * fields + i)] != mine[i]) return r;
+    }
+  }
+  return -1;
+}
 
 void agreeAcrossRanks(Communicator& comm, std::uint64_t signature, const std::string& localError, const char* what) {
   // Two int64 per rank: the signature and a local-error flag. One small

@@ -1,14 +1,35 @@
-// Cross-rank agreement on a driver's input: the check every multi-tensor entry
+// Cross-rank agreement: every rank's words gathered and compared, so that
+// ranks that differ fail together, naming each other, instead of hanging or
+// computing with different settings. Below the Communicator, over the
+// transport: gatherWords (the first call's configuration, the consistency
+// check, the wire format, registered buffers' sizes); above it, over the
+// Communicator: agreeAcrossRanks, the check every multi-tensor entry
 // (allreduceMany, the *Many lists, GradientGroup, CollectiveFusion, the
 // overlap engine's buckets) makes once before its first collective.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "boostcomm/communicator.h"
+#include "transport/transport.h"
 
 namespace boostcomm::detail {
+
+// Collective. Every rank's `fields` words, rank r's at [r * fields,
+// (r + 1) * fields). Without a deadline, the backend's blocking allgather;
+// with one, its nonblocking form polled until then: Error{kTimeout}, "<what>
+// hit its timeout after N ms: <why>", when a peer never joins (the posted
+// call cannot be cancelled: the caller's communicator is done).
+std::vector<long long> gatherWords(transport::Transport& transport, const long long* mine, int fields,
+                                   std::optional<std::chrono::milliseconds> deadline = std::nullopt,
+                                   const char* what = "an exchange", const char* why = "a rank never joined it");
+// The first rank whose `fields` words in `all` (gatherWords) differ from
+// `mine`, or -1 when every rank's are the same.
+int firstDifferentRank(const std::vector<long long>& all, const long long* mine, int fields);
 
 // Collective. Every rank contributes a signature of its input (core/hash.h)
 // and its local error ("" when none). Throws on every rank when any rank had a

@@ -23,14 +23,14 @@
 // native calls nonblocking; its value may differ per rank).
 #include <array>
 #include <chrono>
-#include <optional>
-#include <thread>
 #include <cstdint>
+#include <optional>
 #include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "api/agreement.h"
 #include "api/communicator_impl.h"
 #include "core/check.h"
 #include "core/hash.h"
@@ -80,36 +80,22 @@ std::vector<std::pair<const char*, std::string>> CommunicatorImpl::configuration
       // ranks that differ would wait on different paths without a mismatch.
       // The effective limit (auto or set), so equal limits reached either way agree.
       {kTunableShmSmallBytes, std::to_string(smallAllreduceBytes_)},
-      {kTunableFingerprints, fingerprints_ ? "1" : "0"},
+      {kTunableFingerprints, record_.fingerprints() ? "1" : "0"},
       // How the MPI transport cuts messages between nodes: both sides must cut alike.
       {kTunableMpiPieceBytes, std::to_string(tunableInt(kTunableMpiPieceBytes))},
   };
 }
 
-std::vector<long long> CommunicatorImpl::gatherWordsWithin(const long long* mine, int fields,
-                                                           std::optional<std::chrono::milliseconds> deadline,
-                                                           const char* what) {
-  std::vector<long long> all(static_cast<std::size_t>(fields * size_));
-  std::vector<int> counts(static_cast<std::size_t>(size_), fields);
-  std::vector<int> displs(static_cast<std::size_t>(size_));
-  for (int i = 0; i < size_; ++i) displs[static_cast<std::size_t>(i)] = i * fields;
-  transport::Request req;
-  transport_->nativeAllgatherv(mine, static_cast<std::size_t>(fields), all.data(), counts.data(), displs.data(),
-                               DataType::kInt64, &req);
-  const auto start = std::chrono::steady_clock::now();
-  for (unsigned polls = 0; !transport_->test(req); ++polls) {
-    if (polls > 1000) std::this_thread::yield();
-    if (deadline && std::chrono::steady_clock::now() - start > *deadline) {
-      // The posted collective cannot be cancelled: the communicator is done.
-      const Error timeout(ErrorCategory::kTimeout, rank_,
-                          std::string(what) + " hit its timeout after " + std::to_string(deadline->count()) +
-                              " ms: every rank exchanges its settings at its first collective call, and some rank has "
-                              "not made one (or has stopped)");
-      engine_->fail(std::make_exception_ptr(timeout));
-      throw timeout;
-    }
+std::vector<long long> CommunicatorImpl::gatherSettings(const long long* mine, int fields,
+                                                        std::optional<std::chrono::milliseconds> deadline) {
+  try {
+    return gatherWords(*transport_, mine, fields, deadline, "the first call's setup",
+                       "every rank exchanges its settings at its first collective call, and some rank has not made "
+                       "one (or has stopped)");
+  } catch (const Error& e) {
+    if (e.category() == ErrorCategory::kTimeout) engine_->fail(std::current_exception());
+    throw;
   }
-  return all;
 }
 
 void CommunicatorImpl::agreeOnConfiguration(std::optional<std::chrono::milliseconds> deadline) {
@@ -126,7 +112,7 @@ void CommunicatorImpl::agreeOnConfiguration(std::optional<std::chrono::milliseco
   const int fields = static_cast<int>(items.size());
   std::vector<long long> mine(items.size());
   for (std::size_t i = 0; i < items.size(); ++i) mine[i] = static_cast<long long>(core::fnv1a(items[i].second));
-  const std::vector<long long> all = gatherWordsWithin(mine.data(), fields, deadline, "the first call's setup");
+  const std::vector<long long> all = gatherSettings(mine.data(), fields, deadline);
   // The first setting on which some rank differs from rank 0: every rank
   // sees the same words, so every rank picks the same one.
   int differing = -1;
@@ -147,8 +133,7 @@ void CommunicatorImpl::agreeOnConfiguration(std::optional<std::chrono::milliseco
   const auto& [name, value] = items[static_cast<std::size_t>(differing)];
   std::array<long long, kValueWords> text{};
   std::memcpy(text.data(), value.data(), std::min(value.size(), kValueChars));
-  const std::vector<long long> texts =
-      gatherWordsWithin(text.data(), static_cast<int>(kValueWords), deadline, "the first call's setup");
+  const std::vector<long long> texts = gatherSettings(text.data(), static_cast<int>(kValueWords), deadline);
   const long long myHash = mine[static_cast<std::size_t>(differing)];
   int other = 0;
   for (int r = 0; r < size_; ++r) {
@@ -168,16 +153,6 @@ void CommunicatorImpl::agreeOnConfiguration(std::optional<std::chrono::milliseco
                   "(docs/RELIABILITY.md)");
 }
 
-std::vector<long long> CommunicatorImpl::gatherWords(const long long* mine, int fields) {
-  std::vector<long long> all(static_cast<std::size_t>(fields * size_));
-  std::vector<int> counts(static_cast<std::size_t>(size_), fields);
-  std::vector<int> displs(static_cast<std::size_t>(size_));
-  for (int i = 0; i < size_; ++i) displs[static_cast<std::size_t>(i)] = i * fields;
-  transport_->nativeAllgatherv(mine, static_cast<std::size_t>(fields), all.data(), counts.data(), displs.data(),
-                               DataType::kInt64, nullptr);
-  return all;
-}
-
 void CommunicatorImpl::checkConsistency(const algorithms::CollectiveSpec& spec) {
   // Every rank's fingerprint and wire format, compared everywhere: a mismatch
   // becomes an error on all ranks instead of a hang (the full-exchange mode;
@@ -190,17 +165,17 @@ void CommunicatorImpl::checkConsistency(const algorithms::CollectiveSpec& spec) 
   // work first, as before any blocking call (a peer may be waiting in
   // Work::wait for our part of it, and we could not progress it from inside).
   engine_->drain(deadlineFor({}), "consistency check", rank_);
-  const std::vector<long long> all = gatherWords(mine, kFields);
-  for (int r = 0; r < size_; ++r) {
-    const long long* at = all.data() + static_cast<std::ptrdiff_t>(kFields * r);
-    const core::Fingerprint theirs =
-        core::Fingerprint::fromWord(static_cast<std::uint64_t>(at[0]), static_cast<std::uint64_t>(at[1]));
-    BC_CHECK(theirs == f, ErrorCategory::kMismatch, rank_, core::describeMismatch(rank_, f, r, theirs, sequence_));
-    BC_CHECK(at[2] == mine[2], ErrorCategory::kMismatch, rank_,
-             "rank " << rank_ << ": " << core::describe(f) << " wire " << toString(spec.wire) << ", seq " << sequence_
-                     << "; rank " << r << ": wire " << toString(static_cast<WireFormat>(at[2]))
-                     << " (ranks disagree on the wire format: BOOSTCOMM_WIRE_DTYPE or CallOptions::wire)");
-  }
+  const std::vector<long long> all = gatherWords(*transport_, mine, kFields);
+  const int r = firstDifferentRank(all, mine, kFields);
+  if (r < 0) return;
+  const long long* at = all.data() + static_cast<std::ptrdiff_t>(kFields * r);
+  const core::Fingerprint theirs =
+      core::Fingerprint::fromWord(static_cast<std::uint64_t>(at[0]), static_cast<std::uint64_t>(at[1]));
+  BC_CHECK(theirs == f, ErrorCategory::kMismatch, rank_, core::describeMismatch(rank_, f, r, theirs, sequence_));
+  BC_CHECK(at[2] == mine[2], ErrorCategory::kMismatch, rank_,
+           "rank " << rank_ << ": " << core::describe(f) << " wire " << toString(spec.wire) << ", seq " << sequence_
+                   << "; rank " << r << ": wire " << toString(static_cast<WireFormat>(at[2]))
+                   << " (ranks disagree on the wire format: BOOSTCOMM_WIRE_DTYPE or CallOptions::wire)");
 }
 
 }  // namespace boostcomm::detail

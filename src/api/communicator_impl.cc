@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include "api/agreement.h"
 #include "core/clock.h"
 #include "watch/control_channel.h"
 #include "watch/watchdog.h"
@@ -64,30 +65,30 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   defaultTimeout_ = std::chrono::milliseconds(core::tunableInt(core::kTunableTimeoutMs));
   explicitTimeout_ = core::tunableIsSet(core::kTunableTimeoutMs) && defaultTimeout_.count() > 0;
   // The stall inspector reads the node's peers through the shm segment.
+  core::CallStatus* status = &localStatus_;
   std::vector<core::CallStatus*> peers;
   if (transport::SharedMemoryEngine* shm = transport_->sharedMemory(); shm && shm->callStatus(rank_)) {
-    status_ = shm->callStatus(rank_);
+    status = shm->callStatus(rank_);
     for (int r = 0; r < size_; ++r) peers.push_back(shm->callStatus(r));
-    nodeStatus_ = peers;
   }
-  status_->pid.store(static_cast<std::uint32_t>(getpid()), std::memory_order_relaxed);
-  inspector_ = std::make_unique<StallInspector>(rank_, status_, std::move(peers),
-                                                core::tunableInt(core::kTunableStallWarnMs), defaultTimeout_.count());
+  status->pid.store(static_cast<std::uint32_t>(getpid()), std::memory_order_relaxed);
+  inspector_ = std::make_unique<StallInspector>(rank_, status, peers, core::tunableInt(core::kTunableStallWarnMs),
+                                                defaultTimeout_.count());
+  record_.configure(rank_, status, std::move(peers), inspector_.get(), engine_.get(),
+                    core::tunableBool(core::kTunableFingerprints));
   // Ranks it cannot see through shared memory (other nodes, or shm off):
   // the control channel, a collective dup, so every rank decides alike (the
   // shm attachment was agreed; the thread level is the job's).
   if (size_ > 1 && transport_->sharedMemory() == nullptr) {
-    if (auto* mpi = dynamic_cast<transport::MpiTransport*>(transport_.get()))
-      inspector_->attachChannel(ControlChannel::create(mpi->comm()), size_);
+    inspector_->attachChannel(ControlChannel::create(*transport_), size_);
   }
   engine_->setWaitMonitor(inspector_.get());
-  engine_->setCallStatus(status_);
+  engine_->setCallStatus(status);
   chunkBytes_ = core::tunableBytes(core::kTunableRingChunkBytes);
   maxChunks_ = static_cast<int>(core::tunableInt(core::kTunableMaxChunksPerSegment));
   hierMaxPieces_ = static_cast<int>(core::tunableInt(core::kTunableHierMaxPieces));
   cache_ = ScheduleCache(static_cast<std::size_t>(core::tunableInt(core::kTunableScheduleCacheSize)));
   checkConsistency_ = core::tunableBool(core::kTunableCheckConsistency);
-  fingerprints_ = core::tunableBool(core::kTunableFingerprints);
   inlineHeaders_ = transport_->acceptsShorterMessages();
   hierMinBytes_ = core::tunableBytes(core::kTunableHierMinBytes);
   CommStrategy strategy;
@@ -239,9 +240,8 @@ inline std::size_t CommunicatorImpl::validate(const CallArgs& args) {
     // it was rejected here, so they report it instead of waiting out the
     // deadline (node peers, after a grace: core/call_status.h).
     if (e.category() == ErrorCategory::kInvalidArgument) {  // engine lock held (run / submit)
-      inspector_->callers().bind(sequence_);
-      status_->recordRejected(sequence_, core::Fingerprint::of(args.collective, args.recv.dtype, args.op, args.root,
-                                                               args.recv.count));
+      record_.rejected(sequence_, core::Fingerprint::of(args.collective, args.recv.dtype, args.op, args.root,
+                                                        args.recv.count));
     }
     throw;
   }
@@ -287,8 +287,7 @@ const AlgorithmInfo& CommunicatorImpl::prepare(const CallArgs& args, const CallO
 
 void CommunicatorImpl::reportRejectedCall(Collective collective) {
   executor::EngineLock lock(*engine_);
-  inspector_->callers().bind(sequence_);
-  status_->recordRejected(sequence_, core::Fingerprint::of(collective, DataType::kFloat32, ReduceOp::kSum, 0, 0));
+  record_.rejected(sequence_, core::Fingerprint::of(collective, DataType::kFloat32, ReduceOp::kSum, 0, 0));
 }
 
 bool CommunicatorImpl::takesSmall(const CallArgs& args, std::size_t bytes, const CallOptions& options) const {
@@ -330,7 +329,7 @@ inline Route CommunicatorImpl::routeOf(algorithms::AlgorithmKind kind, const Cal
 
 std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options,
                                        bool blocking, std::shared_ptr<WorkState> work) {
-  if (rootPendingFrom_ != 0) verifyPendingRoot();
+  record_.beforeCall(sequence_);
   const CollectiveSpec& spec = spec_;
   std::shared_ptr<const executor::Schedule> sched = schedule(algo, spec);
 
@@ -376,19 +375,19 @@ std::uint64_t CommunicatorImpl::launch(const AlgorithmInfo& algo, const CallArgs
   // schedules use it; the schedule's shape is the same on every rank.
   const bool blockingNative = blocking && !interruptible(options) && sched->nativeOnly();
   const core::Fingerprint fingerprint = fingerprintOf(spec);
-  if (fingerprints_) {
+  if (record_.fingerprints()) {
     binding.header.rank = rank_;
     binding.header.sequence = sequence;
     binding.header.word = fingerprint.word();
     binding.header.count = fingerprint.count;
     binding.header.wire = static_cast<std::uint32_t>(spec.wire);
     binding.headerTag = tagBase + tagSpan_ - 1;
-    if (!nodeStatus_.empty()) binding.peerStatus = &nodeStatus_;
+    if (!record_.nodeStatus().empty()) binding.peerStatus = &record_.nodeStatus();
     binding.inlineHeaders = inlineHeaders_;
   }
-  inspector_->callers().bind(sequence);  // the caller's stack (core/caller_stack.h)
-  status_->recordStart(sequence, fingerprint, algo.name, static_cast<std::uint32_t>(spec.wire));
-  if (blockingNative) status_->blocking.store(1, std::memory_order_relaxed);  // cleared by run()
+  // Ended by the progress engine when the schedule completes; the blocking
+  // flag is cleared by runOnEngine's guard.
+  record_.start(sequence, fingerprint, algo.name, static_cast<std::uint32_t>(spec.wire), blockingNative);
   if (work) {
     work->algorithm = algo.name;
     work->wire = spec.wire;
@@ -460,16 +459,16 @@ void CommunicatorImpl::runOnEngine(const AlgorithmInfo& algo, const CallArgs& ar
   // Without a deadline a native-only schedule makes the backend's blocking
   // call (launch): finish earlier asynchronous work first, as runLocal does.
   if (backend && !interruptible(options)) engine_->drain(deadline, "drain before a blocking call", rank_);
-  BlockingFlag blockingFlag{status_};
+  const CallRecord::Blocking blocking = record_.blockingGuard();
   const std::uint64_t sequence = sequence_;  // launch() takes it
   // The post-return check below reads the node peers' entries of this call:
   // start fetching them now, so the line transfers overlap the call.
-  if (fingerprints_ && backend) inspector_->prefetchPeers(sequence);
+  if (backend) record_.prefetch(sequence);
   const std::uint64_t id = launch(algo, args, options, /*blocking=*/true, nullptr);
   engine_->driveUntilDone(id, deadline, toString(args.collective).data(), rank_);
   // A native call (blocking or, with a deadline, nonblocking) carries no
   // fingerprint in its data: check the node peers' before returning.
-  if (backend) verifyNativeReturn(sequence);
+  if (backend) record_.verifyReturned(sequence);
   if (trial.index >= 0) online_.recordTime(trial, core::usSince(start));
 }
 
@@ -498,12 +497,11 @@ void* CommunicatorImpl::allocateBuffer(std::size_t bytes) {
   // asking for a different size is an error on every rank, not a hang or a
   // peer reading past the end of its buffer.
   const long long mine = static_cast<long long>(bytes);
-  const std::vector<long long> all = gatherWords(&mine, 1);
-  for (int r = 0; r < size_; ++r) {
-    BC_CHECK(all[static_cast<std::size_t>(r)] == mine, ErrorCategory::kMismatch, rank_,
-             "allocateBuffer: ranks disagree on the size: rank " << rank_ << " asked for " << mine << " bytes, rank "
-                                                                 << r << " for " << all[static_cast<std::size_t>(r)]);
-  }
+  const std::vector<long long> all = gatherWords(*transport_, &mine, 1);
+  const int r = firstDifferentRank(all, &mine, 1);
+  BC_CHECK(r < 0, ErrorCategory::kMismatch, rank_,
+           "allocateBuffer: ranks disagree on the size: rank " << rank_ << " asked for " << mine << " bytes, rank " << r
+                                                               << " for " << all[static_cast<std::size_t>(r)]);
   if (transport::SharedMemoryEngine* engine = transport_->sharedMemory()) return engine->allocate(bytes);
   // No shared segment here: ordinary page-aligned, zeroed memory, so code
   // written for registered buffers runs everywhere (without the zero-copy).
@@ -540,14 +538,12 @@ void CommunicatorImpl::finalize() {
   std::exception_ptr pending;
   if (!engine_->failure()) {
     try {
-      if (rootPendingFrom_ != 0) {
-        try {
-          verifyPendingRoot();
-        } catch (const Error& e) {
-          // Also said here: a finalize run by the destructor cannot raise.
-          std::fprintf(stderr, "boostcomm: error: rank %d: %s\n", rank_, e.detail().c_str());
-          throw;
-        }
+      try {
+        record_.finish(sequence_);
+      } catch (const Error& e) {
+        // Also said here: a finalize run by the destructor cannot raise.
+        std::fprintf(stderr, "boostcomm: error: rank %d: %s\n", rank_, e.detail().c_str());
+        throw;
       }
       engine_->drain(deadlineFor({}), "finalize", rank_);
     } catch (...) {

@@ -29,6 +29,7 @@
 #include "algorithms/selection.h"
 #include "algorithms/selection_map.h"
 #include "api/call.h"
+#include "api/call_record.h"
 #include "api/link_accounting.h"
 #include "api/route.h"
 #include "api/schedule_cache.h"
@@ -149,8 +150,6 @@ class CommunicatorImpl {
   std::shared_ptr<const executor::Schedule> schedule(const algorithms::AlgorithmInfo& algo,
                                                      const algorithms::CollectiveSpec& spec);
   void checkConsistency(const algorithms::CollectiveSpec& spec);
-  // Blocking: every rank's `fields` words, rank r's at [r * fields, (r + 1) * fields).
-  std::vector<long long> gatherWords(const long long* mine, int fields);
   // The full choice for a validated call (spec_): the first call's setup,
   // online selection's trials, the explicit or selected algorithm, the
   // sub-communicators of a hierarchical one, the wire format and the
@@ -201,19 +200,6 @@ class CommunicatorImpl {
   // naming both sides on every rank). False: not run (fingerprints off,
   // too large, or the transport has none).
   bool runCheckedAllreduce(const CallArgs& args, std::size_t count, const core::Fingerprint& fingerprint);
-  // After a native backend call `seq` returned on this rank: raises
-  // Error{kMismatch} (and fails the engine) if a node peer made another
-  // call, so a wrong result is never returned (StallInspector::verifyReturned).
-  void verifyNativeReturn(std::uint64_t seq,
-                          const char* seen = "seen when the backend call returned; its result is not valid");
-  // The pending check of the small broadcasts this rank rooted (rootPendingFrom_):
-  // at its next call (runWithoutSchedule, launch) and at finalize, all of
-  // them (`complete`); at a further small broadcast it roots after
-  // kRootPendingBatch of them, those its receivers have reached.
-  void verifyPendingRoot(bool complete = true);
-  // Error{kTimeout} if a node peer marked the current call failed
-  // (CallStatus::failed): a small collective must not succeed here then.
-  void raiseIfPeerFailed(Collective collective) const;
   // Binds spec_'s schedule to the call's buffers and queues it on the engine.
   std::uint64_t launch(const algorithms::AlgorithmInfo& algo, const CallArgs& args, const CallOptions& options,
                        bool blocking, std::shared_ptr<WorkState> work);
@@ -242,10 +228,10 @@ class CommunicatorImpl {
   // compared across ranks; a difference is Error{kMismatch} on every rank
   // naming the variable (communicator_config.cc).
   void agreeOnConfiguration(std::optional<std::chrono::milliseconds> deadline);
-  // gatherWords posted nonblocking and waited for up to `deadline`:
-  // Error{kTimeout} (the communicator unusable) when a peer never joins.
-  std::vector<long long> gatherWordsWithin(const long long* mine, int fields,
-                                           std::optional<std::chrono::milliseconds> deadline, const char* what);
+  // agreeOnConfiguration's gatherWords (api/agreement.h) within `deadline`;
+  // at its timeout the communicator is unusable (the engine failed).
+  std::vector<long long> gatherSettings(const long long* mine, int fields,
+                                        std::optional<std::chrono::milliseconds> deadline);
   std::vector<std::pair<const char*, std::string>> configurationItems() const;
   void installTuned(std::shared_ptr<const tuning::TunedSelection> tuned);
   // The wire format `spec` runs with under `algo` (kOff, kBf16, kFp16);
@@ -258,12 +244,6 @@ class CommunicatorImpl {
   void agreeOnWire(WireFormat wire, const char* what);
   // Splits the intra-node and inter-node communicators on first use (collective).
   void ensureSubCommunicators();
-
-  // Clears the call status's blocking flag however the call ends.
-  struct BlockingFlag {
-    core::CallStatus* status;
-    ~BlockingFlag() { status->blocking.store(0, std::memory_order_release); }
-  };
 
   // Guards this whole object; the progress engine's thread takes it too (see
   // the thread-safety contract in include/boostcomm/communicator.h).
@@ -287,31 +267,21 @@ class CommunicatorImpl {
   // Small-collective payloads up to this take kSmall (the shm engine's slot;
   // BOOSTCOMM_SHM_SMALL_BYTES, capped by the engine; 0 without an engine).
   std::size_t smallAllreduceBytes_ = 0;
-  // sequence + 1 of the first of the small broadcasts this rank rooted
-  // whose receivers' fingerprints are not compared yet (0: none); every
-  // call from it on is one. Checked after kRootPendingBatch of them, before
-  // any other call and at finalize.
-  std::uint64_t rootPendingFrom_ = 0;
-  // 32: a check per 8 calls cost a broadcast root 2-4% at 8 B-1 KiB (its
-  // reads of the receivers' lines, 2 ranks), per 32 calls under 2%
-  // (docs/PERFORMANCE_HISTORY.md 24). Well inside the flight ring (256 calls).
-  static constexpr std::uint64_t kRootPendingBatch = 32;
   std::array<std::string, kNumCollectives> algoOverride_;
   std::chrono::milliseconds defaultTimeout_{0};
   bool explicitTimeout_ = false;  // a deadline set by the user, > 0 (interruptible())
   // Call status (core/call_status.h): in the shm segment where there is one,
   // so that the node's peers see it; else here, for the watchdog alone.
   core::CallStatus localStatus_;
-  core::CallStatus* status_ = &localStatus_;
-  // Every rank's status in the node's shared-memory segment (all ranks on
-  // one node), else empty: the executor reads node peers' fingerprints there.
-  std::vector<core::CallStatus*> nodeStatus_;
   std::unique_ptr<StallInspector> inspector_;
+  // What every route records of a call and checks around it: this rank's
+  // status, the node peers' (read by the executor's header checks too) and
+  // BOOSTCOMM_FINGERPRINTS (api/call_record.h).
+  CallRecord record_;
   std::size_t chunkBytes_ = 0;
   int maxChunks_ = 0;
   int hierMaxPieces_ = 16;  // BOOSTCOMM_HIER_MAX_PIECES
   bool checkConsistency_ = false;
-  bool fingerprints_ = true;  // BOOSTCOMM_FINGERPRINTS: headers in point-to-point schedules
   // The transport accepts shorter messages than a receive (MPI, and so its
   // splits): first messages carry the header inline (executor.h).
   bool inlineHeaders_ = false;

@@ -1,9 +1,8 @@
 // CommunicatorImpl, the two routes without a schedule (api/route.h):
 // kDirect, the backend's blocking collective, and kSmall, the shm engine's
-// small collective; with the checks that replace a schedule's fingerprint
-// headers there (the call status's start and end, the post-return check of
-// node peers, the stamp carried in a checked allreduce's data, the small
-// broadcast root's deferred check). The route itself is chosen in
+// small collective, recorded and checked by the call record (api/call_record.h)
+// and, where node peers' status is unreadable, by the stamp carried in a
+// checked allreduce's data. The route itself is chosen in
 // communicator_impl.cc (routeOf).
 #include <cstdio>
 #include <functional>
@@ -28,22 +27,14 @@ void CommunicatorImpl::runWithoutSchedule(Route route, const CallArgs& args, con
   // schedule's one of the total, read by a peer's watchdog in between is a
   // false mismatch (seen with native allgather at 3 ranks under load).
   const bool small = route == Route::kSmall;
+  const bool rootsBroadcast = args.collective == Collective::kBroadcast && args.root == rank_;
   // Small broadcasts this rank roots are checked in batches; any other call
-  // checks them first (verifyPendingRoot).
-  if (rootPendingFrom_ != 0) {
-    const bool rootAgain = small && args.collective == Collective::kBroadcast && args.root == rank_;
-    if (!rootAgain) {
-      verifyPendingRoot();
-    } else if (sequence_ + 1 - rootPendingFrom_ >= kRootPendingBatch) {
-      verifyPendingRoot(/*complete=*/false);
-    }
-  }
+  // checks them first.
+  record_.beforeCall(sequence_, small && rootsBroadcast);
   const std::size_t count = spec_.count;
   const core::Fingerprint fingerprint = fingerprintOf(spec_);
-  inspector_->callers().bind(sequence_);  // the caller's stack (core/caller_stack.h)
-  status_->recordStart(sequence_, fingerprint, small ? kSmallName : "native");
-  if (!small) status_->blocking.store(1, std::memory_order_relaxed);
-  BlockingFlag blockingFlag{status_};
+  record_.start(sequence_, fingerprint, small ? kSmallName : "native", 0, /*blocking=*/!small);
+  const CallRecord::Blocking blocking = record_.blockingGuard();
   executor::LinkMeter* meter = links_.meter();
   executor::LevelBytes linkBytes{};
   std::int64_t startNs = 0;
@@ -51,42 +42,21 @@ void CommunicatorImpl::runWithoutSchedule(Route route, const CallArgs& args, con
     linkBytes = meter->modelled({args.collective, count, 0, args.root}, executor::kWorldComm, args.recv.dtype);
     startNs = core::nowNs();
   }
-  if (fingerprints_ && !small) inspector_->prefetchPeers(sequence_);
+  if (!small) record_.prefetch(sequence_);
   try {
     if (small) {
       runSmall(args, count, fingerprint, options);
     } else {
       runNativeBlocking(args, count, fingerprint);
     }
-  } catch (const Error& e) {
-    // Peers that complete this small call later must not return it normally.
-    if (small) status_->failed.store(sequence_ + 1, std::memory_order_release);
-    // A backend error in a call a peer made differently (a truncation
-    // when its count is smaller): the mismatch is the cause, so say that,
-    // naming both sides, with the backend's words after it. (A mismatch
-    // found by the small allreduce or the watchdog already says so.)
-    const std::string mismatch =
-        e.category() == ErrorCategory::kMismatch ? std::string() : inspector_->mismatch(sequence_, sequence_ + 1);
-    if (mismatch.empty()) {
-      engine_->fail(std::current_exception());
-      throw;
-    }
-    const Error named(ErrorCategory::kMismatch, rank_, mismatch + " (the backend reported: " + e.detail() + ")");
-    engine_->fail(std::make_exception_ptr(named));
-    throw named;
   } catch (...) {
-    if (small) status_->failed.store(sequence_ + 1, std::memory_order_release);
-    engine_->fail(std::current_exception());
-    throw;
+    record_.failed(sequence_, /*markFailed=*/small);
   }
-  if (!small) verifyNativeReturn(sequence_);
+  if (!small) record_.verifyReturned(sequence_);
   // A small broadcast's root read no slot: its receivers' fingerprints are
-  // compared at its next call (verifyPendingRoot).
-  if (small && fingerprints_ && args.collective == Collective::kBroadcast && args.root == rank_ &&
-      rootPendingFrom_ == 0) {
-    rootPendingFrom_ = sequence_ + 1;
-  }
-  status_->recordEnd(sequence_);
+  // compared at a later call (CallRecord::beforeCall).
+  if (small && rootsBroadcast) record_.rootedSmallBroadcast(sequence_);
+  record_.end(sequence_);
   if (meter != nullptr) meter->collectiveFinished(linkBytes, startNs, core::nowNs());
   ++sequence_;
 }
@@ -111,9 +81,9 @@ void CommunicatorImpl::runNativeBlocking(const CallArgs& args, std::size_t count
 
 bool CommunicatorImpl::runCheckedAllreduce(const CallArgs& args, std::size_t count,
                                            const core::Fingerprint& fingerprint) {
-  // Where node peers' call status is readable, verifyNativeReturn checks
+  // Where node peers' call status is readable, CallRecord::verifyReturned checks
   // after the call for free; elsewhere the stamp travels in the data.
-  if (!fingerprints_ || !nodeStatus_.empty() || count * dataTypeSize(args.recv.dtype) > transport::kCheckedAllreduceMaxBytes) {
+  if (!record_.fingerprints() || !record_.nodeStatus().empty() || count * dataTypeSize(args.recv.dtype) > transport::kCheckedAllreduceMaxBytes) {
     return false;
   }
   const transport::CallStamp mine{fingerprint.word(), fingerprint.count, sequence_, rank_};
@@ -152,7 +122,7 @@ void CommunicatorImpl::runSmall(const CallArgs& args, std::size_t count, const c
   call.root = args.root;
   call.sequence = sequence_;
   call.fingerprint = fingerprint;
-  call.compare = fingerprints_;
+  call.compare = record_.fingerprints();
   // Waits end as the engine's do: the wait monitor's checks (a mismatch the
   // watchdog saw, abort, a peer gone) and the deadline, as Error{kTimeout}.
   // The clock starts at the first poll, the wait's first yield (after 64
@@ -178,7 +148,7 @@ void CommunicatorImpl::runSmall(const CallArgs& args, std::size_t count, const c
                                self->rank_);
       // Only after a while: a peer that failed on a mismatch wrote its slot
       // first, and this rank is about to find that mismatch in it.
-      if (waited > std::chrono::milliseconds(100)) self->raiseIfPeerFailed(collective);
+      if (waited > std::chrono::milliseconds(100)) self->record_.raiseIfPeerFailed(self->sequence_, collective);
     }
   } state{this, args.collective, deadlineFor(options), std::nullopt};
   const std::function<void()> poll = [&state] { state(); };
@@ -188,63 +158,12 @@ void CommunicatorImpl::runSmall(const CallArgs& args, std::size_t count, const c
     // Every slot was written, but a peer may have given up on the call
     // meanwhile (its deadline passed while this rank was stopped or slow):
     // then the call failed there, and must not succeed here.
-    raiseIfPeerFailed(args.collective);
+    record_.raiseIfPeerFailed(sequence_, args.collective);
     return;
   }
   // Every rank that reads a peer's slot finds the difference there.
   inspector_->dumpFlight("mismatch");  // before the raise: the caller's process may end right after it
   core::raise(ErrorCategory::kMismatch, rank_, core::describeMismatch(rank_, fingerprint, culprit, theirs, sequence_));
-}
-
-void CommunicatorImpl::raiseIfPeerFailed(Collective collective) const {
-  for (std::size_t r = 0; r < nodeStatus_.size(); ++r) {
-    const core::CallStatus* peer = nodeStatus_[r];
-    if (peer == nullptr || peer == status_ || peer->failed.load(std::memory_order_acquire) != sequence_ + 1) continue;
-    core::raise(ErrorCategory::kTimeout, rank_,
-                std::string(toString(collective)) + " (seq " + std::to_string(sequence_) + ") failed on rank " +
-                    std::to_string(r) +
-                    " before this rank completed it (its deadline passed, or it was aborted): the call failed");
-  }
-}
-
-void CommunicatorImpl::verifyPendingRoot(bool complete) {
-  // The root of small broadcasts [from, sequence_) returned without reading
-  // anything; its receivers published their fingerprints before they read
-  // its entries, and by now (kRootPendingBatch calls later, or its next
-  // other call) they have usually done so. Those later than
-  // StallInspector::kRootWaitUs are left to the watchdog, which compares
-  // every call all ranks started. Ranks that disagreed on the root all took
-  // themselves for it: each finds the other here. Their entries are found
-  // by sequence (shm/small_collective.cc), so no later call can take the
-  // data of a call the ranks disagreed on.
-  // A batch costs one line per peer: its digest of every call through its
-  // latest one (StallInspector::agreedThrough). Calls a receiver has not
-  // reached stay pending, unless `complete`: a root that waited for its
-  // receivers to catch up would lose the lead the ring gives it. Only
-  // where a digest differs (or a receiver is far behind) are the calls
-  // checked one by one, to name the call.
-  const std::uint64_t from = rootPendingFrom_ - 1;
-  const std::uint64_t last = sequence_ - 1;
-  const std::uint64_t agreed = inspector_->agreedThrough(complete ? last : from, last);
-  if (agreed != 0) {
-    rootPendingFrom_ = agreed > last ? 0 : agreed + 1;
-    return;
-  }
-  rootPendingFrom_ = 0;
-  for (std::uint64_t seq = from; seq < sequence_; ++seq) inspector_->prefetchPeers(seq);
-  for (std::uint64_t seq = from; seq < sequence_; ++seq) {
-    verifyNativeReturn(seq, "seen by the broadcast's root when it checked its receivers, calls later");
-  }
-}
-
-void CommunicatorImpl::verifyNativeReturn(std::uint64_t seq, const char* seen) {
-  if (!fingerprints_) return;
-  const std::string mismatch = inspector_->verifyReturned(seq);
-  if (mismatch.empty()) return;
-  inspector_->dumpFlight("mismatch");
-  const Error named(ErrorCategory::kMismatch, rank_, mismatch + " (" + seen + ")");
-  engine_->fail(std::make_exception_ptr(named));
-  throw named;
 }
 
 }  // namespace boostcomm::detail

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "api/agreement.h"
 #include "api/communicator_impl.h"
 #include "core/check.h"
 #include "core/tunables.h"
@@ -46,13 +47,11 @@ constexpr double kAutoWireMargin = 0.1;
 
 void CommunicatorImpl::agreeOnWire(WireFormat wire, const char* what) {
   const long long mine = static_cast<long long>(wire);
-  const std::vector<long long> all = gatherWords(&mine, 1);
-  for (int r = 0; r < size_; ++r) {
-    const auto theirs = static_cast<WireFormat>(all[static_cast<std::size_t>(r)]);
-    BC_CHECK(theirs == wire, ErrorCategory::kMismatch, rank_,
-             what << ": ranks disagree on the wire format: rank " << rank_ << " has " << toString(wire) << ", rank "
-                  << r << " has " << toString(theirs));
-  }
+  const std::vector<long long> all = gatherWords(*transport_, &mine, 1);
+  const int r = firstDifferentRank(all, &mine, 1);
+  BC_CHECK(r < 0, ErrorCategory::kMismatch, rank_,
+           what << ": ranks disagree on the wire format: rank " << rank_ << " has " << toString(wire) << ", rank " << r
+                << " has " << toString(static_cast<WireFormat>(all[static_cast<std::size_t>(r)])));
 }
 
 void CommunicatorImpl::setWireFormat(WireFormat wire) {

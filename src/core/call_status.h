@@ -157,7 +157,7 @@ struct alignas(64) CallStatus {
   // sequence + 1 of the latest small collective this rank failed (its
   // deadline, abort, a peer gone): a peer that completes that call later
   // (its slots were all written) must not return it as a success
-  // (shm/small_collective.cc, CommunicatorImpl::raiseIfPeerFailed).
+  // (shm/small_collective.cc, CallRecord::raiseIfPeerFailed).
   std::atomic<std::uint64_t> failed{0};
   alignas(64) FlightEntry ring[kFlightRingEntries];
   // ring[i]'s completion time (coarseWallNs; 0 while in flight), apart from

@@ -8,10 +8,8 @@
 #include "core/check.h"
 #include "core/tunables.h"
 #include "shm/engine.h"
-#include "shm/mpi_window.h"
 #include "shm/posix_segment.h"
-#include "transport/mpi/mpi_errors.h"
-#include "transport/mpi/mpi_transport.h"
+#include "shm/window_segment.h"
 
 namespace boostcomm::shm {
 
@@ -58,17 +56,6 @@ bool decide(transport::Transport& t, bool onThisNode, Wanted& local) {
   return all == 1;
 }
 
-bool mpiGroupOnThisNode(transport::MpiTransport& t) {
-  using transport::mpi::checkMpi;
-  MPI_Comm node = MPI_COMM_NULL;
-  checkMpi(MPI_Comm_split_type(t.comm(), MPI_COMM_TYPE_SHARED, t.rank(), MPI_INFO_NULL, &node),
-           "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)", t.rank());
-  int nodeSize = 0;
-  checkMpi(MPI_Comm_size(node, &nodeSize), "MPI_Comm_size", t.rank());
-  MPI_Comm_free(&node);
-  return nodeSize == t.size();
-}
-
 // An engine on a POSIX segment, or null when the segment failed: its
 // failures are agreed (posix_segment.h: every rank raises the same one), so
 // every rank falls back together and the job still runs, on the transport's
@@ -89,20 +76,16 @@ std::unique_ptr<ShmEngine> posixEngine(transport::Transport& transport, const Wa
 }  // namespace
 
 void attachSharedMemory(transport::Transport& transport) {
+  if (!transport.takesSharedMemory()) return;
   Wanted local;
-  if (auto* mpi = dynamic_cast<transport::MpiTransport*>(&transport)) {
-    if (!decide(*mpi, mpiGroupOnThisNode(*mpi), local)) return;
-    mpi->attachSharedMemory(
-        std::make_unique<ShmEngine>(*mpi, MpiWindowSegment::factory(mpi->comm()), local.config));
+  if (!decide(transport, transport.groupOnThisNode(), local)) return;
+  if (transport.offersSharedWindows()) {  // MPI: the backend's window
+    transport.attachSharedMemory(
+        std::make_unique<ShmEngine>(transport, WindowSegment::factory(transport), local.config));
     return;
   }
-  if (!transport.takesSharedMemory()) return;
-  // Node ids came through the store (host name and network namespace), the
-  // same list on every rank.
-  const std::vector<long long> nodes = transport.nodeIdOfEachRank();
-  bool oneNode = true;
-  for (long long id : nodes) oneNode = oneNode && id == nodes.front();
-  if (!decide(transport, oneNode, local)) return;
+  // The store transport: node ids came through the store (host name and
+  // network namespace), the same list on every rank.
   if (auto engine = posixEngine(transport, local, "the store transport")) transport.attachSharedMemory(std::move(engine));
 }
 

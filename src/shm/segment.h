@@ -2,7 +2,7 @@
 //
 // SharedSegment: each rank of a node group contributes `bytesPerRank` and
 // addresses every peer's part directly. Two implementations, chosen by the
-// transport: an MPI_Win_allocate_shared window (mpi_window.h, under mpirun)
+// transport: an MPI_Win_allocate_shared window (window_segment.h, under mpirun)
 // and a POSIX shared-memory object (posix_segment.h, under the store
 // transport, where there is no MPI communicator). The engine's segment is one
 // such segment; each registered buffer (zero-copy) is another, made by the

@@ -18,4 +18,17 @@ void Transport::attachSharedMemory(std::unique_ptr<SharedMemoryEngine>) {
   BC_INTERNAL(false, "transport '" << name() << "' takes no shared-memory engine");
 }
 
+bool Transport::groupOnThisNode() {
+  const std::vector<long long> nodes = nodeIdOfEachRank();
+  for (long long id : nodes) {
+    if (id != nodes.front()) return false;
+  }
+  return true;
+}
+
+std::unique_ptr<SharedWindow> Transport::allocateSharedWindow(std::size_t) {
+  BC_INTERNAL(false, "transport '" << name() << "' offers no shared window");
+  return nullptr;
+}
+
 }  // namespace boostcomm::transport

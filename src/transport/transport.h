@@ -19,6 +19,8 @@
 #include "boostcomm/error.h"
 #include "boostcomm/types.h"
 #include "core/segment_list.h"
+#include "transport/shared_window.h"
+#include "transport/side_channel.h"
 
 namespace boostcomm::transport {
 
@@ -140,6 +142,15 @@ class Transport {
   // nullptr when its ranks do not all share one node or the transport has
   // none. Stable for the transport's life.
   virtual SharedMemoryEngine* sharedMemory() { return nullptr; }
+  // Collective: whether every rank of this group is on this rank's node
+  // (MPI: MPI_COMM_TYPE_SHARED). Default: nodeIdOfEachRank all equal.
+  virtual bool groupOnThisNode();
+  // Whether allocateSharedWindow is offered (the same on every rank).
+  virtual bool offersSharedWindows() const { return false; }
+  // Collective over a group on one node: `bytesPerRank` of memory per rank
+  // that every rank maps (transport/shared_window.h); raises
+  // Error{kTransport} when the backend fails. Only where offered.
+  virtual std::unique_ptr<SharedWindow> allocateSharedWindow(std::size_t bytesPerRank);
   // Whether an engine can be attached (attachSharedMemory), by whoever
   // creates the communicator (src/shm builds on the transport, not the other
   // way round); once, before the first call.
@@ -156,6 +167,14 @@ class Transport {
                                       const CallStamp& mine, CallStamp& lo, CallStamp& hi) {
     (void)send, (void)recv, (void)count, (void)dtype, (void)op, (void)mine, (void)lo, (void)hi;
     return false;
+  }
+  // Collective: a side channel of `messageBytes` messages beside this group's
+  // data path (transport/side_channel.h); null where the transport offers
+  // none (MPI without MPI_THREAD_MULTIPLE, the store and in-process
+  // transports), or its creation failed.
+  virtual std::unique_ptr<SideChannel> openSideChannel(std::size_t messageBytes) {
+    (void)messageBytes;
+    return nullptr;
   }
   // After a failure, before destruction: messages of this communicator may
   // still be in flight (peers' sends that nobody will receive). A backend

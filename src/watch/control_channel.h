@@ -4,8 +4,9 @@
 // (core/call_status.h). Ranks on other nodes cannot, and while the data path
 // is stuck (a peer stopped, a mismatched schedule waiting for a message that
 // never comes) nothing travels on it. So each communicator over MPI keeps a
-// dedicated duplicate of its communicator for small control messages,
-// driven only by the watchdog thread (watch/watchdog.h) with nonblocking calls:
+// side channel of its transport for small control messages
+// (transport/side_channel.h; MPI: a duplicate of its communicator), driven
+// only by the watchdog thread (watch/watchdog.h) with nonblocking calls:
 //   query  — "what have you started and completed?" sent by a rank whose call
 //            has waited a while to the ranks it cannot see;
 //   status — the answer: started/completed counters, pid, and the
@@ -25,15 +26,15 @@
 // Messages are fixed-size (sizeof(ControlMessage), < 4 KiB: one eager MPI
 // message over shared memory and TCP), so one posted receive from any source
 // takes any of them.
-// Needs MPI_THREAD_MULTIPLE (the watchdog calls MPI next to the caller's
-// thread); without it there is no channel and the report says so.
+// Where the transport offers no side channel (MPI without
+// MPI_THREAD_MULTIPLE, the store transport) there is none, and the report
+// says so.
 #pragma once
 
-#include "transport/mpi/mpi_c.h"
-
 #include <cstdint>
-#include <deque>
 #include <memory>
+
+#include "transport/transport.h"
 
 namespace boostcomm::detail {
 
@@ -64,38 +65,25 @@ static_assert(sizeof(ControlMessage) < 4096, "one eager message");
 
 class ControlChannel {
  public:
-  // Collective over `comm` (MPI_Comm_dup). Null when MPI does not provide
-  // MPI_THREAD_MULTIPLE or the dup fails.
-  static std::unique_ptr<ControlChannel> create(MPI_Comm comm);
-  ~ControlChannel();  // cancels the receive, waits (briefly) for sends, frees the communicator
-  ControlChannel(const ControlChannel&) = delete;
-  ControlChannel& operator=(const ControlChannel&) = delete;
+  // Collective over `transport` (Transport::openSideChannel). Null where it
+  // offers none.
+  static std::unique_ptr<ControlChannel> create(transport::Transport& transport) {
+    std::unique_ptr<transport::SideChannel> side = transport.openSideChannel(sizeof(ControlMessage));
+    return side ? std::unique_ptr<ControlChannel>(new ControlChannel(std::move(side))) : nullptr;
+  }
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
+  int rank() const { return side_->rank(); }
+  int size() const { return side_->size(); }
   // Nonblocking; the message is copied and kept until its send completes.
-  void send(int peer, const ControlMessage& message);
-  // The next message that arrived, if any (reposts the receive).
-  bool poll(ControlMessage& out);
+  void send(int peer, const ControlMessage& message) { side_->send(peer, &message); }
+  // The next message that arrived, if any.
+  bool poll(ControlMessage& out) { return side_->poll(&out) && out.magic == ControlMessage::kMagic; }
   // Completes finished sends; with waitMs > 0, waits that long for the rest.
-  void flush(int waitMs);
+  void flush(int waitMs) { side_->flush(waitMs); }
 
  private:
-  // How long closing waits for every rank to close too (see ~ControlChannel).
-  static constexpr int kCloseWaitMs = 2000;
-  explicit ControlChannel(MPI_Comm comm);
-  void postReceive();
-
-  MPI_Comm comm_;
-  int rank_ = 0;
-  int size_ = 0;
-  MPI_Request recvRequest_ = MPI_REQUEST_NULL;
-  ControlMessage incoming_;
-  struct Outgoing {
-    ControlMessage message;
-    MPI_Request request = MPI_REQUEST_NULL;
-  };
-  std::deque<Outgoing> outgoing_;  // deque: a message's address stays valid while others are added
+  explicit ControlChannel(std::unique_ptr<transport::SideChannel> side) : side_(std::move(side)) {}
+  std::unique_ptr<transport::SideChannel> side_;
 };
 
 }  // namespace boostcomm::detail

@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "core/tunables.h"
 #include "transport/mpi/mpi_errors.h"
+#include "transport/mpi/mpi_side_channel.h"
 #include "transport/mpi/mpi_types.h"
 
 namespace boostcomm::transport {
@@ -442,6 +443,10 @@ std::unique_ptr<Transport> MpiTransport::split(int color, int key) {
     child->learnNodes(std::move(ids));
   }
   return child;
+}
+
+std::unique_ptr<SideChannel> MpiTransport::openSideChannel(std::size_t messageBytes) {
+  return MpiSideChannel::open(comm_, messageBytes);
 }
 
 void MpiTransport::attachSharedMemory(std::unique_ptr<SharedMemoryEngine> engine) {

@@ -100,6 +100,12 @@ class MpiTransport final : public Transport {
   SharedMemoryEngine* sharedMemory() override { return sharedMemory_.get(); }
   bool takesSharedMemory() const override { return true; }
   void attachSharedMemory(std::unique_ptr<SharedMemoryEngine> engine) override;
+  // MPI_COMM_TYPE_SHARED; MPI_Win_allocate_shared (mpi_shared_window.cc).
+  bool groupOnThisNode() override;
+  bool offersSharedWindows() const override { return true; }
+  std::unique_ptr<SharedWindow> allocateSharedWindow(std::size_t bytesPerRank) override;
+  // A duplicate communicator (transport/mpi/mpi_side_channel.h).
+  std::unique_ptr<SideChannel> openSideChannel(std::size_t messageBytes) override;
 
  private:
   void postBytes(bool isSend, void* buf, std::size_t bytes, int peer, int tag, Request& req);

@@ -1,12 +1,13 @@
-#include "watch/control_channel.h"
+#include "transport/mpi/mpi_side_channel.h"
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 
-namespace boostcomm::detail {
+namespace boostcomm::transport {
 
 namespace {
-constexpr int kControlTag = 1;
+constexpr int kSideTag = 1;
 
 bool mpiGone() {
   int finalized = 0;
@@ -15,23 +16,24 @@ bool mpiGone() {
 }
 }  // namespace
 
-std::unique_ptr<ControlChannel> ControlChannel::create(MPI_Comm comm) {
+std::unique_ptr<MpiSideChannel> MpiSideChannel::open(MPI_Comm comm, std::size_t messageBytes) {
   int level = MPI_THREAD_SINGLE;
   if (MPI_Query_thread(&level) != MPI_SUCCESS || level < MPI_THREAD_MULTIPLE) return nullptr;
   MPI_Comm dup = MPI_COMM_NULL;
   if (MPI_Comm_dup(comm, &dup) != MPI_SUCCESS) return nullptr;
-  // Errors on the channel must never end the job: they only cost the report.
+  // Errors on the channel must never end the job: they only cost a message.
   MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
-  return std::unique_ptr<ControlChannel>(new ControlChannel(dup));
+  return std::unique_ptr<MpiSideChannel>(new MpiSideChannel(dup, messageBytes));
 }
 
-ControlChannel::ControlChannel(MPI_Comm comm) : comm_(comm) {
+MpiSideChannel::MpiSideChannel(MPI_Comm comm, std::size_t messageBytes)
+    : comm_(comm), bytes_(messageBytes), incoming_(messageBytes), drained_(messageBytes) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   postReceive();
 }
 
-ControlChannel::~ControlChannel() {
+MpiSideChannel::~MpiSideChannel() {
   if (mpiGone()) return;  // the application finalized MPI first: nothing left to free
   flush(500);
   // Quiesce before the free: a peer's message (a notice sent at its close, a
@@ -57,8 +59,7 @@ ControlChannel::~ControlChannel() {
     } else if (std::chrono::steady_clock::now() >= until) {
       quiet = false;
     } else {
-      ControlMessage ignored;
-      poll(ignored);  // keep taking messages: a sender's rendezvous needs our receive
+      poll(drained_.data());  // keep taking messages: a sender's rendezvous needs our receive
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
@@ -76,33 +77,34 @@ ControlChannel::~ControlChannel() {
   if (quiet) MPI_Comm_free(&comm_);  // else leaked (with the barrier request): one context id
 }
 
-void ControlChannel::postReceive() {
-  if (MPI_Irecv(&incoming_, sizeof(ControlMessage), MPI_BYTE, MPI_ANY_SOURCE, kControlTag, comm_, &recvRequest_) !=
-      MPI_SUCCESS) {
+void MpiSideChannel::postReceive() {
+  if (MPI_Irecv(incoming_.data(), static_cast<int>(bytes_), MPI_BYTE, MPI_ANY_SOURCE, kSideTag, comm_,
+                &recvRequest_) != MPI_SUCCESS) {
     recvRequest_ = MPI_REQUEST_NULL;
   }
 }
 
-void ControlChannel::send(int peer, const ControlMessage& message) {
+void MpiSideChannel::send(int peer, const void* message) {
   if (peer < 0 || peer >= size_ || peer == rank_) return;
   flush(0);
   outgoing_.emplace_back();
   Outgoing& o = outgoing_.back();
-  o.message = message;
-  if (MPI_Isend(&o.message, sizeof(ControlMessage), MPI_BYTE, peer, kControlTag, comm_, &o.request) != MPI_SUCCESS)
+  o.message.assign(static_cast<const unsigned char*>(message), static_cast<const unsigned char*>(message) + bytes_);
+  if (MPI_Isend(o.message.data(), static_cast<int>(bytes_), MPI_BYTE, peer, kSideTag, comm_, &o.request) !=
+      MPI_SUCCESS)
     o.request = MPI_REQUEST_NULL;
 }
 
-bool ControlChannel::poll(ControlMessage& out) {
+bool MpiSideChannel::poll(void* out) {
   if (recvRequest_ == MPI_REQUEST_NULL) return false;
   int done = 0;
   if (MPI_Test(&recvRequest_, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done) return false;
-  out = incoming_;
+  std::memcpy(out, incoming_.data(), bytes_);
   postReceive();
-  return out.magic == ControlMessage::kMagic;
+  return true;
 }
 
-void ControlChannel::flush(int waitMs) {
+void MpiSideChannel::flush(int waitMs) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs);
   while (true) {
     for (Outgoing& o : outgoing_) {
@@ -116,4 +118,4 @@ void ControlChannel::flush(int waitMs) {
   }
 }
 
-}  // namespace boostcomm::detail
+}  // namespace boostcomm::transport
