@@ -74,6 +74,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   status->pid.store(static_cast<std::uint32_t>(getpid()), std::memory_order_relaxed);
   inspector_ = std::make_unique<StallInspector>(rank_, status, peers, core::tunableInt(core::kTunableStallWarnMs),
                                                 defaultTimeout_.count());
+  inspector_->setJobEnd([transport = transport_.get()] { transport->abortJob(); });
   record_.configure(rank_, status, std::move(peers), inspector_.get(), engine_.get(),
                     core::tunableBool(core::kTunableFingerprints));
   // Ranks it cannot see through shared memory (other nodes, or shm off):

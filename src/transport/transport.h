@@ -176,6 +176,10 @@ class Transport {
     (void)messageBytes;
     return nullptr;
   }
+  // Ends the whole job at once, from any thread, after a fatal report (the
+  // watchdog's deadline on a call stuck inside the backend): MPI_Abort
+  // where MPI runs. Default: nothing (the caller then aborts this process).
+  virtual void abortJob() {}
   // After a failure, before destruction: messages of this communicator may
   // still be in flight (peers' sends that nobody will receive). A backend
   // that reuses a freed communicator's context id would deliver them to a

@@ -18,7 +18,6 @@
 
 #include "core/check.h"
 #include "core/tunables.h"
-#include "transport/mpi/mpi_c.h"
 
 namespace boostcomm::detail {
 
@@ -353,11 +352,7 @@ void StallInspector::terminate(const std::string& message) {
   // Peers that watch the same status see the same fault within a tick: give
   // them time to say so before the job ends.
   std::this_thread::sleep_for(std::chrono::seconds(1));
-  int initialized = 0;
-  int finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, 1);
+  if (jobEnd_) jobEnd_();  // the transport's Transport::abortJob (MPI_Abort)
   std::abort();
 }
 

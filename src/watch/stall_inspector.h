@@ -25,6 +25,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -35,7 +36,7 @@
 
 namespace boostcomm::detail {
 
-class ControlChannel;  // watch/control_channel.h (MPI types stay out of this header)
+class ControlChannel;  // watch/control_channel.h
 struct ControlMessage;
 
 class StallInspector final : public executor::WaitMonitor {
@@ -44,6 +45,11 @@ class StallInspector final : public executor::WaitMonitor {
   StallInspector(int rank, core::CallStatus* own, std::vector<core::CallStatus*> peers, std::int64_t warnMs,
                  std::int64_t deadlineMs);
   ~StallInspector() override;
+
+  // How the watchdog's deadline ends the job after its report, before this
+  // process aborts (the communicator's Transport::abortJob: MPI_Abort where
+  // MPI runs). Set once, before the inspector is watched.
+  void setJobEnd(std::function<void()> end) { jobEnd_ = std::move(end); }
 
   // WaitMonitor (the waiting caller, engine lock held).
   void check(std::chrono::steady_clock::duration waited) override;
@@ -196,6 +202,7 @@ class StallInspector final : public executor::WaitMonitor {
   // The channel (watchdog thread; closeChannel/failed under the mutex).
   std::mutex channelMutex_;
   std::unique_ptr<ControlChannel> channel_;
+  std::function<void()> jobEnd_;  // setJobEnd
   int channelSize_ = 0;
   std::string pendingNotice_;   // a mismatch this rank saw, to tell everyone
   std::string noticeReceived_;  // a mismatch another rank told us about

@@ -445,6 +445,14 @@ std::unique_ptr<Transport> MpiTransport::split(int color, int key) {
   return child;
 }
 
+void MpiTransport::abortJob() {
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
 std::unique_ptr<SideChannel> MpiTransport::openSideChannel(std::size_t messageBytes) {
   return MpiSideChannel::open(comm_, messageBytes);
 }

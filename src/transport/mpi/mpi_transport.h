@@ -104,6 +104,8 @@ class MpiTransport final : public Transport {
   bool groupOnThisNode() override;
   bool offersSharedWindows() const override { return true; }
   std::unique_ptr<SharedWindow> allocateSharedWindow(std::size_t bytesPerRank) override;
+  // MPI_Abort(MPI_COMM_WORLD) while MPI is initialised and not finalised.
+  void abortJob() override;
   // A duplicate communicator (transport/mpi/mpi_side_channel.h).
   std::unique_ptr<SideChannel> openSideChannel(std::size_t messageBytes) override;
 
