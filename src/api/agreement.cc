@@ -5,38 +5,50 @@
 #include <vector>
 
 #include "core/check.h"
+#include "transport/transport.h"
 
 namespace boostcomm::detail {
 
-std::vector<long long> gatherWords(transport::Transport& transport, const long long* mine, int fields,
-                                   std::optional<std::chrono::milliseconds> deadline, const char* what,
-                                   const char* why) {
-  const int size = transport.size();
-  std::vector<long long> all(static_cast<std::size_t>(fields * size));
-  std::vector<int> counts(static_cast<std::size_t>(size), fields);
-  std::vector<int> displs(static_cast<std::size_t>(size));
-  for (int i = 0; i < size; ++i) displs[static_cast<std::size_t>(i)] = i * fields;
-  if (!deadline) {
-    transport.nativeAllgatherv(mine, static_cast<std::size_t>(fields), all.data(), counts.data(), displs.data(),
-                               DataType::kInt64, nullptr);
-    return all;
+namespace {
+
+// The allgatherv layout of `fields` words per rank.
+struct WordLayout {
+  WordLayout(int size, int fields) : counts(static_cast<std::size_t>(size), fields), displs(counts.size()) {
+    for (int i = 0; i < size; ++i) displs[static_cast<std::size_t>(i)] = i * fields;
   }
+  std::vector<int> counts;
+  std::vector<int> displs;
+};
+
+}  // namespace
+
+std::vector<long long> gatherWords(transport::Transport& transport, const long long* mine, int fields) {
+  BC_INTERNAL(fields > 0, "gatherWords of " << fields << " fields");
+  const WordLayout layout(transport.size(), fields);
+  std::vector<long long> all(static_cast<std::size_t>(fields * transport.size()));
+  transport.nativeAllgatherv(mine, static_cast<std::size_t>(fields), all.data(), layout.counts.data(),
+                             layout.displs.data(), DataType::kInt64, nullptr);
+  return all;
+}
+
+std::optional<std::vector<long long>> gatherWordsPosted(transport::Transport& transport, const long long* mine,
+                                                        int fields, std::optional<std::chrono::milliseconds> deadline) {
+  BC_INTERNAL(fields > 0, "gatherWordsPosted of " << fields << " fields");
+  const WordLayout layout(transport.size(), fields);
+  std::vector<long long> all(static_cast<std::size_t>(fields * transport.size()));
   transport::Request req;
-  transport.nativeAllgatherv(mine, static_cast<std::size_t>(fields), all.data(), counts.data(), displs.data(),
-                             DataType::kInt64, &req);
+  transport.nativeAllgatherv(mine, static_cast<std::size_t>(fields), all.data(), layout.counts.data(),
+                             layout.displs.data(), DataType::kInt64, &req);
   const auto start = std::chrono::steady_clock::now();
   for (unsigned polls = 0; !transport.test(req); ++polls) {
     if (polls > 1000) std::this_thread::yield();
-    if (std::chrono::steady_clock::now() - start > *deadline) {
-      core::raise(ErrorCategory::kTimeout, transport.rank(),
-                  std::string(what) + " hit its timeout after " + std::to_string(deadline->count()) + " ms: " +
-                      why);
-    }
+    if (deadline && std::chrono::steady_clock::now() - start > *deadline) return std::nullopt;
   }
   return all;
 }
 
 int firstDifferentRank(const std::vector<long long>& all, const long long* mine, int fields) {
+  BC_INTERNAL(fields > 0, "firstDifferentRank of " << fields << " fields");
   const int size = static_cast<int>(all.size()) / fields;
   for (int r = 0; r < size; ++r) {
     for (int i = 0; i < fields; ++i) {

@@ -15,20 +15,25 @@
 #include <vector>
 
 #include "boostcomm/communicator.h"
-#include "transport/transport.h"
+
+namespace boostcomm::transport {
+class Transport;
+}
 
 namespace boostcomm::detail {
 
-// Collective. Every rank's `fields` words, rank r's at [r * fields,
-// (r + 1) * fields). Without a deadline, the backend's blocking allgather;
-// with one, its nonblocking form polled until then: Error{kTimeout}, "<what>
-// hit its timeout after N ms: <why>", when a peer never joins (the posted
-// call cannot be cancelled: the caller's communicator is done).
-std::vector<long long> gatherWords(transport::Transport& transport, const long long* mine, int fields,
-                                   std::optional<std::chrono::milliseconds> deadline = std::nullopt,
-                                   const char* what = "an exchange", const char* why = "a rank never joined it");
-// The first rank whose `fields` words in `all` (gatherWords) differ from
-// `mine`, or -1 when every rank's are the same.
+// Collective. Every rank's `fields` (> 0) words, rank r's at [r * fields,
+// (r + 1) * fields), through the backend's blocking allgather.
+std::vector<long long> gatherWords(transport::Transport& transport, const long long* mine, int fields);
+// The same through the backend's nonblocking allgather, polled until it
+// completes or `deadline` (none: no limit) has passed: then nullopt (the
+// posted call cannot be cancelled: the caller's communicator is done). Every
+// rank must use this form for the exchange (MPI does not match a blocking
+// collective with a nonblocking one).
+std::optional<std::vector<long long>> gatherWordsPosted(transport::Transport& transport, const long long* mine,
+                                                        int fields, std::optional<std::chrono::milliseconds> deadline);
+// The first rank whose `fields` (> 0) words in `all` (gatherWords) differ
+// from `mine`, or -1 when every rank's are the same.
 int firstDifferentRank(const std::vector<long long>& all, const long long* mine, int fields);
 
 // Collective. Every rank contributes a signature of its input (core/hash.h)

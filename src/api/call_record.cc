@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "executor/progress_engine.h"
 
 namespace boostcomm::detail {
 
@@ -17,11 +18,11 @@ void CallRecord::verifyReturned(std::uint64_t seq, const char* seen) {
   throw named;
 }
 
-void CallRecord::failed(std::uint64_t seq, bool markFailed) {
+void CallRecord::failed(std::uint64_t seq, bool markFailed, std::exception_ptr error) {
   // Peers that complete this small call later must not return it normally.
   if (markFailed) status_->failed.store(seq + 1, std::memory_order_release);
   try {
-    throw;
+    std::rethrow_exception(error);
   } catch (const Error& e) {
     // A backend error in a call a peer made differently (a truncation when
     // its count is smaller): the mismatch is the cause, so say that, naming

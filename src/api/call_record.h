@@ -21,12 +21,16 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <utility>
 #include <vector>
 
 #include "core/call_status.h"
-#include "executor/progress_engine.h"
 #include "watch/stall_inspector.h"
+
+namespace boostcomm::executor {
+class ProgressEngine;
+}
 
 namespace boostcomm::detail {
 
@@ -49,7 +53,7 @@ class CallRecord {
   // Empty where node peers' status is unreadable (several nodes, shm off).
   const std::vector<core::CallStatus*>& nodeStatus() const { return nodeStatus_; }
 
-  // Before call `next` is prepared, on every route: the pending-root check,
+  // Before call `next` starts (launch, runWithoutSchedule): the pending-root check,
   // in full, except for a further small broadcast this rank roots
   // (`rootsAgain`), which checks only once kRootPendingBatch are pending.
   void beforeCall(std::uint64_t next, bool rootsAgain = false) {
@@ -94,12 +98,13 @@ class CallRecord {
   // never returned (StallInspector::verifyReturned).
   void verifyReturned(std::uint64_t seq,
                       const char* seen = "seen when the backend call returned; its result is not valid");
-  // Inside a catch of call `seq`'s failure: marks it failed for node peers
+  // Call `seq` failed with `error`: marks it failed for node peers
   // (`markFailed`: a small call, which peers may complete later and must not
-  // return normally), fails the engine and rethrows; a backend error (not
-  // already a mismatch) in a call a node peer made differently is raised as
-  // that mismatch, naming both sides, with the backend's words after it.
-  [[noreturn]] void failed(std::uint64_t seq, bool markFailed);
+  // return normally), fails the engine and throws `error`; a backend error
+  // (not already a mismatch) in a call a node peer made differently is
+  // raised as that mismatch instead, naming both sides, with the backend's
+  // words after it.
+  [[noreturn]] void failed(std::uint64_t seq, bool markFailed, std::exception_ptr error);
   // Error{kTimeout} if a node peer marked call `seq` failed
   // (CallStatus::failed): a small collective must not succeed here then.
   void raiseIfPeerFailed(std::uint64_t seq, Collective collective) const;

@@ -24,8 +24,8 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
-#include <optional>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -88,14 +88,15 @@ std::vector<std::pair<const char*, std::string>> CommunicatorImpl::configuration
 
 std::vector<long long> CommunicatorImpl::gatherSettings(const long long* mine, int fields,
                                                         std::optional<std::chrono::milliseconds> deadline) {
-  try {
-    return gatherWords(*transport_, mine, fields, deadline, "the first call's setup",
-                       "every rank exchanges its settings at its first collective call, and some rank has not made "
-                       "one (or has stopped)");
-  } catch (const Error& e) {
-    if (e.category() == ErrorCategory::kTimeout) engine_->fail(std::current_exception());
-    throw;
-  }
+  std::optional<std::vector<long long>> all = gatherWordsPosted(*transport_, mine, fields, deadline);
+  if (all) return std::move(*all);
+  // The posted collective cannot be cancelled: the communicator is done.
+  const Error timeout(ErrorCategory::kTimeout, rank_,
+                      "the first call's setup hit its timeout after " + std::to_string(deadline->count()) +
+                          " ms: every rank exchanges its settings at its first collective call, and some rank has "
+                          "not made one (or has stopped)");
+  engine_->fail(std::make_exception_ptr(timeout));
+  throw timeout;
 }
 
 void CommunicatorImpl::agreeOnConfiguration(std::optional<std::chrono::milliseconds> deadline) {

@@ -21,7 +21,6 @@
 #include "core/tunables.h"
 #include "shm/attach.h"
 #include "topology/layout.h"
-#include "transport/mpi/mpi_transport.h"
 #include "transport/shared_memory.h"
 
 namespace boostcomm::detail {

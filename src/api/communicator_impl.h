@@ -228,8 +228,9 @@ class CommunicatorImpl {
   // compared across ranks; a difference is Error{kMismatch} on every rank
   // naming the variable (communicator_config.cc).
   void agreeOnConfiguration(std::optional<std::chrono::milliseconds> deadline);
-  // agreeOnConfiguration's gatherWords (api/agreement.h) within `deadline`;
-  // at its timeout the communicator is unusable (the engine failed).
+  // agreeOnConfiguration's exchange (api/agreement.h, gatherWordsPosted on
+  // every rank) within `deadline`: Error{kTimeout} after it, and the
+  // communicator is unusable (the engine failed).
   std::vector<long long> gatherSettings(const long long* mine, int fields,
                                         std::optional<std::chrono::milliseconds> deadline);
   std::vector<std::pair<const char*, std::string>> configurationItems() const;

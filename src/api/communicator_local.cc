@@ -50,7 +50,7 @@ void CommunicatorImpl::runWithoutSchedule(Route route, const CallArgs& args, con
       runNativeBlocking(args, count, fingerprint);
     }
   } catch (...) {
-    record_.failed(sequence_, /*markFailed=*/small);
+    record_.failed(sequence_, /*markFailed=*/small, std::current_exception());
   }
   if (!small) record_.verifyReturned(sequence_);
   // A small broadcast's root read no slot: its receivers' fingerprints are

@@ -25,7 +25,14 @@ WindowSegment::WindowSegment(transport::Transport& transport, std::size_t bytesP
   }
   std::memset(bases_[static_cast<std::size_t>(rank_)], 0, rounded);
   // Nobody reads a peer's counters before that peer has zeroed them.
-  transport.nativeBarrier(nullptr);
+  try {
+    transport.nativeBarrier(nullptr);
+  } catch (...) {
+    // Freeing the window is collective, and a peer may never get there:
+    // leak the mapping rather than wait in the free.
+    (void)window_.release();
+    throw;
+  }
 }
 
 SegmentFactory WindowSegment::factory(transport::Transport& transport) {

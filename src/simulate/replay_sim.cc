@@ -1,7 +1,6 @@
 #include "simulate/replay_sim.h"
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 
 #include "core/check.h"

@@ -33,6 +33,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <type_traits>
+#include <utility>
 
 #include "transport/transport.h"
 
@@ -62,6 +64,7 @@ struct ControlMessage {
   ControlEntry audit[kAuditEntries];
 };
 static_assert(sizeof(ControlMessage) < 4096, "one eager message");
+static_assert(std::is_trivially_copyable_v<ControlMessage>, "travels as bytes (transport::SideChannel)");
 
 class ControlChannel {
  public:

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "api/agreement.h"
 #include "boostcomm/boostcomm.h"
 #include "common/inproc_harness.h"
 #include "common/tunable_override.h"
@@ -77,6 +78,18 @@ std::function<void(Communicator&, bool)> overlapWith(const std::function<void(Ov
 }
 
 class Agreement : public ::testing::TestWithParam<int> {};
+
+TEST(GatheredWords, FirstDifferentRankComparesEveryField) {
+  // Three ranks of two words each, as gatherWords lays them out.
+  const long long mine[2] = {7, 9};
+  EXPECT_EQ(detail::firstDifferentRank({7, 9, 7, 9, 7, 9}, mine, 2), -1);
+  EXPECT_EQ(detail::firstDifferentRank({7, 9, 7, 8, 6, 9}, mine, 2), 1);  // rank 1's second word
+  EXPECT_EQ(detail::firstDifferentRank({7, 9, 7, 9, 6, 9}, mine, 2), 2);
+  // Seen from a rank that is itself the odd one: rank 0 already differs.
+  const long long odd[1] = {5};
+  EXPECT_EQ(detail::firstDifferentRank({4, 5, 4}, odd, 1), 0);
+  EXPECT_THROW(detail::firstDifferentRank({4}, odd, 0), Error);
+}
 
 TEST_P(Agreement, OverlapEngineLocalErrorsFailEveryRank) {
   const int n = GetParam();

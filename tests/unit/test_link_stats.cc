@@ -4,12 +4,15 @@
 // in-process on a declared 2x2 layout.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <mutex>
 #include <vector>
 
 #include "algorithms/native_model.h"
 #include "boostcomm/boostcomm.h"
+#include "core/intervals.h"
 #include "core/tunables.h"
 #include "executor/link_meter.h"
 #include "simulate/simulator.h"
@@ -31,6 +34,29 @@ TEST(LinkOccupancy, BusyAndCongestedTime) {
   EXPECT_EQ(executor::occupancy({{0, 10}, {10, 20}}).congestedSeconds, 0);
   // Three deep counts once as congested.
   EXPECT_NEAR(executor::occupancy({{0, 10}, {0, 10}, {0, 10}}).congestedSeconds, 10e-9, 1e-15);
+}
+
+TEST(LinkOccupancy, UnionLengthAgreesWithTheSweep) {
+  // core::unionLength (sorted in place, no allocation) and the busy time of
+  // core::occupancy are one quantity: unordered, nested, touching, empty and
+  // reversed intervals.
+  const std::vector<core::Interval<std::int64_t>> cases[] = {
+      {},
+      {{5, 5}},
+      {{9, 3}},
+      {{0, 10}, {10, 20}},
+      {{0, 100}, {10, 20}, {30, 40}},
+      {{50, 60}, {0, 10}, {5, 15}, {70, 70}, {80, 75}, {14, 16}},
+  };
+  const std::int64_t expected[] = {0, 0, 0, 20, 100, 26};
+  for (std::size_t i = 0; i < std::size(cases); ++i) {
+    std::vector<core::Interval<std::int64_t>> v = cases[i];
+    EXPECT_EQ(core::unionLength(v), expected[i]) << "case " << i;
+    EXPECT_TRUE(std::is_sorted(v.begin(), v.end())) << "case " << i;
+    EXPECT_EQ(core::occupancy(cases[i]).busy, expected[i]) << "case " << i;
+  }
+  // Seconds as doubles, as the simulator records them.
+  EXPECT_DOUBLE_EQ(core::occupancy(std::vector<core::Interval<double>>{{0.5, 1.5}, {1.0, 2.0}}).congested, 0.5);
 }
 
 TEST(LinkMeter, FullBufferFoldsIntoBusyTime) {
