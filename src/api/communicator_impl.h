@@ -29,7 +29,7 @@
 #include "algorithms/selection.h"
 #include "algorithms/selection_map.h"
 #include "api/call.h"
-#include "api/call_record.h"
+#include "watch/call_record.h"
 #include "api/link_accounting.h"
 #include "api/route.h"
 #include "api/schedule_cache.h"
@@ -277,7 +277,7 @@ class CommunicatorImpl {
   std::unique_ptr<StallInspector> inspector_;
   // What every route records of a call and checks around it: this rank's
   // status, the node peers' (read by the executor's header checks too) and
-  // BOOSTCOMM_FINGERPRINTS (api/call_record.h).
+  // BOOSTCOMM_FINGERPRINTS (watch/call_record.h).
   CallRecord record_;
   std::size_t chunkBytes_ = 0;
   int maxChunks_ = 0;

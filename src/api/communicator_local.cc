@@ -1,6 +1,6 @@
 // CommunicatorImpl, the two routes without a schedule (api/route.h):
 // kDirect, the backend's blocking collective, and kSmall, the shm engine's
-// small collective, recorded and checked by the call record (api/call_record.h)
+// small collective, recorded and checked by the call record (watch/call_record.h)
 // and, where node peers' status is unreadable, by the stamp carried in a
 // checked allreduce's data. The route itself is chosen in
 // communicator_impl.cc (routeOf).

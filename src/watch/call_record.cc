@@ -1,4 +1,4 @@
-#include "api/call_record.h"
+#include "watch/call_record.h"
 
 #include <exception>
 #include <string>
