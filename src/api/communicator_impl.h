@@ -29,7 +29,6 @@
 #include "algorithms/selection.h"
 #include "algorithms/selection_map.h"
 #include "api/call.h"
-#include "watch/call_record.h"
 #include "api/link_accounting.h"
 #include "api/route.h"
 #include "api/schedule_cache.h"
@@ -42,6 +41,7 @@
 #include "tuning/link_facts.h"
 #include "tuning/model_selection.h"
 #include "tuning/online_selection.h"
+#include "watch/call_record.h"
 #include "watch/stall_inspector.h"
 
 namespace boostcomm::tuning {

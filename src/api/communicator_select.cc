@@ -62,16 +62,13 @@ const AlgorithmInfo* CommunicatorImpl::hierarchicalFor(const CollectiveSpec& pro
 }
 
 void CommunicatorImpl::rebuildSelection() {
-  using algorithms::kAnyBytes;
-  using algorithms::SelectionLayer;
-  CollectiveSpec probe = describeSelf();
   model_.reset();
   if (layout_.nodes() > 1) {
     tuning::CostParams params = tuning::paramsFor(size_, layout_.nodeSizes(), linkFacts_.coresPerNode, sharedMemory_,
                                                   LinkModel{}, linkFacts_.inter);
     params.chunkBytes = chunkBytes_;
     modelParams_ = params;
-    model_ = std::make_shared<tuning::ModelSelection>(params, probe, strategy_ != Strategy::kFlat);
+    model_ = std::make_shared<tuning::ModelSelection>(params, describeSelf(), strategy_ != Strategy::kFlat);
   }
   selection_ = selectionWith(tuned_.get());
 
@@ -80,7 +77,8 @@ void CommunicatorImpl::rebuildSelection() {
   // still try (they must reach onlineChoice), and every call while the first
   // call's setup is pending or the consistency check compares each call
   // (both in prepare).
-  const std::size_t trialFloor = model_ && online_.enabled() ? tuning::OnlineSelection::kMinBytes - 1 : kAnyBytes;
+  const std::size_t trialFloor =
+      model_ && online_.enabled() ? tuning::OnlineSelection::kMinBytes - 1 : algorithms::kAnyBytes;
   routes_ = RouteTable(selection_, trialFloor, !checkConsistency_ && !configAgreementPending_);
 }
 

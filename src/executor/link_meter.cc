@@ -1,7 +1,6 @@
 #include "executor/link_meter.h"
 
-#include <algorithm>
-#include <chrono>
+#include <utility>
 
 #include "core/intervals.h"
 #include "executor/schedule.h"

@@ -3,7 +3,6 @@
 #include <pthread.h>
 
 #include <algorithm>
-#include <chrono>
 
 #include "core/clock.h"
 

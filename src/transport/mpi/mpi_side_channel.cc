@@ -27,7 +27,7 @@ std::unique_ptr<MpiSideChannel> MpiSideChannel::open(MPI_Comm comm, std::size_t 
 }
 
 MpiSideChannel::MpiSideChannel(MPI_Comm comm, std::size_t messageBytes)
-    : comm_(comm), bytes_(messageBytes), incoming_(messageBytes), drained_(messageBytes) {
+    : comm_(comm), bytes_(messageBytes), incoming_(messageBytes) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   postReceive();
@@ -50,6 +50,7 @@ MpiSideChannel::~MpiSideChannel() {
   MPI_Request barrier = MPI_REQUEST_NULL;
   bool quiet = MPI_Ibarrier(comm_, &barrier) == MPI_SUCCESS;
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kCloseWaitMs);
+  std::vector<unsigned char> ignored(bytes_);
   while (quiet) {
     int done = 0;
     if (MPI_Test(&barrier, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
@@ -59,7 +60,7 @@ MpiSideChannel::~MpiSideChannel() {
     } else if (std::chrono::steady_clock::now() >= until) {
       quiet = false;
     } else {
-      poll(drained_.data());  // keep taking messages: a sender's rendezvous needs our receive
+      poll(ignored.data());  // keep taking messages: a sender's rendezvous needs our receive
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }

@@ -44,7 +44,6 @@ class MpiSideChannel final : public SideChannel {
   int size_ = 0;
   MPI_Request recvRequest_ = MPI_REQUEST_NULL;
   std::vector<unsigned char> incoming_;
-  std::vector<unsigned char> drained_;  // the destructor's receive while it waits
   struct Outgoing {
     std::vector<unsigned char> message;
     MPI_Request request = MPI_REQUEST_NULL;
