@@ -480,11 +480,13 @@ Work CommunicatorImpl::submit(const CallArgs& args, const CallOptions& options) 
   validate(args);
   const AlgorithmInfo& algo = prepare(args, options);
   const tuning::OnlineSelection::Trial trial = trial_;
-  const auto start = std::chrono::steady_clock::now();
-  launch(algo, args, options, /*blocking=*/false, work);
   // Without a progress thread the engine sees completion only inside the
   // caller's test/wait, which would time the caller's own work too.
-  if (trial.index >= 0 && engine_->threadEnabled()) online_.recordLaunch(trial, start, work);
+  const bool timed = trial.index >= 0 && engine_->threadEnabled();
+  if (timed) engine_->setShareClock();  // a trial is timed by its share (see there)
+  const auto start = std::chrono::steady_clock::now();
+  launch(algo, args, options, /*blocking=*/false, work);
+  if (timed) online_.recordLaunch(trial, start, work);
   engine_->progress();  // post the first steps now so peers can start
   return Work(work);
 }

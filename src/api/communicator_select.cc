@@ -142,13 +142,14 @@ const AlgorithmInfo* CommunicatorImpl::onlineChoice(const CollectiveSpec& spec, 
   // same on every rank), where this call could carry it. Not a call's own
   // CallOptions::wire: a class's winner serves all its calls.
   const bool wireApplies = algorithms::wireCollective(spec.collective) && spec.dtype == DataType::kFloat32;
-  if (online_.next(spec, *model_, wireApplies ? wire_ : WireFormat::kOff, candidate, trial_)) {
+  const WireFormat wire = wireApplies ? wire_ : WireFormat::kOff;
+  if (online_.next(spec, *model_, wire, candidate, trial_)) {
     // Every rank reaches this call with its trials issued; finish them (a
     // peer may wait for our part) and agree.
     engine_->drain(deadlineFor(options), "online selection", rank_);
-    online_.decide(spec, *transport_);
+    online_.decide(spec.collective, *transport_);
     rebuildSelection();
-    return nullptr;
+    online_.next(spec, *model_, wire, candidate, trial_);  // this call opens the next epoch
   }
   return candidate;
 }

@@ -3,6 +3,8 @@
 // implementation behind the overlap statistics' communication time
 // (telemetry/stats.h), the link meter's busy time and the link rows
 // (executor/link_meter.h), measured and simulated (simulate/replay_sim.cc).
+// ShareClock: each open interval's share of the time, as it goes (the
+// progress engine's, for online selection's trials).
 #pragma once
 
 #include <algorithm>
@@ -70,5 +72,27 @@ Occupancy<T> occupancy(const std::vector<Interval<T>>& intervals) {
   }
   return out;
 }
+
+// A clock that runs at 1/k of real time while k intervals are open. An
+// interval's share, the clock's advance from its start to its end, is the
+// integral of dt / k over it; the shares of a set of intervals add up to
+// their union length. Where the open intervals share one resource evenly
+// (calls on one link), a share is about the time the interval's work would
+// have taken alone.
+template <typename T>
+class ShareClock {
+ public:
+  // Real time `now` (never earlier than the last call's); `open` intervals
+  // were open since the last call. Returns the clock's reading at `now`.
+  T advance(T now, std::size_t open) {
+    if (open > 0) value_ += (now - last_) / static_cast<T>(open);
+    last_ = now;
+    return value_;
+  }
+
+ private:
+  T value_{};
+  T last_{};
+};
 
 }  // namespace boostcomm::core

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/clock.h"
 #include "core/thread_name.h"
 
 namespace boostcomm::executor {
@@ -89,6 +90,7 @@ std::uint64_t ProgressEngine::launch(std::unique_ptr<Execution> exec, std::share
   op.scratch = binding.scratch;
   op.id = nextId_++;
   op.sequence = sequence;
+  if (shareClock_) op.shareStart = advanceShares();
   if (state) state->id = op.id;
   op.state = std::move(state);
   inFlight_.push_back(std::move(op));
@@ -164,14 +166,27 @@ bool ProgressEngine::progress() {
   return true;
 }
 
+void ProgressEngine::setShareClock() {
+  if (shareClock_) return;
+  shareClock_ = true;
+  shareOrigin_ = std::chrono::steady_clock::now();
+}
+
+double ProgressEngine::advanceShares() {
+  return shares_.advance(core::usSince(shareOrigin_), inFlight_.size());
+}
+
 void ProgressEngine::finishRetired() {
   if (retired_.empty()) return;
+  // Before the erase: the retired operations shared the time up to now.
+  const double shareNow = shareClock_ ? advanceShares() : 0.0;
   std::erase_if(inFlight_, [](const Operation& op) { return op.execution == nullptr; });
   publishCount();
   for (Operation& op : retired_) {
     if (status_) status_->recordEnd(op.sequence);
     scratch_.release(op.scratch);
     freeExecutions_.emplace_back(op.execution);
+    if (op.state && op.shareStart >= 0) op.state->sharedUs = shareNow - op.shareStart;
     if (op.state) complete(*op.state, nullptr);
   }
   retired_.clear();

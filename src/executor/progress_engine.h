@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "core/call_status.h"
+#include "core/intervals.h"
 #include "core/spin_mutex.h"
 #include "executor/executor.h"
 #include "executor/scratch_pool.h"
@@ -68,6 +69,9 @@ class OpState {
   // When the engine saw it complete (valid once isDone()): what online
   // selection times asynchronous calls by.
   std::chrono::steady_clock::time_point doneAt{};
+  // Its share of the time it was in flight (us; < 0: not measured): see
+  // ProgressEngine::setShareClock.
+  double sharedUs = -1.0;
   // The call's deadline (ms; 0: none): the progress thread fails an
   // operation that nobody waits for once it is this old (see threadMain).
   std::int64_t deadlineMs = 0;
@@ -180,6 +184,15 @@ class ProgressEngine {
   void checkWait(std::chrono::steady_clock::duration waited, bool timedOut, const std::string& text, int rank);
   // [lock] Consulted by driveUntilDone and drain while they wait (may be null).
   void setWaitMonitor(WaitMonitor* monitor) { monitor_ = monitor; }
+  // [lock] The share clock, for online selection's trials: while it runs,
+  // an operation launched records its share of the engine's time in flight,
+  // the integral of dt / k over its life with k operations in flight
+  // (OpState::sharedUs). Operations in flight together share the link, so
+  // a call's wall time counts the others' bytes too: a trial that ran beside
+  // a 25 MiB DDP bucket measured 1.4x one that ran alone, and lost. Its
+  // share is about its time alone whatever ran beside it. Off by default
+  // (it reads the clock at every launch and retire); it stays on once set.
+  void setShareClock();
   // [lock] Where retiring operation number q records completion (may be null).
   void setCallStatus(core::CallStatus* status) { status_ = status; }
 
@@ -194,6 +207,7 @@ class ProgressEngine {
     // When the progress thread first saw it in flight (its deadline check
     // stamps it, so launch() reads no clock).
     std::chrono::steady_clock::time_point seenAt{};
+    double shareStart = -1.0;  // the share clock at launch (< 0: off then)
   };
   // [lock] The progress thread's deadline check: fails the engine with
   // Error{kTimeout} when an operation with a deadline is older than it.
@@ -211,6 +225,8 @@ class ProgressEngine {
   void publishCount() { inFlightCount_.store(inFlight_.size() + messages_.size(), std::memory_order_release); }
   // Recycles the operations moved to retired_ and completes their states.
   void finishRetired();
+  // [share clock on] Advances it to now with inFlight_'s current count.
+  double advanceShares();
   void threadMain();
 
   core::SpinMutex& mutex_;
@@ -227,6 +243,9 @@ class ProgressEngine {
   std::exception_ptr failure_;
   WaitMonitor* monitor_ = nullptr;
   core::CallStatus* status_ = nullptr;
+  bool shareClock_ = false;
+  std::chrono::steady_clock::time_point shareOrigin_{};  // when it was set
+  core::ShareClock<double> shares_;                      // us since shareOrigin_
   // Published count of in-flight operations: the thread sleeps while it is 0.
   std::atomic<std::size_t> inFlightCount_{0};
 

@@ -35,6 +35,47 @@ OnlineSelection::OnlineSelection(bool enabled, bool log, double nativeMarginPerc
 
 int OnlineSelection::classOf(std::size_t bytes) { return std::bit_width(bytes) - 1; }
 
+void OnlineSelection::startClass(ClassState& s, const algorithms::CollectiveSpec& spec,
+                                 const tuning::ModelSelection& model, WireFormat wire) {
+  // Every rank starts a class with the same call (same payload), so every
+  // rank ranks the same candidates.
+  const std::size_t bytes = spec.payloadBytes();
+  s.started = true;
+  s.firstBytes = bytes;
+  s.candidates = model.trialCandidates(spec.collective, bytes, wire);
+  s.rounds = model.bestPredictedUs(spec.collective, bytes, wire) >= kOneRoundUs ? 1 : kRounds;
+  s.samples.assign(s.candidates.size(), {});
+  s.agreedUs.assign(s.candidates.size(), kNoTime);
+  s.racing.clear();
+  for (std::size_t c = 0; c < s.candidates.size(); ++c) s.racing.push_back(c);
+  if (s.candidates.empty()) {
+    s.decided = true;  // fewer than two candidates: nothing to learn
+  } else {
+    ++epochs_[static_cast<std::size_t>(spec.collective)].classesRacing;
+  }
+}
+
+bool OnlineSelection::endsEpoch(const Epoch& e, std::size_t bytes) {
+  // The calls of a step repeat in order: its first payload again is the
+  // next step. Before that, another payload again, not right after itself
+  // (a transformer's equal buckets come in a row), is a step whose order
+  // changed: DDP rebuilds its buckets after the first one. Every rank sees
+  // the same calls, so every rank ends the epoch at the same call.
+  if (bytes == e.seen.front() || e.calls >= kEpochCalls) return true;
+  return bytes != e.seen.back() && std::find(e.seen.begin(), e.seen.end(), bytes) != e.seen.end();
+}
+
+bool OnlineSelection::endEpoch(Collective coll) {
+  epochs_[static_cast<std::size_t>(coll)].calls = 0;
+  bool due = false;
+  for (ClassState& s : classes_[static_cast<std::size_t>(coll)]) {
+    if (!s.triedThisEpoch) continue;
+    s.triedThisEpoch = false;
+    if (++s.at == s.racing.size()) due = s.due = true;
+  }
+  return due;
+}
+
 bool OnlineSelection::next(const algorithms::CollectiveSpec& spec, const tuning::ModelSelection& model,
                            WireFormat wire, const algorithms::AlgorithmInfo*& algo, Trial& trial) {
   algo = nullptr;
@@ -43,42 +84,35 @@ bool OnlineSelection::next(const algorithms::CollectiveSpec& spec, const tuning:
   if (!enabled_ || bytes < kMinBytes || spec.collective == Collective::kBarrier) return false;
   const int cls = classOf(bytes);
   ClassState& s = state(spec.collective, cls);
+  if (!s.started) startClass(s, spec, model, wire);
+  Epoch& e = epochs_[static_cast<std::size_t>(spec.collective)];
+  if (e.classesRacing == 0) return false;
+  if (e.calls > 0 && endsEpoch(e, bytes) && endEpoch(spec.collective)) return true;
+  if (e.calls++ == 0) e.seen.clear();
+  e.seen.push_back(bytes);
   if (s.decided) return false;
-  if (!s.started) {
-    // Every rank starts a class with the same call (same payload), so every
-    // rank ranks the same candidates.
-    s.started = true;
-    s.candidates = model.trialCandidates(spec.collective, bytes, wire);
-    s.rounds = model.bestPredictedUs(spec.collective, bytes, wire) >= kOneRoundUs ? 1 : kCallsPerCandidate;
-    s.samples.assign(s.candidates.size() * kCallsPerCandidate, Sample{});
-    s.agreedUs.assign(s.candidates.size(), kNoTime);
-    s.racing.clear();
-    for (std::size_t c = 0; c < s.candidates.size(); ++c) s.racing.push_back(c);
-    if (s.candidates.empty()) {
-      s.decided = true;  // fewer than two candidates: nothing to learn
-      return false;
-    }
-  }
-  if (s.at == s.racing.size()) return true;  // the round is over: a checkpoint
-  const std::size_t c = s.racing[s.at++];
+  s.triedThisEpoch = true;
+  const std::size_t c = s.racing[s.at];
   const algorithms::AlgorithmInfo* candidate = s.candidates[c];
   // This payload may be beyond a candidate (native's int counts, rd's
   // power-of-two block layouts): the same answer on every rank; no time.
   if (!candidate->unsupportedReason(spec).empty()) return false;
   algo = candidate;
-  trial = {spec.collective, cls, static_cast<int>(c) * kCallsPerCandidate + s.round};
+  trial = {spec.collective, cls, static_cast<int>(c), bytes};
   return false;
 }
 
 OnlineSelection::Sample* OnlineSelection::sample(const Trial& trial) {
-  if (trial.index < 0) return nullptr;
+  if (trial.index < 0 || trial.bytes == 0) return nullptr;
   ClassState& s = state(trial.collective, trial.sizeClass);
-  return static_cast<std::size_t>(trial.index) < s.samples.size() ? &s.samples[static_cast<std::size_t>(trial.index)]
-                                                                  : nullptr;
+  if (static_cast<std::size_t>(trial.index) >= s.samples.size()) return nullptr;
+  Sample& out = s.samples[static_cast<std::size_t>(trial.index)].emplace_back();
+  out.scale = static_cast<double>(s.firstBytes) / static_cast<double>(trial.bytes);
+  return &out;
 }
 
 void OnlineSelection::recordTime(const Trial& trial, double us) {
-  if (Sample* s = sample(trial)) s->us = us;
+  if (Sample* s = sample(trial)) s->us = us * s->scale;
 }
 
 void OnlineSelection::recordLaunch(const Trial& trial, std::chrono::steady_clock::time_point start,
@@ -90,7 +124,7 @@ void OnlineSelection::recordLaunch(const Trial& trial, std::chrono::steady_clock
 }
 
 std::vector<double> OnlineSelection::agreeOnTimes(ClassState& s, transport::Transport& world) {
-  // Each candidate's median local time over the rounds so far (infinity:
+  // Each candidate's median local time over its calls so far (infinity:
   // none; of two, the slower), then the slowest rank's: a collective is as
   // fast as its slowest member. Candidates out of the race keep infinity.
   // [0, n): each candidate's median; [n, 2n): its fastest call, which is
@@ -101,10 +135,11 @@ std::vector<double> OnlineSelection::agreeOnTimes(ClassState& s, transport::Tran
   std::vector<double> times;
   for (std::size_t c : s.racing) {
     times.clear();
-    for (int k = 0; k <= s.round; ++k) {
-      Sample& sample = s.samples[c * kCallsPerCandidate + static_cast<std::size_t>(k)];
+    for (Sample& sample : s.samples[c]) {
       if (sample.state && sample.state->isDone() && !sample.state->error()) {
-        sample.us = core::usBetween(sample.start, sample.state->doneAt);
+        const double us = sample.state->sharedUs >= 0 ? sample.state->sharedUs
+                                                      : core::usBetween(sample.start, sample.state->doneAt);
+        sample.us = us * sample.scale;
       }
       sample.state.reset();
       if (sample.us >= 0) times.push_back(sample.us);
@@ -164,11 +199,17 @@ std::size_t OnlineSelection::winnerOf(const ClassState& s) const {
   return best;
 }
 
-void OnlineSelection::decide(const algorithms::CollectiveSpec& spec, transport::Transport& world) {
-  const int cls = classOf(spec.payloadBytes());
-  ClassState& s = state(spec.collective, cls);
+void OnlineSelection::decide(Collective coll, transport::Transport& world) {
+  for (int cls = 0; cls < kClasses; ++cls) {
+    if (state(coll, cls).due) decideClass(coll, cls, world);
+  }
+}
+
+void OnlineSelection::decideClass(Collective coll, int cls, transport::Transport& world) {
+  ClassState& s = state(coll, cls);
   BC_INTERNAL(s.started && !s.decided && s.at == s.racing.size(),
               "online selection: checkpoint before a round of its class ended");
+  s.due = false;
   const std::size_t n = s.candidates.size();
   const std::vector<double> agreed = agreeOnTimes(s, world);
   const std::size_t lo = std::size_t{1} << cls;
@@ -178,7 +219,7 @@ void OnlineSelection::decide(const algorithms::CollectiveSpec& spec, transport::
     const std::string dropped = dropSlow(s, agreed.data(), agreed.data() + n);
     if (log_ && world.rank() == 0 && !dropped.empty()) {
       std::fprintf(stderr, "[boostcomm] trials of %s %s, round %d: dropping %s (slower than %.1fx the best)\n",
-                   std::string(toString(spec.collective)).c_str(), range.c_str(), s.round + 1, dropped.c_str(),
+                   std::string(toString(coll)).c_str(), range.c_str(), s.round + 1, dropped.c_str(),
                    kDropFactor);
     }
     if (s.racing.size() > 1) {  // the next round
@@ -188,11 +229,12 @@ void OnlineSelection::decide(const algorithms::CollectiveSpec& spec, transport::
     }
   }
   s.decided = true;
+  --epochs_[static_cast<std::size_t>(coll)].classesRacing;
   const std::size_t best = winnerOf(s);
-  if (best != n) winners_.push_back({spec.collective, lo, hi, s.candidates[best]});
+  if (best != n) winners_.push_back({coll, lo, hi, s.candidates[best]});
   if (log_ && world.rank() == 0) {
     std::ostringstream os;
-    os << "[boostcomm] selection: " << toString(spec.collective) << " " << range << ": tried";
+    os << "[boostcomm] selection: " << toString(coll) << " " << range << ": tried";
     for (std::size_t i = 0; i < n; ++i) {
       os << " " << s.candidates[i]->name << " ";
       if (s.agreedUs[i] < kNoTime) {

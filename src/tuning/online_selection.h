@@ -5,28 +5,40 @@
 // the life of the communicator. A wrong model then costs a few calls,
 // never a whole job.
 //
-// Terms. Size class c: payloads of [2^c, 2^(c+1)) bytes. Trial: one call of
-// a class run with a candidate chosen by the call's position in its class.
-// The trials go in rounds (R = kCallsPerCandidate of them; one where the
-// model predicts a call of kOneRoundUs or more): each round
-// runs every candidate still in the race once, in candidate order, so
-// every rank runs the same candidate for the same call. Checkpoint: at the
-// first call after a round, the communicator drains its work in flight and
-// allreduces (MAX) each candidate's median local time so far. After a round
-// that is not the last, a candidate slower than kDropFactor x the best is
-// out of the race: a trial that cannot win back its cost is not repeated
-// (native's 3 calls of a 25 MiB DDP bucket between two nodes cost 1.3 s
-// where the winner took 0.15 s each). After the last round (or when one
-// candidate is left) the decision: the fastest slowest-rank time wins,
-// native only when it is faster than the best schedule by more than
-// kNativeWinPercent (its times between nodes swing from call to call).
-// Every rank sees the same maxima, so every rank keeps the same winner.
+// Terms. Size class c: payloads of [2^c, 2^(c+1)) bytes. Trial: a call of
+// a class run with the candidate its class is trying in this epoch. Epoch:
+// the calls of one collective from one call to the next call of the same
+// payload (see endsEpoch; at most kEpochCalls calls): one step of a
+// training loop, whose DDP buckets repeat in the same order. Every class under trial runs one
+// candidate for a whole epoch, and all classes of the collective change
+// candidates together at its end, so a step runs one algorithm beside
+// itself: when candidates took turns call by call, DDP's two 8-16 MiB
+// buckets of a step drew different candidates, and hier's 25 MiB trial ran
+// beside ring's 9 MiB one, took 2.4x its time beside itself, and lost.
+// The trials go in rounds (R = kRounds of them; one where the
+// model predicts a call of kOneRoundUs or more): each round gives every
+// candidate still in the race one epoch, in candidate order; every rank
+// sees the same calls, so every rank runs the same candidate for the same
+// call. Checkpoint: at the epoch's end where a class's round is over, the
+// communicator drains its work in flight and allreduces (MAX) each
+// candidate's median local time so far. After a round that is not the
+// last, a candidate slower than kDropFactor x the best is out of the race:
+// a trial that cannot win back its cost is not repeated (native's 3 calls
+// of a 25 MiB DDP bucket between two nodes cost 1.3 s where the winner took
+// 0.15 s each). After the last round (or when one candidate is left) the
+// decision: the fastest slowest-rank time wins, native only when it is
+// faster than the best schedule by more than kNativeWinPercent (its times
+// between nodes swing from call to call). Every rank sees the same maxima,
+// so every rank keeps the same winner.
 //
 // Timing: a blocking call from its start to its return; an asynchronous
-// call from launch to the engine seeing it complete, only while a progress
-// thread runs (without one, completion is seen only inside the caller's
-// wait, which would time the caller's compute). A candidate without a time
-// on some rank cannot win; with no time at all the model's choice stays.
+// call by its share of the time from launch to the engine seeing it
+// complete (ProgressEngine::setShareClock: with k calls in flight, each
+// gets dt / k), only while a progress thread runs (without one, completion
+// is seen only inside the caller's wait, which would time the caller's
+// compute). A call's time is scaled to the class's first payload (a class
+// spans sizes up to 2x). A candidate without a time on some rank cannot
+// win; with no time at all the model's choice stays.
 //
 // Determinism: candidates sum in different orders, so results are bitwise
 // identical across ranks but may differ in the last bits between calls of a
@@ -51,11 +63,12 @@ namespace boostcomm::tuning {
 
 class OnlineSelection {
  public:
-  // The median of three counts: the first call of a schedule pays its build
-  // and scratch, and over TCP native's times are bimodal (32 vs 52-60 ms at
+  // Rounds of a class: each gives every candidate an epoch, and the median
+  // of three counts: the first call of a schedule pays its build and
+  // scratch, and over TCP native's times are bimodal (32 vs 52-60 ms at
   // 4 MiB on the emulated 1 Gbit/s link), so the fastest of two chose it
   // where it then ran 1.5x slower than rhd.
-  static constexpr int kCallsPerCandidate = 3;
+  static constexpr int kRounds = 3;
   // A class whose fastest predicted call takes this long runs one round:
   // its calls are bound by the link and repeat (rd, 25 MiB between two
   // emulated nodes: 221-227 ms), and a DDP bucket of that size comes once
@@ -64,6 +77,9 @@ class OnlineSelection {
   // After a round, a candidate slower than this times the best leaves the race.
   static constexpr double kDropFactor = 1.5;
   static constexpr double kNativeWinPercent = 10.0;
+  // An epoch also ends after this many calls (a loop whose payloads never
+  // repeat still moves on).
+  static constexpr int kEpochCalls = 64;
   static constexpr std::size_t kMinBytes = 4096;  // below: latency-bound, the model's choice stands
   static constexpr int kClasses = 64;
 
@@ -72,6 +88,7 @@ class OnlineSelection {
     Collective collective = Collective::kAllreduce;
     int sizeClass = 0;
     int index = -1;
+    std::size_t bytes = 0;  // the call's payload
   };
   struct Winner {
     Collective collective;
@@ -88,9 +105,10 @@ class OnlineSelection {
   const std::vector<Winner>& winners() const { return winners_; }
 
   // [comm lock] For a call of `spec` whose top selection layer is the model:
-  // true when a round of the class's trials is over and a checkpoint is due
-  // (the caller drains, then calls decide()). Otherwise sets `algo` to the candidate to
-  // try (null: nothing to try, use the map) and `trial` to where its time goes.
+  // true when the call ends an epoch after which a class's round is over and
+  // a checkpoint is due (the caller drains, calls decide(), then next()
+  // again for this call). Otherwise sets `algo` to the candidate to try
+  // (null: nothing to try, use the map) and `trial` to where its time goes.
   // `wire`: the communicator's wire format where the call carries it (kOff
   // otherwise). A class's candidates are those of its first call, and its
   // winner serves every later call of the class, with or without a wire: a
@@ -105,34 +123,53 @@ class OnlineSelection {
   void recordLaunch(const Trial& trial, std::chrono::steady_clock::time_point start,
                     std::shared_ptr<const executor::OpState> state);
   // [comm lock, nothing in flight] Collective over `world`: the checkpoint
-  // of spec's class: agrees on the times so far, drops the candidates that
-  // cannot win and, after the last round, keeps the winner (the caller then
-  // rebuilds the selection map from winners()).
-  void decide(const algorithms::CollectiveSpec& spec, transport::Transport& world);
+  // of `coll`'s classes whose round is over, in class order: agrees on the
+  // times so far, drops the candidates that cannot win and, after a class's
+  // last round, keeps its winner (the caller then rebuilds the selection
+  // map from winners()).
+  void decide(Collective coll, transport::Transport& world);
 
  private:
   struct Sample {
-    double us = -1.0;  // < 0: none
+    double us = -1.0;  // < 0: none; scaled to the class's first payload
+    double scale = 1.0;  // the class's first payload / this call's
     std::chrono::steady_clock::time_point start{};
     std::shared_ptr<const executor::OpState> state;  // async: read at the decision
   };
   struct ClassState {
     bool started = false;
     bool decided = false;
+    bool triedThisEpoch = false;
+    bool due = false;     // its round is over: decide() takes it
     int round = 0;        // the round under way
-    int rounds = kCallsPerCandidate;  // of this class (1 from kOneRoundUs)
-    std::size_t at = 0;   // the next position in `racing` this round
+    int rounds = kRounds;  // of this class (1 from kOneRoundUs)
+    std::size_t at = 0;   // the position in `racing` of this epoch's candidate
+    std::size_t firstBytes = 0;  // the class's first call's payload: times are scaled to it
     std::vector<const algorithms::AlgorithmInfo*> candidates;
     std::vector<std::size_t> racing;  // indices of the candidates still in the race
     std::vector<double> agreedUs;     // each candidate's slowest-rank median at its last checkpoint
-    std::vector<Sample> samples;      // [candidate * kCallsPerCandidate + round]
+    std::vector<std::vector<Sample>> samples;  // [candidate]: every trial call it ran
+  };
+  struct Epoch {
+    std::vector<std::size_t> seen;  // the payloads of its calls, in order
+    int calls = 0;
+    int classesRacing = 0;  // the collective's classes started and not decided
   };
   static int classOf(std::size_t bytes);
   ClassState& state(Collective coll, int cls) {
     return classes_[static_cast<std::size_t>(coll)][static_cast<std::size_t>(cls)];
   }
+  void startClass(ClassState& s, const algorithms::CollectiveSpec& spec, const tuning::ModelSelection& model,
+                  WireFormat wire);
+  // Whether a call of `bytes` ends epoch `e` (of at least one call).
+  static bool endsEpoch(const Epoch& e, std::size_t bytes);
+  // Ends `coll`'s epoch: every class that tried a candidate in it moves to
+  // the next; true when a class's round is over (a checkpoint is due).
+  bool endEpoch(Collective coll);
   Sample* sample(const Trial& trial);
-  // decide()'s parts: the slowest rank's median [0, n) and fastest call
+  // A due class's checkpoint (collective).
+  void decideClass(Collective coll, int cls, transport::Transport& world);
+  // decideClass's parts: the slowest rank's median [0, n) and fastest call
   // [n, 2n) of each candidate (collective); the candidates out of the race
   // after a round (their names, "" when none); the winner among those left
   // (candidates.size(): none).
@@ -144,6 +181,7 @@ class OnlineSelection {
   bool log_;
   double nativeMargin_;
   std::array<std::array<ClassState, kClasses>, kNumCollectives> classes_{};
+  std::array<Epoch, kNumCollectives> epochs_{};
   std::vector<Winner> winners_;
 };
 

@@ -59,6 +59,27 @@ TEST(LinkOccupancy, UnionLengthAgreesWithTheSweep) {
   EXPECT_DOUBLE_EQ(core::occupancy(std::vector<core::Interval<double>>{{0.5, 1.5}, {1.0, 2.0}}).congested, 0.5);
 }
 
+TEST(LinkOccupancy, SharesAddUpToTheUnion) {
+  // core::ShareClock over A [0, 100), B [50, 150), C [120, 130): A has 50
+  // alone and 50 shared with B (75); B 25 + 20 alone + 5 beside C + 20 alone
+  // (70); C 5. The shares add up to the union, 150.
+  core::ShareClock<double> clock;
+  EXPECT_EQ(clock.advance(0, 0), 0.0);
+  const double a = clock.advance(0, 0);
+  const double b = clock.advance(50, 1);
+  const double aEnd = clock.advance(100, 2);
+  const double c = clock.advance(120, 1);
+  const double cEnd = clock.advance(130, 2);
+  const double bEnd = clock.advance(150, 1);
+  EXPECT_DOUBLE_EQ(aEnd - a, 75.0);
+  EXPECT_DOUBLE_EQ(bEnd - b, 70.0);
+  EXPECT_DOUBLE_EQ(cEnd - c, 5.0);
+  std::vector<core::Interval<double>> all{{0, 100}, {50, 150}, {120, 130}};
+  EXPECT_DOUBLE_EQ((aEnd - a) + (bEnd - b) + (cEnd - c), core::unionLength(all));
+  // Time with nothing open does not advance it.
+  EXPECT_EQ(clock.advance(500, 0), bEnd);
+}
+
 TEST(LinkMeter, FullBufferFoldsIntoBusyTime) {
   executor::LinkMeter m;
   m.configure({0, 1}, 0, nullptr);

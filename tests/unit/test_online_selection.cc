@@ -146,6 +146,61 @@ TEST(OnlineSelection, FirstHierarchicalCallWithWorkInFlight) {
   });
 }
 
+// A DDP-like loop: each step launches buckets A and C of one size class
+// around B of another, asynchronously, after a first step in another order
+// (DDP rebuilds its buckets after it). An epoch is a step, so A and C of a
+// step run one candidate: when candidates took turns call by call, they
+// ran different ones side by side and timed each other's bytes.
+TEST(OnlineSelection, AStepRunsOneCandidateForAllItsCalls) {
+  Tunables t{{core::kTunableNodeLayout, "2,2"}};
+  const int ranks = 4;
+  const int steps = 16;
+  const std::size_t sizes[] = {70001, 140001, 65537};  // 280 KB and 262 KB share a class; 560 KB
+  const std::size_t first[] = {65600, 150001};         // the first step: two others
+  std::mutex mutex;
+  std::vector<std::vector<std::string>> ran(ranks);  // [rank]: "A/C" of each step
+  std::set<std::string> tried;
+  std::vector<std::string> selected;
+  detail::runInProcess(ranks, [&](Communicator& comm) {
+    comm.setProgressThread(true);
+    std::vector<std::vector<float>> bufs;
+    for (std::size_t n : first) bufs.emplace_back(n, 1.0f);
+    std::vector<Work> works;
+    for (auto& b : bufs) works.push_back(comm.allreduceAsync(std::span<const float>(b), std::span<float>(b), ReduceOp::kSum));
+    for (Work& w : works) w.wait();
+    for (int step = 0; step < steps; ++step) {
+      bufs.clear();
+      works.clear();
+      for (std::size_t n : sizes) bufs.emplace_back(n, static_cast<float>(comm.rank() + 1));
+      std::vector<std::string> algos;
+      for (auto& b : bufs) {
+        works.push_back(comm.allreduceAsync(std::span<const float>(b), std::span<float>(b), ReduceOp::kSum));
+        algos.emplace_back(works.back().algorithm());
+      }
+      for (Work& w : works) w.wait();
+      for (auto& b : bufs) {
+        ASSERT_EQ(b.front(), 10.0f);
+        ASSERT_EQ(b.back(), 10.0f);
+      }
+      std::lock_guard lock(mutex);
+      ran[static_cast<std::size_t>(comm.rank())].push_back(algos[0] + "/" + algos[2]);
+      tried.insert(algos[0]);
+    }
+    std::lock_guard lock(mutex);
+    selected.push_back(comm.selectedAlgorithm(Collective::kAllreduce, sizes[0] * sizeof(float)));
+  });
+  for (int r = 0; r < ranks; ++r) {
+    for (int step = 0; step < steps; ++step) {
+      const std::string& pair = ran[static_cast<std::size_t>(r)][static_cast<std::size_t>(step)];
+      const std::size_t slash = pair.find('/');
+      EXPECT_EQ(pair.substr(0, slash), pair.substr(slash + 1)) << "rank " << r << " step " << step;
+      EXPECT_EQ(pair, ran[0][static_cast<std::size_t>(step)]) << "rank " << r << " step " << step;
+    }
+  }
+  EXPECT_GE(tried.size(), 2u) << "no trials ran";
+  for (const std::string& s : selected) EXPECT_EQ(s, selected.front()) << "ranks kept different winners";
+}
+
 // Every call of a class runs what selectedAlgorithm reported before the first.
 void expectNoTrials(int ranks) {
   detail::runInProcess(ranks, [&](Communicator& comm) {
