@@ -146,6 +146,29 @@ TEST(OnlineSelection, FirstHierarchicalCallWithWorkInFlight) {
   });
 }
 
+// A sweep (bench's sizes, one after another): the checkpoint that decides a
+// size ends its epoch, so the next size opens epochs of its own and is
+// decided within the same number of calls (an epoch that kept the first
+// size as its mark would give each of its calls the same candidate until
+// kEpochCalls).
+TEST(OnlineSelection, EachSizeOfASweepIsDecidedInItsOwnCalls) {
+  Tunables t{{core::kTunableNodeLayout, "3,1"}};
+  detail::runInProcess(4, [&](Communicator& comm) {
+    for (std::size_t count : {std::size_t{65536}, std::size_t{300000}}) {
+      std::vector<float> v(count, 1.0f);
+      for (int call = 0; call < kTrialCalls; ++call)
+        comm.allreduce(std::span<const float>(v), std::span<float>(v), ReduceOp::kMax);
+      const std::string selected = comm.selectedAlgorithm(Collective::kAllreduce, count * sizeof(float));
+      for (int call = 0; call < 3; ++call) {
+        Work w = comm.allreduceAsync(std::span<const float>(v), std::span<float>(v), ReduceOp::kMax);
+        EXPECT_EQ(std::string(w.algorithm()), selected) << count << " floats, call " << call;
+        w.wait();
+      }
+      EXPECT_EQ(v.front(), 1.0f);
+    }
+  });
+}
+
 // A DDP-like loop: each step launches buckets A and C of one size class
 // around B of another, asynchronously, after a first step in another order
 // (DDP rebuilds its buckets after it). An epoch is a step, so A and C of a
