@@ -50,7 +50,7 @@ struct BenchOptions {
 
 // 'selected' runs at least this many warm-up calls: online selection
 // (docs/TUNING.md) tries its candidates in the first calls of a size class.
-inline constexpr int kSelectedMinWarmup = 15;  // 4 candidates x 3 rounds + 3 checkpoint calls
+inline constexpr int kSelectedMinWarmup = 15;  // 4 candidates x 3 rounds; the 13th call runs the winner
 
 // "NAME+WIRE@nofp" entries of --algos: the algorithm, the wire format and the
 // fingerprints-off parts (the last two optional).

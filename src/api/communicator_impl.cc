@@ -483,10 +483,9 @@ Work CommunicatorImpl::submit(const CallArgs& args, const CallOptions& options) 
   // Without a progress thread the engine sees completion only inside the
   // caller's test/wait, which would time the caller's own work too.
   const bool timed = trial.index >= 0 && engine_->threadEnabled();
-  if (timed) engine_->setShareClock();  // a trial is timed by its share (see there)
-  const auto start = std::chrono::steady_clock::now();
+  if (timed) engine_->enableShareClock();  // a trial is timed by its share (see there)
   launch(algo, args, options, /*blocking=*/false, work);
-  if (timed) online_.recordLaunch(trial, start, work);
+  if (timed) online_.recordLaunch(trial, work);
   engine_->progress();  // post the first steps now so peers can start
   return Work(work);
 }

@@ -166,7 +166,7 @@ bool ProgressEngine::progress() {
   return true;
 }
 
-void ProgressEngine::setShareClock() {
+void ProgressEngine::enableShareClock() {
   if (shareClock_) return;
   shareClock_ = true;
   shareOrigin_ = std::chrono::steady_clock::now();
@@ -307,7 +307,6 @@ void ProgressEngine::checkDeadlines() {
 void ProgressEngine::complete(OpState& state, std::exception_ptr error) {
   if (state.isDone()) return;
   state.error_ = error;
-  state.doneAt = std::chrono::steady_clock::now();
   state.done_.store(true, std::memory_order_release);
   if (state.callback_) {
     due_.push_back({std::move(state.callback_), error});

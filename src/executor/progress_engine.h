@@ -66,11 +66,9 @@ class OpState {
   std::exception_ptr error() const { return error_; }  // valid once isDone()
   const char* algorithm = "";
   std::uint64_t id = 0;
-  // When the engine saw it complete (valid once isDone()): what online
-  // selection times asynchronous calls by.
-  std::chrono::steady_clock::time_point doneAt{};
-  // Its share of the time it was in flight (us; < 0: not measured): see
-  // ProgressEngine::setShareClock.
+  // Its share of the time from launch until the engine saw it complete (us;
+  // < 0: not measured; valid once isDone()): what online selection times
+  // asynchronous calls by. See ProgressEngine::enableShareClock.
   double sharedUs = -1.0;
   // The call's deadline (ms; 0: none): the progress thread fails an
   // operation that nobody waits for once it is this old (see threadMain).
@@ -192,7 +190,7 @@ class ProgressEngine {
   // a 25 MiB DDP bucket measured 1.4x one that ran alone, and lost. Its
   // share is about its time alone whatever ran beside it. Off by default
   // (it reads the clock at every launch and retire); it stays on once set.
-  void setShareClock();
+  void enableShareClock();
   // [lock] Where retiring operation number q records completion (may be null).
   void setCallStatus(core::CallStatus* status) { status_ = status; }
 

@@ -9,7 +9,6 @@
 #include <string_view>
 
 #include "core/check.h"
-#include "core/clock.h"
 
 namespace boostcomm::tuning {
 namespace {
@@ -51,29 +50,32 @@ void OnlineSelection::startClass(ClassState& s, const algorithms::CollectiveSpec
   if (s.candidates.empty()) {
     s.decided = true;  // fewer than two candidates: nothing to learn
   } else {
-    ++epochs_[static_cast<std::size_t>(spec.collective)].classesRacing;
+    ++trials_[static_cast<std::size_t>(spec.collective)].classesRacing;
   }
 }
 
-bool OnlineSelection::endsEpoch(const Epoch& e, std::size_t bytes) {
-  // The calls of a step repeat in order: its first payload again is the
-  // next step. Before that, another payload again, not right after itself
-  // (a transformer's equal buckets come in a row), is a step whose order
-  // changed: DDP rebuilds its buckets after the first one. Every rank sees
-  // the same calls, so every rank ends the epoch at the same call.
-  if (bytes == e.seen.front() || e.calls >= kEpochCalls) return true;
-  return bytes != e.seen.back() && std::find(e.seen.begin(), e.seen.end(), bytes) != e.seen.end();
+bool OnlineSelection::endsEpoch(const CollectiveTrials& t, std::size_t bytes) {
+  // The calls of a training step repeat in order: the epoch's first payload
+  // again is the next step. Before that, another payload again, not right
+  // after itself (a transformer's equal buckets come in a row), is a step
+  // whose order changed: DDP rebuilds its buckets after the first one.
+  // Every rank sees the same calls, so every rank ends the epoch at the same
+  // call. Not told apart: a step that starts with a run of equal payloads
+  // (each of them ends an epoch, as in a loop of one size), and a run of one
+  // payload after others that never come back (one epoch of kEpochCalls).
+  if (bytes == t.seen.front() || t.calls >= kEpochCalls) return true;
+  return bytes != t.seen.back() && std::find(t.seen.begin(), t.seen.end(), bytes) != t.seen.end();
 }
 
 bool OnlineSelection::endEpoch(Collective coll) {
-  epochs_[static_cast<std::size_t>(coll)].calls = 0;
-  bool due = false;
+  CollectiveTrials& t = trials_[static_cast<std::size_t>(coll)];
+  t.calls = 0;
   for (ClassState& s : classes_[static_cast<std::size_t>(coll)]) {
     if (!s.triedThisEpoch) continue;
     s.triedThisEpoch = false;
-    if (++s.at == s.racing.size()) due = s.due = true;
+    if (++s.at == s.racing.size()) t.checkpointDue = s.due = true;
   }
-  return due;
+  return t.checkpointDue;
 }
 
 bool OnlineSelection::next(const algorithms::CollectiveSpec& spec, const tuning::ModelSelection& model,
@@ -85,8 +87,9 @@ bool OnlineSelection::next(const algorithms::CollectiveSpec& spec, const tuning:
   const int cls = classOf(bytes);
   ClassState& s = state(spec.collective, cls);
   if (!s.started) startClass(s, spec, model, wire);
-  Epoch& e = epochs_[static_cast<std::size_t>(spec.collective)];
+  CollectiveTrials& e = trials_[static_cast<std::size_t>(spec.collective)];
   if (e.classesRacing == 0) return false;
+  if (e.checkpointDue) return true;  // a checkpoint that did not complete (its agreement threw)
   if (e.calls > 0 && endsEpoch(e, bytes) && endEpoch(spec.collective)) return true;
   if (e.calls++ == 0) e.seen.clear();
   e.seen.push_back(bytes);
@@ -102,8 +105,8 @@ bool OnlineSelection::next(const algorithms::CollectiveSpec& spec, const tuning:
   return false;
 }
 
-OnlineSelection::Sample* OnlineSelection::sample(const Trial& trial) {
-  if (trial.index < 0 || trial.bytes == 0) return nullptr;
+OnlineSelection::Sample* OnlineSelection::addSample(const Trial& trial) {
+  if (trial.index < 0) return nullptr;
   ClassState& s = state(trial.collective, trial.sizeClass);
   if (static_cast<std::size_t>(trial.index) >= s.samples.size()) return nullptr;
   Sample& out = s.samples[static_cast<std::size_t>(trial.index)].emplace_back();
@@ -112,15 +115,11 @@ OnlineSelection::Sample* OnlineSelection::sample(const Trial& trial) {
 }
 
 void OnlineSelection::recordTime(const Trial& trial, double us) {
-  if (Sample* s = sample(trial)) s->us = us * s->scale;
+  if (Sample* s = addSample(trial)) s->us = us * s->scale;
 }
 
-void OnlineSelection::recordLaunch(const Trial& trial, std::chrono::steady_clock::time_point start,
-                                   std::shared_ptr<const executor::OpState> state) {
-  if (Sample* s = sample(trial)) {
-    s->start = start;
-    s->state = std::move(state);
-  }
+void OnlineSelection::recordLaunch(const Trial& trial, std::shared_ptr<const executor::OpState> state) {
+  if (Sample* s = addSample(trial)) s->state = std::move(state);
 }
 
 std::vector<double> OnlineSelection::agreeOnTimes(ClassState& s, transport::Transport& world) {
@@ -136,10 +135,8 @@ std::vector<double> OnlineSelection::agreeOnTimes(ClassState& s, transport::Tran
   for (std::size_t c : s.racing) {
     times.clear();
     for (Sample& sample : s.samples[c]) {
-      if (sample.state && sample.state->isDone() && !sample.state->error()) {
-        const double us = sample.state->sharedUs >= 0 ? sample.state->sharedUs
-                                                      : core::usBetween(sample.start, sample.state->doneAt);
-        sample.us = us * sample.scale;
+      if (sample.state && sample.state->isDone() && !sample.state->error() && sample.state->sharedUs >= 0) {
+        sample.us = sample.state->sharedUs * sample.scale;
       }
       sample.state.reset();
       if (sample.us >= 0) times.push_back(sample.us);
@@ -203,6 +200,7 @@ void OnlineSelection::decide(Collective coll, transport::Transport& world) {
   for (int cls = 0; cls < kClasses; ++cls) {
     if (state(coll, cls).due) decideClass(coll, cls, world);
   }
+  trials_[static_cast<std::size_t>(coll)].checkpointDue = false;
 }
 
 void OnlineSelection::decideClass(Collective coll, int cls, transport::Transport& world) {
@@ -229,7 +227,7 @@ void OnlineSelection::decideClass(Collective coll, int cls, transport::Transport
     }
   }
   s.decided = true;
-  --epochs_[static_cast<std::size_t>(coll)].classesRacing;
+  --trials_[static_cast<std::size_t>(coll)].classesRacing;
   const std::size_t best = winnerOf(s);
   if (best != n) winners_.push_back({coll, lo, hi, s.candidates[best]});
   if (log_ && world.rank() == 0) {

@@ -48,7 +48,6 @@
 #pragma once
 
 #include <array>
-#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -64,8 +63,8 @@ namespace boostcomm::tuning {
 class OnlineSelection {
  public:
   // Rounds of a class: each gives every candidate an epoch, and the median
-  // of three counts: the first call of a schedule pays its build and
-  // scratch, and over TCP native's times are bimodal (32 vs 52-60 ms at
+  // of three counts: a blocking trial's first call pays its schedule's build
+  // and scratch, and over TCP native's times are bimodal (32 vs 52-60 ms at
   // 4 MiB on the emulated 1 Gbit/s link), so the fastest of two chose it
   // where it then ran 1.5x slower than rhd.
   static constexpr int kRounds = 3;
@@ -118,10 +117,9 @@ class OnlineSelection {
             const algorithms::AlgorithmInfo*& algo, Trial& trial);
   // [comm lock] A blocking trial call took `us` here.
   void recordTime(const Trial& trial, double us);
-  // [comm lock] An asynchronous trial call launched at `start`; its time is
-  // read from `state` at the decision (when it is complete by then).
-  void recordLaunch(const Trial& trial, std::chrono::steady_clock::time_point start,
-                    std::shared_ptr<const executor::OpState> state);
+  // [comm lock] An asynchronous trial call was launched; its time (its
+  // share, OpState::sharedUs) is read from `state` at the decision.
+  void recordLaunch(const Trial& trial, std::shared_ptr<const executor::OpState> state);
   // [comm lock, nothing in flight] Collective over `world`: the checkpoint
   // of `coll`'s classes whose round is over, in class order: agrees on the
   // times so far, drops the candidates that cannot win and, after a class's
@@ -133,7 +131,6 @@ class OnlineSelection {
   struct Sample {
     double us = -1.0;  // < 0: none; scaled to the class's first payload
     double scale = 1.0;  // the class's first payload / this call's
-    std::chrono::steady_clock::time_point start{};
     std::shared_ptr<const executor::OpState> state;  // async: read at the decision
   };
   struct ClassState {
@@ -150,10 +147,12 @@ class OnlineSelection {
     std::vector<double> agreedUs;     // each candidate's slowest-rank median at its last checkpoint
     std::vector<std::vector<Sample>> samples;  // [candidate]: every trial call it ran
   };
-  struct Epoch {
-    std::vector<std::size_t> seen;  // the payloads of its calls, in order
-    int calls = 0;
-    int classesRacing = 0;  // the collective's classes started and not decided
+  // A collective's trials: its epoch under way and its classes in the race.
+  struct CollectiveTrials {
+    std::vector<std::size_t> seen;  // the payloads of the epoch's calls, in order
+    int calls = 0;                  // in the epoch
+    int classesRacing = 0;          // started and not decided
+    bool checkpointDue = false;     // an epoch ended a class's round; decide() clears it
   };
   static int classOf(std::size_t bytes);
   ClassState& state(Collective coll, int cls) {
@@ -161,12 +160,13 @@ class OnlineSelection {
   }
   void startClass(ClassState& s, const algorithms::CollectiveSpec& spec, const tuning::ModelSelection& model,
                   WireFormat wire);
-  // Whether a call of `bytes` ends epoch `e` (of at least one call).
-  static bool endsEpoch(const Epoch& e, std::size_t bytes);
+  // Whether a call of `bytes` ends the epoch of `t` (of at least one call).
+  static bool endsEpoch(const CollectiveTrials& t, std::size_t bytes);
   // Ends `coll`'s epoch: every class that tried a candidate in it moves to
   // the next; true when a class's round is over (a checkpoint is due).
   bool endEpoch(Collective coll);
-  Sample* sample(const Trial& trial);
+  // A new sample of `trial`'s candidate (null: not a trial).
+  Sample* addSample(const Trial& trial);
   // A due class's checkpoint (collective).
   void decideClass(Collective coll, int cls, transport::Transport& world);
   // decideClass's parts: the slowest rank's median [0, n) and fastest call
@@ -181,7 +181,7 @@ class OnlineSelection {
   bool log_;
   double nativeMargin_;
   std::array<std::array<ClassState, kClasses>, kNumCollectives> classes_{};
-  std::array<Epoch, kNumCollectives> epochs_{};
+  std::array<CollectiveTrials, kNumCollectives> trials_{};
   std::vector<Winner> winners_;
 };
 

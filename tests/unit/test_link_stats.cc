@@ -64,8 +64,8 @@ TEST(LinkOccupancy, SharesAddUpToTheUnion) {
   // alone and 50 shared with B (75); B 25 + 20 alone + 5 beside C + 20 alone
   // (70); C 5. The shares add up to the union, 150.
   core::ShareClock<double> clock;
-  EXPECT_EQ(clock.advance(0, 0), 0.0);
   const double a = clock.advance(0, 0);
+  EXPECT_EQ(a, 0.0);
   const double b = clock.advance(50, 1);
   const double aEnd = clock.advance(100, 2);
   const double c = clock.advance(120, 1);

@@ -25,7 +25,7 @@
 namespace boostcomm {
 namespace {
 
-constexpr int kTrialCalls = 15;  // at most 4 candidates x 3 rounds, each round closed by a checkpoint call
+constexpr int kTrialCalls = 15;  // at most 4 candidates x 3 rounds of one-call epochs; the 13th call runs the winner
 
 using testing::Tunables;
 
@@ -222,6 +222,9 @@ TEST(OnlineSelection, AStepRunsOneCandidateForAllItsCalls) {
   }
   EXPECT_GE(tried.size(), 2u) << "no trials ran";
   for (const std::string& s : selected) EXPECT_EQ(s, selected.front()) << "ranks kept different winners";
+  // At most 4 candidates x 3 rounds of one-step epochs after the first
+  // (which holds the first two steps): the last steps run the winner.
+  EXPECT_EQ(ran[0][steps - 1], selected.front() + "/" + selected.front()) << "the class was not decided";
 }
 
 // Every call of a class runs what selectedAlgorithm reported before the first.
