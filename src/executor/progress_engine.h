@@ -186,9 +186,9 @@ class ProgressEngine {
   // an operation launched records its share of the engine's time in flight,
   // the integral of dt / k over its life with k operations in flight
   // (OpState::sharedUs). Operations in flight together share the link, so
-  // a call's wall time counts the others' bytes too: a trial that ran beside
-  // a 25 MiB DDP bucket measured 1.4x one that ran alone, and lost. Its
-  // share is about its time alone whatever ran beside it. Off by default
+  // a call's wall time counts the others' bytes too (DDP's buckets run side
+  // by side); its share is about its time alone, whatever ran beside it.
+  // Off by default
   // (it reads the clock at every launch and retire); it stays on once set.
   void enableShareClock();
   // [lock] Where retiring operation number q records completion (may be null).

@@ -73,7 +73,7 @@ bool OnlineSelection::endEpoch(Collective coll) {
   for (ClassState& s : classes_[static_cast<std::size_t>(coll)]) {
     if (!s.triedThisEpoch) continue;
     s.triedThisEpoch = false;
-    if (++s.at == s.racing.size()) t.checkpointDue = s.due = true;
+    if (++s.at == s.racing.size()) t.checkpointDue = true;
   }
   return t.checkpointDue;
 }
@@ -197,8 +197,11 @@ std::size_t OnlineSelection::winnerOf(const ClassState& s) const {
 }
 
 void OnlineSelection::decide(Collective coll, transport::Transport& world) {
+  // Every class whose round is over (an agreement that threw leaves its
+  // class so, and the flag set: the next call retries).
   for (int cls = 0; cls < kClasses; ++cls) {
-    if (state(coll, cls).due) decideClass(coll, cls, world);
+    const ClassState& s = state(coll, cls);
+    if (s.started && !s.decided && s.at == s.racing.size()) decideClass(coll, cls, world);
   }
   trials_[static_cast<std::size_t>(coll)].checkpointDue = false;
 }
@@ -207,7 +210,6 @@ void OnlineSelection::decideClass(Collective coll, int cls, transport::Transport
   ClassState& s = state(coll, cls);
   BC_INTERNAL(s.started && !s.decided && s.at == s.racing.size(),
               "online selection: checkpoint before a round of its class ended");
-  s.due = false;
   const std::size_t n = s.candidates.size();
   const std::vector<double> agreed = agreeOnTimes(s, world);
   const std::size_t lo = std::size_t{1} << cls;

@@ -137,10 +137,9 @@ class OnlineSelection {
     bool started = false;
     bool decided = false;
     bool triedThisEpoch = false;
-    bool due = false;     // its round is over: decide() takes it
     int round = 0;        // the round under way
     int rounds = kRounds;  // of this class (1 from kOneRoundUs)
-    std::size_t at = 0;   // the position in `racing` of this epoch's candidate
+    std::size_t at = 0;   // the position in `racing` of this epoch's candidate (racing.size(): round over)
     std::size_t firstBytes = 0;  // the class's first call's payload: times are scaled to it
     std::vector<const algorithms::AlgorithmInfo*> candidates;
     std::vector<std::size_t> racing;  // indices of the candidates still in the race
@@ -152,7 +151,7 @@ class OnlineSelection {
     std::vector<std::size_t> seen;  // the payloads of the epoch's calls, in order
     int calls = 0;                  // in the epoch
     int classesRacing = 0;          // started and not decided
-    bool checkpointDue = false;     // an epoch ended a class's round; decide() clears it
+    bool checkpointDue = false;     // an epoch ended a class's round; decide() clears it once it ran
   };
   static int classOf(std::size_t bytes);
   ClassState& state(Collective coll, int cls) {
