@@ -63,17 +63,18 @@ bool OnlineSelection::endsEpoch(const CollectiveTrials& t, std::size_t bytes) {
   // call. Not told apart: a step that starts with a run of equal payloads
   // (each of them ends an epoch, as in a loop of one size), and a run of one
   // payload after others that never come back (one epoch of kEpochCalls).
-  if (bytes == t.seen.front() || t.calls >= kEpochCalls) return true;
+  if (bytes == t.seen.front() || t.seen.size() >= static_cast<std::size_t>(kEpochCalls)) return true;
   return bytes != t.seen.back() && std::find(t.seen.begin(), t.seen.end(), bytes) != t.seen.end();
 }
 
 bool OnlineSelection::endEpoch(Collective coll) {
   CollectiveTrials& t = trials_[static_cast<std::size_t>(coll)];
-  t.calls = 0;
+  t.seen.clear();
   for (ClassState& s : classes_[static_cast<std::size_t>(coll)]) {
     if (!s.triedThisEpoch) continue;
     s.triedThisEpoch = false;
-    if (++s.at == s.racing.size()) t.checkpointDue = true;
+    ++s.at;
+    if (roundOver(s)) t.checkpointDue = true;
   }
   return t.checkpointDue;
 }
@@ -87,12 +88,11 @@ bool OnlineSelection::next(const algorithms::CollectiveSpec& spec, const tuning:
   const int cls = classOf(bytes);
   ClassState& s = state(spec.collective, cls);
   if (!s.started) startClass(s, spec, model, wire);
-  CollectiveTrials& e = trials_[static_cast<std::size_t>(spec.collective)];
-  if (e.classesRacing == 0) return false;
-  if (e.checkpointDue) return true;  // a checkpoint that did not complete (its agreement threw)
-  if (e.calls > 0 && endsEpoch(e, bytes) && endEpoch(spec.collective)) return true;
-  if (e.calls++ == 0) e.seen.clear();
-  e.seen.push_back(bytes);
+  CollectiveTrials& t = trials_[static_cast<std::size_t>(spec.collective)];
+  if (t.classesRacing == 0) return false;
+  if (t.checkpointDue) return true;  // a checkpoint that did not complete (its agreement threw)
+  if (!t.seen.empty() && endsEpoch(t, bytes) && endEpoch(spec.collective)) return true;
+  t.seen.push_back(bytes);
   if (s.decided) return false;
   s.triedThisEpoch = true;
   const std::size_t c = s.racing[s.at];
@@ -200,16 +200,14 @@ void OnlineSelection::decide(Collective coll, transport::Transport& world) {
   // Every class whose round is over (an agreement that threw leaves its
   // class so, and the flag set: the next call retries).
   for (int cls = 0; cls < kClasses; ++cls) {
-    const ClassState& s = state(coll, cls);
-    if (s.started && !s.decided && s.at == s.racing.size()) decideClass(coll, cls, world);
+    if (roundOver(state(coll, cls))) decideClass(coll, cls, world);
   }
   trials_[static_cast<std::size_t>(coll)].checkpointDue = false;
 }
 
 void OnlineSelection::decideClass(Collective coll, int cls, transport::Transport& world) {
   ClassState& s = state(coll, cls);
-  BC_INTERNAL(s.started && !s.decided && s.at == s.racing.size(),
-              "online selection: checkpoint before a round of its class ended");
+  BC_INTERNAL(roundOver(s), "online selection: checkpoint before a round of its class ended");
   const std::size_t n = s.candidates.size();
   const std::vector<double> agreed = agreeOnTimes(s, world);
   const std::size_t lo = std::size_t{1} << cls;

@@ -33,7 +33,7 @@
 //
 // Timing: a blocking call from its start to its return; an asynchronous
 // call by its share of the time from launch to the engine seeing it
-// complete (ProgressEngine::setShareClock: with k calls in flight, each
+// complete (ProgressEngine::enableShareClock: with k calls in flight, each
 // gets dt / k), only while a progress thread runs (without one, completion
 // is seen only inside the caller's wait, which would time the caller's
 // compute). A call's time is scaled to the class's first payload (a class
@@ -148,8 +148,7 @@ class OnlineSelection {
   };
   // A collective's trials: its epoch under way and its classes in the race.
   struct CollectiveTrials {
-    std::vector<std::size_t> seen;  // the payloads of the epoch's calls, in order
-    int calls = 0;                  // in the epoch
+    std::vector<std::size_t> seen;  // the payloads of the epoch's calls, in order (empty: none yet)
     int classesRacing = 0;          // started and not decided
     bool checkpointDue = false;     // an epoch ended a class's round; decide() clears it once it ran
   };
@@ -159,6 +158,9 @@ class OnlineSelection {
   }
   void startClass(ClassState& s, const algorithms::CollectiveSpec& spec, const tuning::ModelSelection& model,
                   WireFormat wire);
+  // A class's round is over (started, not decided, every candidate in the
+  // race had its epoch): its checkpoint is due.
+  static bool roundOver(const ClassState& s) { return s.started && !s.decided && s.at == s.racing.size(); }
   // Whether a call of `bytes` ends the epoch of `t` (of at least one call).
   static bool endsEpoch(const CollectiveTrials& t, std::size_t bytes);
   // Ends `coll`'s epoch: every class that tried a candidate in it moves to
