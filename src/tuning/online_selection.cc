@@ -170,14 +170,36 @@ std::string OnlineSelection::dropSlow(ClassState& s, const double* medianUs, con
   return dropped.str();
 }
 
+std::vector<std::size_t> OnlineSelection::nearTies(const std::vector<double>& medianUs,
+                                                   const std::vector<std::size_t>& racing) {
+  // The fastest and the runner-up (the first of equals in racing's order).
+  std::size_t best = medianUs.size();
+  std::size_t second = medianUs.size();
+  for (std::size_t c : racing) {
+    if (medianUs[c] >= kNoTime) continue;
+    if (best == medianUs.size() || medianUs[c] < medianUs[best]) {
+      second = best;
+      best = c;
+    } else if (second == medianUs.size() || medianUs[c] < medianUs[second]) {
+      second = c;
+    }
+  }
+  if (second == medianUs.size() || medianUs[second] > medianUs[best] * (1.0 + kTieMargin)) return {};
+  std::vector<std::size_t> tied;
+  for (std::size_t c : racing) {
+    if (c == best || c == second) tied.push_back(c);
+  }
+  return tied;
+}
+
 std::size_t OnlineSelection::winnerOf(const ClassState& s) const {
   // Only the candidates still in the race can win: the fastest schedule,
   // then native (when it was a candidate: see
   // ModelSelection::trialCandidates) only where it is faster by more than
   // the margin: between nodes the backend's times swing from call to call
   // (1.7x at 4 and 64 MiB over TCP: a per-call temporary, its own protocol
-  // switches) while a schedule's point-to-point messages repeat, so a near
-  // tie goes to the one that stays where it was measured. n: none.
+  // switches) while a schedule's point-to-point messages repeat, so a close
+  // call goes to the one that stays where it was measured. n: none.
   const std::size_t n = s.candidates.size();
   std::vector<double> medianUs(n, kNoTime);
   for (std::size_t c : s.racing) medianUs[c] = s.agreedUs[c];
@@ -222,6 +244,22 @@ void OnlineSelection::decideClass(Collective coll, int cls, transport::Transport
     }
     if (s.racing.size() > 1) {  // the next round
       ++s.round;
+      s.at = 0;
+      return;
+    }
+  } else if (s.round + 1 < kRounds) {
+    std::vector<std::size_t> tied = nearTies(s.agreedUs, s.racing);
+    if (tied.size() > 1) {  // a near tie: one more round for the tied
+      if (log_ && world.rank() == 0) {
+        std::ostringstream os;
+        for (std::size_t c : tied) os << (os.tellp() > 0 ? ", " : "") << s.candidates[c]->name;
+        std::fprintf(stderr, "[boostcomm] trials of %s %s, round %d: %s within %.0f%% of each other, one more round\n",
+                     std::string(toString(coll)).c_str(), range.c_str(), s.round + 1, os.str().c_str(),
+                     kTieMargin * 100.0);
+      }
+      s.racing = std::move(tied);
+      ++s.round;
+      ++s.rounds;
       s.at = 0;
       return;
     }

@@ -29,7 +29,10 @@
 // decision: the fastest slowest-rank time wins, native only when it is
 // faster than the best schedule by more than kNativeWinPercent (its times
 // between nodes swing from call to call). Every rank sees the same maxima,
-// so every rank keeps the same winner.
+// so every rank keeps the same winner. Before that, a class of fewer rounds
+// whose runner-up is within kTieMargin of the best (a near tie) runs one
+// more round of those two (the others leave the race), up to kRounds
+// rounds in all.
 //
 // Timing: a blocking call from its start to its return; an asynchronous
 // call by its share of the time from launch to the engine seeing it
@@ -44,7 +47,7 @@
 // identical across ranks but may differ in the last bits between calls of a
 // class until it is decided, and between runs whose decisions differ.
 // BOOSTCOMM_SELECTION_TRIALS=0 pins the model's choice (run-to-run
-// reproducible); BOOSTCOMM_LOG_SELECTION=1 prints each decision on rank 0.
+// reproducible); BOOSTCOMM_LOG_SELECTION=1 prints each decision, drop and near tie on rank 0.
 #pragma once
 
 #include <array>
@@ -75,6 +78,15 @@ class OnlineSelection {
   static constexpr double kOneRoundUs = 20000.0;
   // After a round, a candidate slower than this times the best leaves the race.
   static constexpr double kDropFactor = 1.5;
+  // A near tie after the last round of a class of fewer than kRounds rounds
+  // -- the runner-up's median within this fraction of the best's -- earns
+  // those two one more round, until the class has had kRounds. A one-round
+  // class decides on one sample per candidate, and across emulated nodes one
+  // sample of a 25 MiB DDP bucket put ring ahead of hier (e.g. 221 against
+  // 265 ms) where, timed in a loop, hier took 276-340 ms and ring 448-491:
+  // the step then ran at 1.03-1.07x gloo's instead of 1.22x. Each tie round
+  // costs two epochs, one per tied candidate: at most four per class.
+  static constexpr double kTieMargin = 0.25;
   static constexpr double kNativeWinPercent = 10.0;
   // An epoch also ends after this many calls (a loop whose payloads never
   // repeat still moves on).
@@ -126,6 +138,11 @@ class OnlineSelection {
   // last round, keeps its winner (the caller then rebuilds the selection
   // map from winners()).
   void decide(Collective coll, transport::Transport& world);
+  // The fastest candidate of `racing` and the runner-up, in `racing`'s
+  // order, when the runner-up's median (`medianUs`, by candidate) is within
+  // kTieMargin of the fastest's (a near tie); empty otherwise.
+  static std::vector<std::size_t> nearTies(const std::vector<double>& medianUs,
+                                           const std::vector<std::size_t>& racing);
 
  private:
   struct Sample {
@@ -138,7 +155,7 @@ class OnlineSelection {
     bool decided = false;
     bool triedThisEpoch = false;
     int round = 0;        // the round under way
-    int rounds = kRounds;  // of this class (1 from kOneRoundUs)
+    int rounds = kRounds;  // of this class (1 from kOneRoundUs; each near tie adds one)
     std::size_t at = 0;   // the position in `racing` of this epoch's candidate (racing.size(): round over)
     std::size_t firstBytes = 0;  // the class's first call's payload: times are scaled to it
     std::vector<const algorithms::AlgorithmInfo*> candidates;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <atomic>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <string>
@@ -20,6 +21,7 @@
 #include "common/tunable_override.h"
 #include "core/tunables.h"
 #include "tuning/model_selection.h"
+#include "tuning/online_selection.h"
 #include "testing/inproc_group.h"
 
 namespace boostcomm {
@@ -238,6 +240,32 @@ void expectNoTrials(int ranks) {
       w.wait();
     }
   });
+}
+
+// A near tie (the runner-up within kTieMargin of the best median) keeps the
+// two fastest racing for another round; a clear lead, a third candidate, or
+// one out of the race or without a time, does not.
+TEST(OnlineSelection, NearTiesAreTheTwoFastestWithinTheMargin) {
+  using tuning::OnlineSelection;
+  const double inf = std::numeric_limits<double>::infinity();
+  const double m = OnlineSelection::kTieMargin;
+  // One sample each across emulated nodes: ring 221 ms, hier 265 ms -- a tie.
+  EXPECT_EQ(OnlineSelection::nearTies({400e3, 221e3, 265e3}, {0, 1, 2}), (std::vector<std::size_t>{1, 2}));
+  // In racing's order, not fastest first.
+  EXPECT_EQ(OnlineSelection::nearTies({265e3, 221e3}, {0, 1}), (std::vector<std::size_t>{0, 1}));
+  // Three within the margin: the two fastest, in racing's order.
+  EXPECT_EQ(OnlineSelection::nearTies({235e3, 190e3, 230e3}, {0, 1, 2}), (std::vector<std::size_t>{1, 2}));
+  EXPECT_EQ(OnlineSelection::nearTies({100.0, 100.0, 100.0}, {2, 0, 1}), (std::vector<std::size_t>{2, 0}));
+  // Timed in a loop: hier 300 ms, ring 470 ms -- a clear lead.
+  EXPECT_TRUE(OnlineSelection::nearTies({300e3, 470e3}, {0, 1}).empty());
+  // The edge counts as a tie; just past it does not.
+  EXPECT_EQ(OnlineSelection::nearTies({100.0, 100.0 * (1 + m)}, {0, 1}), (std::vector<std::size_t>{0, 1}));
+  EXPECT_TRUE(OnlineSelection::nearTies({100.0, 100.0 * (1 + m) * 1.001}, {0, 1}).empty());
+  // Only the candidates still racing count, and one without a time is no tie.
+  EXPECT_EQ(OnlineSelection::nearTies({100.0, 101.0, 102.0}, {0, 2}), (std::vector<std::size_t>{0, 2}));
+  EXPECT_TRUE(OnlineSelection::nearTies({100.0}, {0}).empty());
+  EXPECT_TRUE(OnlineSelection::nearTies({100.0, inf}, {0, 1}).empty());
+  EXPECT_TRUE(OnlineSelection::nearTies({inf, inf}, {0, 1}).empty());
 }
 
 TEST(OnlineSelection, TrialsOffPinsTheModelsChoice) {
