@@ -187,6 +187,50 @@ TEST(GlooTransport, CommunicatorAlgorithmsMatchFloat64Reference) {
   }
 }
 
+// Receives posted back to back must each be watched at once: rank 0 posts k
+// receives and needs the last one's completion before it sends the message
+// that lets rank 1 send the others. A waiter pool that left a posted
+// message queued behind a thread blocked on an earlier one (the 2 x 2
+// torchrun hang: every ring's next step waited on a completion nobody
+// observed) never sees it. The deadline turns that hang into a failure; the
+// protocol then goes on so both ranks finish either way.
+TEST(GlooTransport, EveryPostedMessageIsWatchedAtOnce) {
+  auto ts = makeTransports(2);
+  onThreads(2, [&](int r) {
+    Transport& t = *ts[static_cast<std::size_t>(r)];
+    for (int k = 2; k <= 6; ++k) {
+      const int base = 100 * k;
+      std::vector<int> in(static_cast<std::size_t>(k), -1);
+      int go = 0;
+      if (r == 0) {
+        std::vector<Request> recvs(static_cast<std::size_t>(k));
+        for (int i = 0; i < k; ++i) t.irecv(&in[static_cast<std::size_t>(i)], sizeof(int), 1, base + i, recvs[static_cast<std::size_t>(i)]);
+        Request& last = recvs.back();
+        const auto deadline = std::chrono::steady_clock::now() + 10s;  // inside the 30 s transport timeout
+        bool seen = false;
+        while (!(seen = t.test(last)) && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+        EXPECT_TRUE(seen) << k << " receives posted back to back: the last one's completion was never observed";
+        Request s;
+        t.isend(&go, sizeof go, 1, base + k, s);
+        testing::waitFor(t, s);
+        for (Request& q : recvs) testing::waitFor(t, q);
+        for (int i = 0; i < k; ++i) EXPECT_EQ(in[static_cast<std::size_t>(i)], base + i) << k;
+      } else {
+        std::vector<int> out(static_cast<std::size_t>(k));
+        std::iota(out.begin(), out.end(), base);
+        Request s, q;
+        t.isend(&out.back(), sizeof(int), 0, base + k - 1, s);
+        t.irecv(&go, sizeof go, 0, base + k, q);
+        testing::waitFor(t, q);
+        testing::waitFor(t, s);
+        std::vector<Request> sends(static_cast<std::size_t>(k - 1));
+        for (int i = 0; i + 1 < k; ++i) t.isend(&out[static_cast<std::size_t>(i)], sizeof(int), 0, base + i, sends[static_cast<std::size_t>(i)]);
+        for (Request& x : sends) testing::waitFor(t, x);
+      }
+    }
+  });
+}
+
 TEST(GlooTransport, MissingRankIsNamedWithinTheTimeout) {
   auto store = std::make_shared<MemoryStore>();
   const auto t0 = std::chrono::steady_clock::now();

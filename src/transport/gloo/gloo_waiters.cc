@@ -29,7 +29,13 @@ GlooWaiters::~GlooWaiters() {
 void GlooWaiters::watch(GlooTransport::Pending* p) {
   std::lock_guard<std::mutex> lock(mutex_);
   queue_.push_back(p);
-  if (idle_ == 0) {
+  // Every queued message needs a thread of its own now: an idle thread
+  // counts until it pops, so a second message posted before the first
+  // one's thread woke finds idle_ == 1 with two messages queued. Left to
+  // wait behind a thread blocked in an earlier message's wait, a completed
+  // message would go unobserved for as long as that wait lasts (forever,
+  // when the earlier message's peer needs this one observed first).
+  if (idle_ < static_cast<int>(queue_.size())) {
     ++idle_;
     threads_.emplace_back([this] {
       core::nameThisThread("bc-gloo-wait");
