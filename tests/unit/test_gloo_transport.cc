@@ -206,7 +206,10 @@ TEST(GlooTransport, EveryPostedMessageIsWatchedAtOnce) {
         std::vector<Request> recvs(static_cast<std::size_t>(k));
         for (int i = 0; i < k; ++i) t.irecv(&in[static_cast<std::size_t>(i)], sizeof(int), 1, base + i, recvs[static_cast<std::size_t>(i)]);
         Request& last = recvs.back();
-        const auto deadline = std::chrono::steady_clock::now() + 10s;  // inside the 30 s transport timeout
+        // Inside the transport's 30 s timeout: a Gloo wait that reached it
+        // would close every pair of the context and fail the later rounds
+        // for another reason.
+        const auto deadline = std::chrono::steady_clock::now() + 10s;
         bool seen = false;
         while (!(seen = t.test(last)) && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
         EXPECT_TRUE(seen) << k << " receives posted back to back: the last one's completion was never observed";

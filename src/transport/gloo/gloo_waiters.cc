@@ -36,11 +36,13 @@ void GlooWaiters::watch(GlooTransport::Pending* p) {
   // message would go unobserved for as long as that wait lasts (forever,
   // when the earlier message's peer needs this one observed first).
   if (idle_ < static_cast<int>(queue_.size())) {
-    ++idle_;
+    // Counted once it exists (it cannot pop before we unlock): a thread
+    // that failed to start must not count as idle.
     threads_.emplace_back([this] {
       core::nameThisThread("bc-gloo-wait");
       loop();
     });
+    ++idle_;
   }
   cv_.notify_one();
 }
