@@ -18,6 +18,7 @@
 
 #include "core/check.h"
 #include "core/tunables.h"
+#include "transport/pending_messages.h"
 
 namespace boostcomm::detail {
 
@@ -320,9 +321,10 @@ void StallInspector::checkWait(std::uint64_t started, std::uint64_t completed, b
   if (warnMs_ > 0 && !warned_ && waitedMs >= warnMs_) {
     warned_ = true;
     const std::string path = dumpFlight("stall");
-    std::fprintf(stderr, "boostcomm: warning: rank %d: a collective has waited %.1f s: %s%s%s\n", rank_,
-                 static_cast<double>(waitedMs) / 1000.0, report().c_str(), path.empty() ? "" : "; flight record ",
-                 path.c_str());
+    const std::string messages = transport::pendingMessagesSummary(transport::pendingMessages());
+    std::fprintf(stderr, "boostcomm: warning: rank %d: a collective has waited %.1f s: %s%s%s%s%s\n", rank_,
+                 static_cast<double>(waitedMs) / 1000.0, report().c_str(), messages.empty() ? "" : "; ",
+                 messages.c_str(), path.empty() ? "" : "; flight record ", path.c_str());
   }
   const std::int64_t deadline = deadlineMs();
   if (blocking && deadline > 0 && waitedMs >= deadline) {
@@ -472,6 +474,12 @@ std::string StallInspector::dumpFlight(const char* reason) const {
     core::FixedWriter w(json.data(), json.size());
     writeFlight(w, reason, dump, true);
     json.resize(w.size());
+    // The transports' messages not yet complete (not in the signal path:
+    // they are read under locks).
+    const std::size_t close = json.rfind('}');
+    if (close != std::string::npos) {
+      json.insert(close, ", \"messages\": [\n" + transport::pendingMessagesJson(transport::pendingMessages()) + "\n]");
+    }
     std::ofstream out(tmp);
     if (!out) return {};
     out << json;

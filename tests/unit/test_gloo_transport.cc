@@ -21,6 +21,7 @@
 #include "common/store_threads.h"
 #include "common/transport_checks.h"
 #include "transport/gloo/gloo_transport.h"
+#include "transport/pending_messages.h"
 
 namespace boostcomm::transport {
 namespace {
@@ -232,6 +233,48 @@ TEST(GlooTransport, EveryPostedMessageIsWatchedAtOnce) {
       }
     }
   });
+}
+
+// The stall report's view of the transport (pending_messages.h): a receive
+// nobody has sent to is listed with its peer, tag and bytes, waiting in
+// Gloo; once its message came and test() saw it, it is gone.
+TEST(GlooTransport, PendingMessagesNameWhatAWaitIsFor) {
+  auto ts = makeTransports(2);
+  auto mine = [](const std::vector<PendingMessage>& all, int tag) {
+    std::vector<PendingMessage> out;
+    for (const PendingMessage& m : all) {
+      if (m.tag == tag) out.push_back(m);
+    }
+    return out;
+  };
+  int in = 0, out = 42;
+  Request q;
+  ts[0]->irecv(&in, sizeof in, 1, 777, q);
+  std::vector<PendingMessage> seen;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  do {  // "queued for a waiter" until a waiter took it: a moment
+    seen = mine(pendingMessages(), 777);
+  } while ((seen.size() != 1 || std::string(seen[0].state) != "waiting in Gloo") &&
+           std::chrono::steady_clock::now() < deadline);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_FALSE(seen[0].isSend);
+  EXPECT_EQ(seen[0].peer, 1);
+  EXPECT_EQ(seen[0].bytes, sizeof in);
+  EXPECT_STREQ(seen[0].state, "waiting in Gloo");
+  EXPECT_NE(seen[0].transport.find("rank 0 of 2"), std::string::npos) << seen[0].transport;
+  const std::string json = pendingMessagesJson(seen);
+  EXPECT_NE(json.find("\"kind\": \"recv\", \"peer\": 1, \"tag\": 777, \"bytes\": 4"), std::string::npos) << json;
+  const std::string summary = pendingMessagesSummary(seen);
+  EXPECT_NE(summary.find("1 transport message(s) not complete"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("recv from rank 1 tag 777 (4 B, waiting in Gloo"), std::string::npos) << summary;
+  EXPECT_TRUE(pendingMessagesSummary({}).empty());
+
+  Request s;
+  ts[1]->isend(&out, sizeof out, 0, 777, s);
+  testing::waitFor(*ts[1], s);
+  testing::waitFor(*ts[0], q);
+  EXPECT_EQ(in, 42);
+  EXPECT_TRUE(mine(pendingMessages(), 777).empty());
 }
 
 TEST(GlooTransport, MissingRankIsNamedWithinTheTimeout) {

@@ -6,6 +6,7 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -41,6 +42,11 @@ struct GlooNativeJob {
 struct GlooTransport::Pending {
   bool isSend = false;
   int source = -1;  // the sender of a receive, once done (any-source receives)
+  // For the stall report (pending_messages.h): peer (-1: any source), tag, bytes, when posted.
+  int peer = -1;
+  int tag = 0;
+  std::size_t bytes = 0;
+  std::chrono::steady_clock::time_point postedAt{};
   std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
   std::vector<char> staging;
   std::vector<core::Piece> scatter;

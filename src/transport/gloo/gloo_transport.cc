@@ -153,7 +153,8 @@ GlooTransport::GlooTransport(StoreBridge store, std::shared_ptr<gloo::transport:
   };
   p2p_ = connect("p2p");
   native_ = connect("native");
-  waiters_ = std::make_unique<GlooWaiters>(rank_);
+  waiters_ = std::make_unique<GlooWaiters>(rank_, "gloo " + store_.prefix() + ", rank " + std::to_string(rank_) +
+                                                      " of " + std::to_string(size_));
   worker_ = std::thread([this] {
     core::nameThisThread("bc-gloo-native");
     workerLoop();
@@ -214,6 +215,10 @@ void GlooTransport::checkPeer(int peer, int tag, const char* what) const {
 
 void GlooTransport::post(bool isSend, void* buf, std::size_t bytes, int peer, int tag, Request& req, Pending* p) {
   p->isSend = isSend;
+  p->peer = peer;
+  p->tag = tag;
+  p->bytes = bytes;
+  p->postedAt = std::chrono::steady_clock::now();
   if (bytes == 0) {
     p->staging.assign(1, 0);  // an empty message travels as one byte on both sides
     buf = p->staging.data();

@@ -1,10 +1,18 @@
 #include "transport/gloo/gloo_waiters.h"
 
+#include <string>
+#include <utility>
+
 #include "core/thread_name.h"
 
 namespace boostcomm::transport {
 
+GlooWaiters::GlooWaiters(int rank, std::string label) : rank_(rank), label_(std::move(label)) {
+  registerPendingMessageSource(this);
+}
+
 GlooWaiters::~GlooWaiters() {
+  unregisterPendingMessageSource(this);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -76,6 +84,24 @@ void GlooWaiters::loop() {
     ++idle_;
     p->done.store(true, std::memory_order_release);  // last touch: test() may free p now
   }
+}
+
+void GlooWaiters::appendPendingMessages(std::vector<PendingMessage>& out) const {
+  const auto now = std::chrono::steady_clock::now();
+  auto put = [&](const GlooTransport::Pending* p, const char* state) {
+    PendingMessage m;
+    m.transport = label_;
+    m.isSend = p->isSend;
+    m.peer = p->peer;
+    m.tag = p->tag;
+    m.bytes = p->bytes;
+    m.ageMs = std::chrono::duration_cast<std::chrono::milliseconds>(now - p->postedAt).count();
+    m.state = state;
+    out.push_back(std::move(m));
+  };
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const GlooTransport::Pending* p : waiting_) put(p, "waiting in Gloo");
+  for (const GlooTransport::Pending* p : queue_) put(p, "queued for a waiter");
 }
 
 }  // namespace boostcomm::transport

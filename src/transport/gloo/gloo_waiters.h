@@ -19,25 +19,31 @@
 #pragma once
 
 #include "transport/gloo/gloo_link.h"
+#include "transport/pending_messages.h"
 
 namespace boostcomm::transport {
 
-class GlooWaiters {
+class GlooWaiters final : public PendingMessageSource {
  public:
-  explicit GlooWaiters(int rank) : rank_(rank) {}
+  // `label` names the transport in the stall report (its store prefix, rank and size).
+  GlooWaiters(int rank, std::string label);
   // Aborts the waits in flight (their requests end with an error) and joins.
-  ~GlooWaiters();
+  ~GlooWaiters() override;
   GlooWaiters(const GlooWaiters&) = delete;
   GlooWaiters& operator=(const GlooWaiters&) = delete;
 
   // p's buffer has its send/recv posted; p->done is set when it completed.
   void watch(GlooTransport::Pending* p);
+  // The messages not yet complete: "queued" (no waiter has taken it yet: a
+  // moment at most) or "waiting" (a waiter is blocked in Gloo's wait for it).
+  void appendPendingMessages(std::vector<PendingMessage>& out) const override;
 
  private:
   void loop();
 
   int rank_;
-  std::mutex mutex_;
+  std::string label_;
+  mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<GlooTransport::Pending*> queue_;
   std::unordered_set<GlooTransport::Pending*> waiting_;
