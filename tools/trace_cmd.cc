@@ -74,6 +74,9 @@ struct Dump {
   Counters own;
   std::map<int, Counters> peers;  // as this rank saw them at the dump
   std::map<std::uint64_t, Call> calls;
+  // "messages": the transport messages not complete at the dump, oldest
+  // first, in words (absent in older dumps and in MPI-only jobs).
+  std::vector<std::string> messages;
 };
 
 // A rank's dumps (one process's, oldest first) and every entry they hold.
@@ -137,6 +140,14 @@ std::optional<Dump> readDump(const std::filesystem::path& path) {
   d.own = {j.value("started", 0ULL), j.value("completed", 0ULL)};
   for (const auto& p : j.value("peers", nlohmann::json::array()))
     d.peers[p["rank"].get<int>()] = {p.value("started", 0ULL), p.value("completed", 0ULL)};
+  for (const auto& m : j.value("messages", nlohmann::json::array())) {
+    const int peer = m.value("peer", -1);
+    d.messages.push_back(m.value("kind", std::string("?")) + (m.value("kind", std::string()) == "send" ? " to " : " from ") +
+                         (peer < 0 ? std::string("any rank") : "rank " + std::to_string(peer)) + " tag " +
+                         std::to_string(m.value("tag", 0)) + " (" + std::to_string(m.value("bytes", 0ULL)) + " B, " +
+                         m.value("state", std::string("?")) + ", posted " + std::to_string(m.value("age_ms", 0LL)) +
+                         " ms before the dump; " + m.value("transport", std::string("?")) + ")");
+  }
   for (const auto& e : j.value("entries", nlohmann::json::array())) {
     Call& c = d.calls[e["seq"].get<std::uint64_t>()];
     c.call = e["call"].get<std::string>();
@@ -431,17 +442,37 @@ void printMissing(const std::map<int, RankHistory>& ranks, const Judgement& j) {
   printEntries(ranks, j.missing->seq, j.missing->ranks);
 }
 
+// What each rank's latest dump says its transports still waited on: a hang
+// where every rank made the same calls is decided below the calls.
+void printMessages(const std::map<int, RankHistory>& ranks) {
+  constexpr std::size_t kShown = 3;
+  bool header = false;
+  for (const auto& [rank, h] : ranks) {
+    if (h.dumps.empty() || h.dumps.back().messages.empty()) continue;
+    const Dump& d = h.dumps.back();
+    if (!header) std::printf("transport messages not complete at each rank's latest dump (oldest first):\n");
+    header = true;
+    std::printf("  rank %d (%s): %zu\n", rank, d.file.c_str(), d.messages.size());
+    for (std::size_t i = 0; i < d.messages.size() && i < kShown; ++i) std::printf("    %s\n", d.messages[i].c_str());
+    if (d.messages.size() > kShown) std::printf("    ... %zu more\n", d.messages.size() - kShown);
+  }
+}
+
 int analyze(const std::string& dir) {
   const std::map<int, RankHistory> ranks = readDumps(dir);
   if (ranks.empty()) throw UsageError("no flight records (rank-N.json) in " + dir);
   const std::set<int> known = printRanks(ranks, dir);
   const Judgement j = judge(ranks, known);
-  if (printFirstDivergence(ranks, j.missing)) return 0;
-  if (j.missing) {
-    printMissing(ranks, j);
+  if (printFirstDivergence(ranks, j.missing)) {
+    printMessages(ranks);
     return 0;
   }
-  std::printf("no divergence: every rank started the same collectives\n");
+  if (j.missing) {
+    printMissing(ranks, j);
+  } else {
+    std::printf("no divergence: every rank started the same collectives\n");
+  }
+  printMessages(ranks);
   return 0;
 }
 

@@ -477,7 +477,7 @@ std::string StallInspector::dumpFlight(const char* reason) const {
     // The transports' messages not yet complete (not in the signal path:
     // they are read under locks).
     const std::size_t close = json.rfind('}');
-    if (close != std::string::npos) {
+    if (!w.overflowed() && close != std::string::npos) {  // a truncated record has no closing brace to go before
       json.insert(close, ", \"messages\": [\n" + transport::pendingMessagesJson(transport::pendingMessages()) + "\n]");
     }
     std::ofstream out(tmp);

@@ -13,6 +13,9 @@
 #   remote_before  rank 1's only dump is earlier (on demand, in step)
 #   stale          flake, plus a record of an earlier job with the same rank
 #                  and pid (another container): skipped
+#   same_calls     both ranks wait in call 200 (no divergence, nobody
+#                  missing): the transport messages each still waited on are
+#                  printed, oldest first, three at most
 # Usage: trace_orders.sh CLI. Exit 0 when every expectation holds.
 set -u
 cli=$1
@@ -41,7 +44,8 @@ record() {
       printf '%s' "$e"
       first=0
     done
-    printf '\n], "created_ns": %s, "dumped_ns": %s}\n' "$created" "$dumped"
+    # MSGS (optional): the "messages" array's contents.
+    printf '\n], "created_ns": %s, "dumped_ns": %s%s}\n' "$created" "$dumped" "${MSGS:+, \"messages\": [$MSGS]}"
   } >"$file"
 }
 peer() { printf '{"rank": %s, "started": %s, "completed": %s}' "$1" "$2" "$3"; }
@@ -75,6 +79,30 @@ stall "$root/stale/rank-0.json" 1
 exited "$root/stale/rank-0.2.json" 2
 record "$root/stale/rank-0.3.json" stall 0 4242 3 51 50 "$(peer 0 51 50), $(peer 1 50 50)" $((t0 - 3600 * s)) \
   $((t0 - 3000 * s)) "$(entry 50 $((t0 - 3001 * s)) 0)"
+
+mkdir "$root/same_calls"
+msg() {  # msg KIND PEER TAG AGE_MS STATE
+  printf '{"transport": "gloo boostcomm, rank 0 of 2", "kind": "%s", "peer": %s, "tag": %s, "bytes": 730816, "age_ms": %s, "state": "%s"}' \
+    "$@"
+}
+MSGS="$(msg recv 1 1376256 15200 "queued for a waiter"), $(msg recv 1 1376257 15100 "waiting in Gloo"), $(msg send 1 1376256 15000 "waiting in Gloo"), $(msg send 1 1376257 14000 "waiting in Gloo")" \
+  record "$root/same_calls/rank-0.json" stall 0 4242 1 201 200 "$(peer 0 201 200)" $created $t0 "$e199" "$e200"
+record "$root/same_calls/rank-1.json" stall 1 4243 1 201 200 "$(peer 1 201 200)" $created $t0 "$e199" "$e200"
+out=$("$cli" trace analyze "$root/same_calls" 2>&1)
+ok=1
+grep -q "^no divergence: every rank started the same collectives$" <<<"$out" || ok=0
+grep -q "^transport messages not complete at each rank's latest dump (oldest first):$" <<<"$out" || ok=0
+grep -q "^  rank 0 (rank-0.json): 4$" <<<"$out" || ok=0
+grep -q "^    recv from rank 1 tag 1376256 (730816 B, queued for a waiter, posted 15200 ms before the dump; gloo boostcomm, rank 0 of 2)$" <<<"$out" || ok=0
+grep -q "^    \.\.\. 1 more$" <<<"$out" || ok=0
+grep -q "^  rank 1 (rank-1.json): " <<<"$out" && ok=0  # rank 1's dump listed no messages
+if [ $ok = 1 ]; then
+  echo "ok: same_calls"
+else
+  echo "FAILED: same_calls"
+  sed 's/^/    /' <<<"$out"
+  fail=1
+fi
 
 for case in flake flake_renamed remote_after remote_before stale; do
   out=$("$cli" trace analyze "$root/$case" 2>&1)

@@ -247,21 +247,48 @@ TEST(GlooTransport, PendingMessagesNameWhatAWaitIsFor) {
     }
     return out;
   };
-  int in = 0, out = 42;
+  int in = 0, out = 42, early = 7, lateIn = 0;
   Request q;
   ts[0]->irecv(&in, sizeof in, 1, 777, q);
-  std::vector<PendingMessage> seen;
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  do {  // "queued for a waiter" until a waiter took it: a moment
-    seen = mine(pendingMessages(), 777);
-  } while ((seen.size() != 1 || std::string(seen[0].state) != "waiting in Gloo") &&
-           std::chrono::steady_clock::now() < deadline);
+  std::this_thread::sleep_for(50ms);
+  // A send whose receive is not posted yet: Gloo completes it only once the
+  // receiver asked for it.
+  Request e;
+  ts[1]->isend(&early, sizeof early, 0, 778, e);
+  auto waiting = [&](int tag) {
+    std::vector<PendingMessage> seen;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    do {  // "queued for a waiter" until a waiter took it: a moment
+      seen = mine(pendingMessages(), tag);
+      if (seen.size() == 1 && std::string(seen[0].state) == "waiting in Gloo") break;
+      std::this_thread::sleep_for(1ms);
+    } while (std::chrono::steady_clock::now() < deadline);
+    return seen;
+  };
+  std::vector<PendingMessage> seen = waiting(777);
   ASSERT_EQ(seen.size(), 1u);
   EXPECT_FALSE(seen[0].isSend);
   EXPECT_EQ(seen[0].peer, 1);
   EXPECT_EQ(seen[0].bytes, sizeof in);
   EXPECT_STREQ(seen[0].state, "waiting in Gloo");
   EXPECT_NE(seen[0].transport.find("rank 0 of 2"), std::string::npos) << seen[0].transport;
+  const std::vector<PendingMessage> sent = waiting(778);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_TRUE(sent[0].isSend);
+  EXPECT_EQ(sent[0].peer, 0);
+  EXPECT_NE(sent[0].transport.find("rank 1 of 2"), std::string::npos) << sent[0].transport;
+  // Oldest first: the receive was posted at least 50 ms before the send.
+  const std::vector<PendingMessage> all = pendingMessages();
+  std::vector<int> order;
+  for (const PendingMessage& m : all) {
+    if (m.tag == 777 || m.tag == 778) order.push_back(m.tag);
+  }
+  EXPECT_EQ(order, (std::vector<int>{777, 778}));
+  for (const PendingMessage& m : all) {
+    if (m.tag == 777) {
+      EXPECT_GE(m.ageMs, 50);
+    }
+  }
   const std::string json = pendingMessagesJson(seen);
   EXPECT_NE(json.find("\"kind\": \"recv\", \"peer\": 1, \"tag\": 777, \"bytes\": 4"), std::string::npos) << json;
   const std::string summary = pendingMessagesSummary(seen);
@@ -275,6 +302,12 @@ TEST(GlooTransport, PendingMessagesNameWhatAWaitIsFor) {
   testing::waitFor(*ts[0], q);
   EXPECT_EQ(in, 42);
   EXPECT_TRUE(mine(pendingMessages(), 777).empty());
+  Request l;
+  ts[0]->irecv(&lateIn, sizeof lateIn, 1, 778, l);
+  testing::waitFor(*ts[0], l);
+  testing::waitFor(*ts[1], e);
+  EXPECT_EQ(lateIn, 7);
+  EXPECT_TRUE(mine(pendingMessages(), 778).empty());
 }
 
 TEST(GlooTransport, MissingRankIsNamedWithinTheTimeout) {

@@ -87,7 +87,8 @@ void GlooWaiters::loop() {
 }
 
 void GlooWaiters::appendPendingMessages(std::vector<PendingMessage>& out) const {
-  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto now = std::chrono::steady_clock::now();  // after the lock: no message is younger than it
   auto put = [&](const GlooTransport::Pending* p, const char* state) {
     PendingMessage m;
     m.transport = label_;
@@ -99,7 +100,6 @@ void GlooWaiters::appendPendingMessages(std::vector<PendingMessage>& out) const 
     m.state = state;
     out.push_back(std::move(m));
   };
-  std::lock_guard<std::mutex> lock(mutex_);
   for (const GlooTransport::Pending* p : waiting_) put(p, "waiting in Gloo");
   for (const GlooTransport::Pending* p : queue_) put(p, "queued for a waiter");
 }
