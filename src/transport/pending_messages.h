@@ -2,9 +2,9 @@
 // report: the watchdog's warning summarises them, and the flight record
 // (watch/stall_inspector.h, BOOSTCOMM_TRACE_DIR) lists them under
 // "messages". A flight record names calls; this names what their messages
-// wait on (peer, tag, bytes, age, and where the transport holds them),
-// which tells a message that never arrived from a completion nobody
-// observed.
+// wait on (peer, tag, bytes, age, and where the transport holds them):
+// a message held for seconds where no thread waits on it points at our
+// own bookkeeping rather than at the network.
 //
 // Process-wide: a transport that can describe its messages registers a
 // source for its life. Sources are called under the registry's lock.
