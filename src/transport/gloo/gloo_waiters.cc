@@ -1,5 +1,6 @@
 #include "transport/gloo/gloo_waiters.h"
 
+#include <chrono>
 #include <string>
 #include <utility>
 
@@ -58,7 +59,12 @@ void GlooWaiters::watch(GlooTransport::Pending* p) {
 void GlooWaiters::loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    // Rechecked every second, not only on a notification: a glibc without
+    // the 2025 fix of sourceware bug 25847 (Debian 12 ships 2.36) can lose a
+    // pthread_cond_signal among several waiters, and a message no thread
+    // takes is the hang this pool exists to avoid. ~90 idle threads: ~90
+    // wake-ups a second.
+    while (!stopping_ && queue_.empty()) cv_.wait_for(lock, std::chrono::seconds(1));
     if (queue_.empty()) return;  // stopping
     GlooTransport::Pending* p = queue_.front();
     queue_.pop_front();
