@@ -43,6 +43,20 @@ std::string_view nameOr(E value, int limit) {
 }
 }  // namespace
 
+void putJsonText(FixedWriter& w, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::size_t plain = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c != '"' && c != '\\' && c >= 0x20) continue;
+    w.put(text.substr(plain, i - plain));
+    const char escaped[] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15], '\0'};
+    w.put(c == '"' ? "\\\"" : c == '\\' ? "\\\\" : escaped);
+    plain = i + 1;
+  }
+  w.put(text.substr(plain));
+}
+
 FixedWriter& FixedWriter::put(std::string_view text) {
   const std::size_t room = capacity_ - size_;
   const std::size_t n = text.size() < room ? text.size() : room;

@@ -95,6 +95,10 @@ class FixedWriter {
   bool overflowed_ = false;
 };
 
+// `text` as the inside of a JSON string (quotes, backslashes and control
+// characters escaped).
+void putJsonText(FixedWriter& w, std::string_view text);
+
 // "allreduce float32 x1000 sum", "broadcast float32 x1000 root 0", "barrier".
 std::string describe(const Fingerprint& f);
 void describeTo(FixedWriter& out, const Fingerprint& f);

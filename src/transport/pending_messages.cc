@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <mutex>
 
+#include "core/call_status.h"
+
 namespace boostcomm::transport {
 
 namespace {
@@ -19,11 +21,10 @@ Registry& pendingRegistry() {
 
 // Labels come from store prefixes: keep the JSON well formed whatever they hold.
 std::string jsonText(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += (static_cast<unsigned char>(c) < 0x20) ? ' ' : c;
-  }
+  std::string out(6 * s.size(), '\0');  // \u00XX at most per character
+  core::FixedWriter w(out.data(), out.size());
+  core::putJsonText(w, s);
+  out.resize(w.size());
   return out;
 }
 

@@ -320,8 +320,9 @@ void StallInspector::checkWait(std::uint64_t started, std::uint64_t completed, b
   }
   if (warnMs_ > 0 && !warned_ && waitedMs >= warnMs_) {
     warned_ = true;
-    const std::string path = dumpFlight("stall");
-    const std::string messages = transport::pendingMessagesSummary(transport::pendingMessages());
+    const std::vector<transport::PendingMessage> pending = transport::pendingMessages();
+    const std::string path = dumpFlight("stall", pending);
+    const std::string messages = transport::pendingMessagesSummary(pending);
     std::fprintf(stderr, "boostcomm: warning: rank %d: a collective has waited %.1f s: %s%s%s%s%s\n", rank_,
                  static_cast<double>(waitedMs) / 1000.0, report().c_str(), messages.empty() ? "" : "; ",
                  messages.c_str(), path.empty() ? "" : "; flight record ", path.c_str());
@@ -357,26 +358,6 @@ void StallInspector::terminate(const std::string& message) {
   if (jobEnd_) jobEnd_();  // the transport's Transport::abortJob (MPI_Abort)
   std::abort();
 }
-
-namespace {
-
-// `text` as the inside of a JSON string (quotes, backslashes and control
-// characters escaped).
-void putJsonText(core::FixedWriter& w, std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::size_t plain = 0;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c != '"' && c != '\\' && c >= 0x20) continue;
-    w.put(text.substr(plain, i - plain));
-    const char escaped[] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15], '\0'};
-    w.put(c == '"' ? "\\\"" : c == '\\' ? "\\\\" : escaped);
-    plain = i + 1;
-  }
-  w.put(text.substr(plain));
-}
-
-}  // namespace
 
 void StallInspector::writeFlight(core::FixedWriter& w, const char* reason, std::uint64_t dump,
                                  bool withCallers) const {
@@ -428,7 +409,7 @@ void StallInspector::writeFlight(core::FixedWriter& w, const char* reason, std::
       w.put(", \"python_stack\": [");
       for (std::size_t i = 0; i < frames.size(); ++i) {
         w.put(i == 0 ? "\"" : ", \"");
-        putJsonText(w, frames[i]);
+        core::putJsonText(w, frames[i]);
         w.put("\"");
       }
       w.put("]");
@@ -459,6 +440,10 @@ void StallInspector::putDumpSuffix(core::FixedWriter& w, std::uint64_t dump) {
 }
 
 std::string StallInspector::dumpFlight(const char* reason) const {
+  return dumpFlight(reason, transport::pendingMessages());
+}
+
+std::string StallInspector::dumpFlight(const char* reason, const std::vector<transport::PendingMessage>& pending) const {
   const std::string dir = core::tunableString(core::kTunableTraceDir);
   if (dir.empty()) return {};
   const std::uint64_t dump = dumps_.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -478,7 +463,7 @@ std::string StallInspector::dumpFlight(const char* reason) const {
     // they are read under locks).
     const std::size_t close = json.rfind('}');
     if (!w.overflowed() && close != std::string::npos) {  // a truncated record has no closing brace to go before
-      json.insert(close, ", \"messages\": [\n" + transport::pendingMessagesJson(transport::pendingMessages()) + "\n]");
+      json.insert(close, ", \"messages\": [\n" + transport::pendingMessagesJson(pending) + "\n]");
     }
     std::ofstream out(tmp);
     if (!out) return {};

@@ -33,6 +33,7 @@
 #include "core/call_status.h"
 #include "core/caller_stack.h"
 #include "executor/progress_engine.h"
+#include "transport/pending_messages.h"
 
 namespace boostcomm::detail {
 
@@ -134,6 +135,9 @@ class StallInspector final : public executor::WaitMonitor {
   // now and then keeps its first dumps and its latest, and a bounded number
   // of files. The JSON's "dump" field holds k (also past the cap).
   std::string dumpFlight(const char* reason) const;
+  // The same with the transports' messages already read (one snapshot for a
+  // warning and its dump).
+  std::string dumpFlight(const char* reason, const std::vector<transport::PendingMessage>& pending) const;
   static constexpr std::uint64_t kFlightDumpsKept = 8;
   // The same from a signal handler (watch/flight_signals.h): async-signal-safe,
   // into `buffer`, to the next dump's path (from the prefix that
