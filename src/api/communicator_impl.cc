@@ -114,7 +114,9 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   // on one thread. Until then a multi-node model uses its default link.
   tuningFromEnvPending_ = !core::tunableString(core::kTunableTuningCache).empty();
   linkFactsPending_ = layout_.nodes() > 1;
-  online_ = tuning::OnlineSelection(core::tunableBool(core::kTunableSelectionTrials), core::tunableBool(core::kTunableLogSelection));
+  online_ = tuning::OnlineSelection(core::tunableBool(core::kTunableSelectionTrials), core::tunableBool(core::kTunableLogSelection),
+                                    transport_->nativeTimesSteady() ? -tuning::OnlineSelection::kNativeWinPercent
+                                                                      : tuning::OnlineSelection::kNativeWinPercent);
   // Tags: call number q uses window q % tagWindows_, i.e. tags
   // [w * tagSpan_, (w + 1) * tagSpan_), all <= maxTag since
   // tagWindows_ * tagSpan_ <= maxTag + 1; its schedule keeps its step tags

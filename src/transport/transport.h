@@ -89,6 +89,12 @@ class Transport {
   // it also receives from only after that peer's header, with the receive
   // first, so the announcement leaves ahead of the data (executor.h).
   virtual bool announcesReceives() const { return false; }
+  // Whether the backend's own collectives (native*) keep their time from call
+  // to call between nodes (Gloo's ring over its pairs), so that online
+  // selection keeps native unless a schedule beats it by more than
+  // OnlineSelection::kNativeWinPercent. Where they swing (Open MPI's over
+  // TCP: 1.7x from call to call) it is native that must win by that much.
+  virtual bool nativeTimesSteady() const { return false; }
   // From now on every message of this transport travels whole (one backend
   // message per isend), never cut into pieces (MpiTransport's streams): a
   // receive from any source is one posted receive and must match a whole

@@ -192,28 +192,55 @@ std::vector<std::size_t> OnlineSelection::nearTies(const std::vector<double>& me
   return tied;
 }
 
-std::size_t OnlineSelection::winnerOf(const ClassState& s) const {
-  // Only the candidates still in the race can win: the fastest schedule,
-  // then native (when it was a candidate: see
-  // ModelSelection::trialCandidates) only where it is faster by more than
-  // the margin: between nodes the backend's times swing from call to call
-  // (1.7x at 4 and 64 MiB over TCP: a per-call temporary, its own protocol
-  // switches) while a schedule's point-to-point messages repeat, so a close
-  // call goes to the one that stays where it was measured. n: none.
-  const std::size_t n = s.candidates.size();
-  std::vector<double> medianUs(n, kNoTime);
-  for (std::size_t c : s.racing) medianUs[c] = s.agreedUs[c];
-  std::size_t native = n;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (std::string_view(s.candidates[i]->name) == "native") native = i;
+std::vector<double> OnlineSelection::weighedTimes(const ClassState& s) const {
+  std::vector<std::string_view> names(s.candidates.size());
+  for (std::size_t i = 0; i < names.size(); ++i) names[i] = s.candidates[i]->name;
+  return weighed(names, s.agreedUs, nativeMargin_);
+}
+
+std::vector<double> OnlineSelection::weighed(const std::vector<std::string_view>& names,
+                                             const std::vector<double>& medianUs, double nativeMargin) {
+  // Native's time counts as t / (1 - margin), so that it wins where it is
+  // faster than the best schedule by more than the margin, or slower by less
+  // than -margin. A close call goes to the one that stays where it was
+  // measured. Over MPI between nodes the backend's times swing from call to
+  // call (1.7x at 4 and 64 MiB over TCP: a per-call temporary, its own
+  // protocol switches) while a schedule's point-to-point messages repeat:
+  // margin +10%. Gloo's native repeats (Transport::nativeTimesSteady) and
+  // the schedules' trials over its pairs swing (at 2 x 1 under torchrun rhd
+  // took 141-310 ms in one size class, native 176-189 in 16 runs of 18):
+  // margin -10%. Near ties (nearTies) are weighed the same way, so a tie
+  // round never leaves out the candidate that would win.
+  BC_INTERNAL(medianUs.size() == names.size() && nativeMargin < 1.0,
+              "online selection: " << medianUs.size() << " times for " << names.size()
+                                   << " candidates, native margin " << nativeMargin);
+  std::vector<double> out = medianUs;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == "native" && out[i] < kNoTime) out[i] /= 1.0 - nativeMargin;
   }
+  return out;
+}
+
+std::size_t OnlineSelection::winnerOf(const ClassState& s) const {
+  std::vector<std::string_view> names(s.candidates.size());
+  std::vector<double> medianUs(names.size(), kNoTime);
+  for (std::size_t i = 0; i < names.size(); ++i) names[i] = s.candidates[i]->name;
+  for (std::size_t c : s.racing) medianUs[c] = s.agreedUs[c];
+  return winnerAmong(names, medianUs, nativeMargin_);
+}
+
+std::size_t OnlineSelection::winnerAmong(const std::vector<std::string_view>& names, const std::vector<double>& medianUs,
+                                         double nativeMargin) {
+  // The fastest by weighed time (native when it was a candidate: see
+  // ModelSelection::trialCandidates); between equals a schedule.
+  const std::vector<double> us = weighed(names, medianUs, nativeMargin);
+  const std::size_t n = names.size();
   std::size_t best = n;
   for (std::size_t i = 0; i < n; ++i) {
-    if (i != native && medianUs[i] < kNoTime && (best == n || medianUs[i] < medianUs[best])) best = i;
+    if (names[i] != "native" && us[i] < kNoTime && (best == n || us[i] < us[best])) best = i;
   }
-  if (native != n && medianUs[native] < kNoTime &&
-      (best == n || medianUs[native] < medianUs[best] * (1.0 - nativeMargin_))) {
-    best = native;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (names[i] == "native" && us[i] < kNoTime && (best == n || us[i] < us[best])) best = i;
   }
   return best;
 }
@@ -248,7 +275,7 @@ void OnlineSelection::decideClass(Collective coll, int cls, transport::Transport
       return;
     }
   } else if (s.round + 1 < kRounds) {
-    std::vector<std::size_t> tied = nearTies(s.agreedUs, s.racing);
+    std::vector<std::size_t> tied = nearTies(weighedTimes(s), s.racing);
     if (tied.size() > 1) {  // a near tie: one more round for the tied
       if (log_ && world.rank() == 0) {
         std::ostringstream os;

@@ -27,8 +27,10 @@
 // of a 25 MiB DDP bucket between two nodes cost 1.3 s where the winner took
 // 0.15 s each). After the last round (or when one candidate is left) the
 // decision: the fastest slowest-rank time wins, native only when it is
-// faster than the best schedule by more than kNativeWinPercent (its times
-// between nodes swing from call to call). Every rank sees the same maxima,
+// faster than the best schedule by more than kNativeWinPercent where its
+// times between nodes swing from call to call (Open MPI's); where they do
+// not (Gloo's: Transport::nativeTimesSteady) a schedule must beat native by
+// that much instead. Every rank sees the same maxima,
 // so every rank keeps the same winner. Before that, a class of fewer rounds
 // whose runner-up is within kTieMargin of the best (a near tie) runs one
 // more round of those two (the others leave the race), up to kRounds
@@ -54,6 +56,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "algorithms/registry.h"
@@ -109,6 +112,18 @@ class OnlineSelection {
   };
 
   OnlineSelection(bool enabled, bool log, double nativeMarginPercent = kNativeWinPercent);
+
+  // The winner among candidates (by name) with these slowest-rank median
+  // times (infinity: out of the race): the fastest schedule, or native where
+  // it is faster than that by more than nativeMargin (a fraction: 0.1 is
+  // 10%; negative: native wins unless slower by more than -nativeMargin).
+  // names.size() where none has a time.
+  static std::size_t winnerAmong(const std::vector<std::string_view>& names, const std::vector<double>& medianUs,
+                                 double nativeMargin);
+  // The times as the decision weighs them: native's t / (1 - nativeMargin),
+  // the others' as they are. nearTies takes these.
+  static std::vector<double> weighed(const std::vector<std::string_view>& names, const std::vector<double>& medianUs,
+                                     double nativeMargin);
 
   bool enabled() const { return enabled_; }
   bool logging() const { return log_; }
@@ -194,6 +209,7 @@ class OnlineSelection {
   static std::vector<double> agreeOnTimes(ClassState& s, transport::Transport& world);
   static std::string dropSlow(ClassState& s, const double* medianUs, const double* fastestUs);
   std::size_t winnerOf(const ClassState& s) const;
+  std::vector<double> weighedTimes(const ClassState& s) const;
 
   bool enabled_;
   bool log_;

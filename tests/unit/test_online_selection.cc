@@ -13,6 +13,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "boostcomm/boostcomm.h"
@@ -438,4 +439,50 @@ TEST(ModelSelection, TrialCandidatesWithAWireLeaveOutNativeWhereTheLinkBounds) {
 }
 
 }  // namespace
+// The decision after the trials: the fastest schedule, or native. Where the
+// backend's times swing (Open MPI over TCP) native must lead by more than 10%;
+// where they repeat (Gloo) a schedule must lead native by more than 10%. At
+// 2 x 1 under torchrun native's trials were steady and led the schedules by
+// up to 14%; kept, it ran the DDP step at gloo's speed (1.00-1.02x), while a
+// schedule that won one size class on a lucky sample ran it at 0.81-0.97x.
+TEST(OnlineSelection, ACloseCallGoesToTheCandidateWhoseTimesRepeat) {
+  constexpr double kOut = std::numeric_limits<double>::infinity();
+  const std::vector<std::string_view> names = {"native", "ring", "rhd", "rd"};
+  const double swinging = tuning::OnlineSelection::kNativeWinPercent / 100.0;  // Open MPI's native
+  const double steady = -swinging;                                              // Gloo's native
+  auto winner = [&](const std::vector<double>& us, double margin) {
+    return tuning::OnlineSelection::winnerAmong(names, us, margin);
+  };
+  // Native 5% ahead of the best schedule (rhd): a close call.
+  EXPECT_EQ(winner({133.0, 141.0, 140.0, 150.0}, swinging), 2u);
+  EXPECT_EQ(winner({133.0, 141.0, 140.0, 150.0}, steady), 0u);
+  // Native 20% ahead: native either way.
+  EXPECT_EQ(winner({112.0, 141.0, 140.0, 150.0}, swinging), 0u);
+  EXPECT_EQ(winner({112.0, 141.0, 140.0, 150.0}, steady), 0u);
+  // Native 5% behind: the schedule, unless native's times repeat.
+  EXPECT_EQ(winner({147.0, 141.0, 140.0, 150.0}, swinging), 2u);
+  EXPECT_EQ(winner({147.0, 141.0, 140.0, 150.0}, steady), 0u);
+  // Native 20% behind: the schedule either way.
+  EXPECT_EQ(winner({175.0, 141.0, 140.0, 150.0}, swinging), 2u);
+  EXPECT_EQ(winner({175.0, 141.0, 140.0, 150.0}, steady), 2u);
+  // Out of the race (no time): never the winner; native alone wins; none: n.
+  EXPECT_EQ(winner({kOut, kOut, 140.0, kOut}, steady), 2u);
+  EXPECT_EQ(winner({150.0, kOut, kOut, kOut}, swinging), 0u);
+  EXPECT_EQ(winner({kOut, kOut, kOut, kOut}, steady), names.size());
+  // Without native among the candidates: the fastest schedule.
+  const std::vector<std::string_view> schedules = {"ring", "hier"};
+  EXPECT_EQ(tuning::OnlineSelection::winnerAmong(schedules, {250.0, 210.0}, steady), 1u);
+  // A near tie weighs native the same way: 7% behind the best two schedules,
+  // Gloo's native is one of the two that go on (left out, it could not win
+  // the class it would win), Open MPI's is not.
+  const std::vector<double> round1 = {150.0, 145.0, 300.0, 140.0};
+  const std::vector<std::size_t> racing = {0, 1, 2, 3};
+  using tuning::OnlineSelection;
+  EXPECT_EQ(OnlineSelection::nearTies(OnlineSelection::weighed(names, round1, steady), racing),
+            (std::vector<std::size_t>{0, 3}));
+  EXPECT_EQ(OnlineSelection::nearTies(OnlineSelection::weighed(names, round1, swinging), racing),
+            (std::vector<std::size_t>{1, 3}));
+  EXPECT_EQ(OnlineSelection::weighed(names, {kOut, 1.0, 2.0, 3.0}, steady)[0], kOut);
+}
+
 }  // namespace boostcomm
