@@ -208,7 +208,7 @@ std::vector<double> OnlineSelection::weighed(const std::vector<std::string_view>
   // protocol switches) while a schedule's point-to-point messages repeat:
   // margin +10%. Gloo's native repeats (Transport::nativeTimesSteady) and
   // the schedules' trials over its pairs swing (at 2 x 1 under torchrun rhd
-  // took 141-310 ms in one size class, native 176-189 in 16 runs of 18):
+  // took 141-310 ms in one size class, native 173-194 in 22 runs of 24):
   // margin -10%. Near ties (nearTies) are weighed the same way, so a tie
   // round never leaves out the candidate that would win.
   BC_INTERNAL(medianUs.size() == names.size() && nativeMargin < 1.0,
