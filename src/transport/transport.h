@@ -91,10 +91,11 @@ class Transport {
   virtual bool announcesReceives() const { return false; }
   // Whether the backend's own collectives (native*) keep their time from call
   // to call between nodes (Gloo's ring over its pairs), so that online
-  // selection keeps native unless a schedule beats it by more than
-  // OnlineSelection::kNativeWinPercent. Where they swing (Open MPI's over
-  // TCP: 1.7x from call to call) it is native that must win by that much.
-  virtual bool nativeTimesSteady() const { return false; }
+  // selection keeps native unless it is slower than the best schedule by
+  // more than OnlineSelection::kNativeWinPercent. Where they swing (Open
+  // MPI's over TCP: 1.7x from call to call) native must instead be faster
+  // than the best schedule by more than that.
+  virtual bool repeatsNativeTimes() const { return false; }
   // From now on every message of this transport travels whole (one backend
   // message per isend), never cut into pieces (MpiTransport's streams): a
   // receive from any source is one posted receive and must match a whole

@@ -30,7 +30,10 @@ std::string describeBytes(std::size_t bytes) {
 }  // namespace
 
 OnlineSelection::OnlineSelection(bool enabled, bool log, double nativeMarginPercent)
-    : enabled_(enabled), log_(log), nativeMargin_(nativeMarginPercent / 100.0) {}
+    : enabled_(enabled), log_(log), nativeMargin_(nativeMarginPercent / 100.0) {
+  BC_INTERNAL(nativeMarginPercent > -100.0 && nativeMarginPercent < 100.0,
+              "online selection: native margin " << nativeMarginPercent << "% (must lie in (-100%, 100%))");
+}
 
 int OnlineSelection::classOf(std::size_t bytes) { return std::bit_width(bytes) - 1; }
 
@@ -154,7 +157,8 @@ std::vector<double> OnlineSelection::agreeOnTimes(ClassState& s, transport::Tran
 
 std::string OnlineSelection::dropSlow(ClassState& s, const double* medianUs, const double* fastestUs) {
   // Out of the race: no time, or even its fastest call slower than
-  // kDropFactor x the best median.
+  // kDropFactor x the best median. Raw times, not weighed: a native dropped
+  // here (over kDropFactor = 1.5x) could not win under either margin.
   double best = kNoTime;
   for (std::size_t c : s.racing) best = std::min(best, medianUs[c]);
   std::vector<std::size_t> left;
@@ -200,18 +204,18 @@ std::vector<double> OnlineSelection::weighedTimes(const ClassState& s) const {
 
 std::vector<double> OnlineSelection::weighed(const std::vector<std::string_view>& names,
                                              const std::vector<double>& medianUs, double nativeMargin) {
-  // Native's time counts as t / (1 - margin), so that it wins where it is
-  // faster than the best schedule by more than the margin, or slower by less
-  // than -margin. A close call goes to the one that stays where it was
-  // measured. Over MPI between nodes the backend's times swing from call to
+  // Native's time counts as t / (1 - margin): it wins where it is faster
+  // than the best schedule by more than the margin (margin > 0), or where it
+  // is slower by no more than -margin (margin < 0: t < best x (1 - margin)).
+  // A close call goes to the one that stays where it was measured. Over MPI between nodes the backend's times swing from call to
   // call (1.7x at 4 and 64 MiB over TCP: a per-call temporary, its own
   // protocol switches) while a schedule's point-to-point messages repeat:
-  // margin +10%. Gloo's native repeats (Transport::nativeTimesSteady) and
+  // margin +10%. Gloo's native repeats (Transport::repeatsNativeTimes) and
   // the schedules' trials over its pairs swing (at 2 x 1 under torchrun rhd
   // took 141-310 ms in one size class, native 173-194 in 22 runs of 24):
   // margin -10%. Near ties (nearTies) are weighed the same way, so a tie
   // round never leaves out the candidate that would win.
-  BC_INTERNAL(medianUs.size() == names.size() && nativeMargin < 1.0,
+  BC_INTERNAL(medianUs.size() == names.size() && nativeMargin > -1.0 && nativeMargin < 1.0,
               "online selection: " << medianUs.size() << " times for " << names.size()
                                    << " candidates, native margin " << nativeMargin);
   std::vector<double> out = medianUs;

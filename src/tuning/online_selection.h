@@ -29,8 +29,8 @@
 // decision: the fastest slowest-rank time wins, native only when it is
 // faster than the best schedule by more than kNativeWinPercent where its
 // times between nodes swing from call to call (Open MPI's); where they do
-// not (Gloo's: Transport::nativeTimesSteady) a schedule must beat native by
-// that much instead. Every rank sees the same maxima,
+// not (Gloo's: Transport::repeatsNativeTimes) native unless it is slower
+// than the best schedule by more than that. Every rank sees the same maxima,
 // so every rank keeps the same winner. Before that, a class of fewer rounds
 // whose runner-up is within kTieMargin of the best (a near tie) runs one
 // more round of those two (the others leave the race), up to kRounds
@@ -121,7 +121,8 @@ class OnlineSelection {
   static std::size_t winnerAmong(const std::vector<std::string_view>& names, const std::vector<double>& medianUs,
                                  double nativeMargin);
   // The times as the decision weighs them: native's t / (1 - nativeMargin),
-  // the others' as they are. nearTies takes these.
+  // the others' as they are. nearTies takes these, so that a tie round is
+  // run by the two candidates closest to winning.
   static std::vector<double> weighed(const std::vector<std::string_view>& names, const std::vector<double>& medianUs,
                                      double nativeMargin);
 
@@ -154,8 +155,9 @@ class OnlineSelection {
   // map from winners()).
   void decide(Collective coll, transport::Transport& world);
   // The fastest candidate of `racing` and the runner-up, in `racing`'s
-  // order, when the runner-up's median (`medianUs`, by candidate) is within
-  // kTieMargin of the fastest's (a near tie); empty otherwise.
+  // order, when the runner-up's median (`medianUs`, by candidate: weighed,
+  // see weighed()) is within kTieMargin of the fastest's (a near tie); empty
+  // otherwise.
   static std::vector<std::size_t> nearTies(const std::vector<double>& medianUs,
                                            const std::vector<std::size_t>& racing);
 

@@ -60,7 +60,7 @@ class GlooTransport final : public Transport {
   std::string name() const override { return "gloo"; }
   int maxTag() const override;
   bool announcesReceives() const override { return true; }
-  bool nativeTimesSteady() const override { return true; }
+  bool repeatsNativeTimes() const override { return true; }
 
   void isend(const void* buf, std::size_t bytes, int peer, int tag, Request& req) override;
   void irecv(void* buf, std::size_t bytes, int peer, int tag, Request& req) override;
