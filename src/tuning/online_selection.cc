@@ -206,15 +206,16 @@ std::vector<double> OnlineSelection::weighed(const std::vector<std::string_view>
                                              const std::vector<double>& medianUs, double nativeMargin) {
   // Native's time counts as t / (1 - margin): it wins where it is faster
   // than the best schedule by more than the margin (margin > 0), or where it
-  // is slower by no more than -margin (margin < 0: t < best x (1 - margin)).
-  // A close call goes to the one that stays where it was measured. Over MPI between nodes the backend's times swing from call to
-  // call (1.7x at 4 and 64 MiB over TCP: a per-call temporary, its own
-  // protocol switches) while a schedule's point-to-point messages repeat:
-  // margin +10%. Gloo's native repeats (Transport::repeatsNativeTimes) and
-  // the schedules' trials over its pairs swing (at 2 x 1 under torchrun rhd
-  // took 141-310 ms in one size class, native 173-194 in 22 runs of 24):
-  // margin -10%. Near ties (nearTies) are weighed the same way, so a tie
-  // round never leaves out the candidate that would win.
+  // is slower by less than -margin (margin < 0: t < best x (1 - margin)).
+  // A close call goes to the one that stays where it was measured. Over MPI
+  // between nodes the backend's times swing from call to call (1.7x at 4 and
+  // 64 MiB over TCP: a per-call temporary, its own protocol switches) while
+  // a schedule's point-to-point messages repeat: margin +10%. Gloo's native
+  // repeats (Transport::repeatsNativeTimes) and the schedules' trials over
+  // its pairs swing (at 2 x 1 under torchrun rhd took 141-310 ms in one
+  // size class, native 173-194 in 22 runs of 24): margin -10%. Near ties
+  // (nearTies) are weighed the same way, so a tie round is run by the two
+  // candidates closest to winning.
   BC_INTERNAL(medianUs.size() == names.size() && nativeMargin > -1.0 && nativeMargin < 1.0,
               "online selection: " << medianUs.size() << " times for " << names.size()
                                    << " candidates, native margin " << nativeMargin);
@@ -310,7 +311,11 @@ void OnlineSelection::decideClass(Collective coll, int cls, transport::Transport
         os << "(no time)";
       }
     }
-    os << " (slowest rank); keeping " << (best != n ? s.candidates[best]->name : "the model's choice");
+    os << " (slowest rank";
+    const bool nativeTried = std::any_of(s.candidates.begin(), s.candidates.end(),
+                                         [](const algorithms::AlgorithmInfo* c) { return std::string_view(c->name) == "native"; });
+    if (nativeTried) os << "; native weighed as t / " << std::setprecision(2) << 1.0 - nativeMargin_;
+    os << "); keeping " << (best != n ? s.candidates[best]->name : "the model's choice");
     std::fprintf(stderr, "%s\n", os.str().c_str());
   }
 }
