@@ -14,6 +14,7 @@ namespace boostcomm::tuning {
 namespace {
 
 constexpr double kNoTime = std::numeric_limits<double>::infinity();
+constexpr std::string_view kNative = "native";
 
 std::string describeBytes(std::size_t bytes) {
   std::ostringstream os;
@@ -196,10 +197,14 @@ std::vector<std::size_t> OnlineSelection::nearTies(const std::vector<double>& me
   return tied;
 }
 
-std::vector<double> OnlineSelection::weighedTimes(const ClassState& s) const {
+std::vector<std::string_view> OnlineSelection::namesOf(const ClassState& s) {
   std::vector<std::string_view> names(s.candidates.size());
   for (std::size_t i = 0; i < names.size(); ++i) names[i] = s.candidates[i]->name;
-  return weighed(names, s.agreedUs, nativeMargin_);
+  return names;
+}
+
+std::vector<double> OnlineSelection::weighedTimes(const ClassState& s) const {
+  return weighed(namesOf(s), s.agreedUs, nativeMargin_);
 }
 
 std::vector<double> OnlineSelection::weighed(const std::vector<std::string_view>& names,
@@ -221,17 +226,15 @@ std::vector<double> OnlineSelection::weighed(const std::vector<std::string_view>
                                    << " candidates, native margin " << nativeMargin);
   std::vector<double> out = medianUs;
   for (std::size_t i = 0; i < names.size(); ++i) {
-    if (names[i] == "native" && out[i] < kNoTime) out[i] /= 1.0 - nativeMargin;
+    if (names[i] == kNative && out[i] < kNoTime) out[i] /= 1.0 - nativeMargin;
   }
   return out;
 }
 
 std::size_t OnlineSelection::winnerOf(const ClassState& s) const {
-  std::vector<std::string_view> names(s.candidates.size());
-  std::vector<double> medianUs(names.size(), kNoTime);
-  for (std::size_t i = 0; i < names.size(); ++i) names[i] = s.candidates[i]->name;
+  std::vector<double> medianUs(s.candidates.size(), kNoTime);
   for (std::size_t c : s.racing) medianUs[c] = s.agreedUs[c];
-  return winnerAmong(names, medianUs, nativeMargin_);
+  return winnerAmong(namesOf(s), medianUs, nativeMargin_);
 }
 
 std::size_t OnlineSelection::winnerAmong(const std::vector<std::string_view>& names, const std::vector<double>& medianUs,
@@ -242,10 +245,10 @@ std::size_t OnlineSelection::winnerAmong(const std::vector<std::string_view>& na
   const std::size_t n = names.size();
   std::size_t best = n;
   for (std::size_t i = 0; i < n; ++i) {
-    if (names[i] != "native" && us[i] < kNoTime && (best == n || us[i] < us[best])) best = i;
+    if (names[i] != kNative && us[i] < kNoTime && (best == n || us[i] < us[best])) best = i;
   }
   for (std::size_t i = 0; i < n; ++i) {
-    if (names[i] == "native" && us[i] < kNoTime && (best == n || us[i] < us[best])) best = i;
+    if (names[i] == kNative && us[i] < kNoTime && (best == n || us[i] < us[best])) best = i;
   }
   return best;
 }
@@ -312,9 +315,8 @@ void OnlineSelection::decideClass(Collective coll, int cls, transport::Transport
       }
     }
     os << " (slowest rank";
-    const bool nativeTried = std::any_of(s.candidates.begin(), s.candidates.end(),
-                                         [](const algorithms::AlgorithmInfo* c) { return std::string_view(c->name) == "native"; });
-    if (nativeTried) os << "; native weighed as t / " << std::setprecision(2) << 1.0 - nativeMargin_;
+    const std::vector<std::string_view> names = namesOf(s);
+    if (std::find(names.begin(), names.end(), kNative) != names.end()) os << "; native weighed as t / " << std::setprecision(2) << 1.0 - nativeMargin_;
     os << "); keeping " << (best != n ? s.candidates[best]->name : "the model's choice");
     std::fprintf(stderr, "%s\n", os.str().c_str());
   }

@@ -211,6 +211,7 @@ class OnlineSelection {
   static std::vector<double> agreeOnTimes(ClassState& s, transport::Transport& world);
   static std::string dropSlow(ClassState& s, const double* medianUs, const double* fastestUs);
   std::size_t winnerOf(const ClassState& s) const;
+  static std::vector<std::string_view> namesOf(const ClassState& s);  // the candidates' names, in order
   std::vector<double> weighedTimes(const ClassState& s) const;
 
   bool enabled_;
