@@ -94,7 +94,7 @@ RingReduceScatterResult ringReduceScatter(const CollectiveSpec& spec, const Ring
       if (s >= 2) schedule.addDependency(result.sends[idx(s - 1, c)]);
       const executor::BufRef dst = last ? chunkRef(out, recvSeg, c) : slot(s, recvSeg, c);
       result.reduces[idx(s, c)] =
-          schedule.reduce(dst, chunkRef(input, recvSeg, c), slot(s, recvSeg, c), recvChunk.count, {recv});
+          schedule.reduceReceived(dst, chunkRef(input, recvSeg, c), slot(s, recvSeg, c), recvChunk.count, recv);
       result.ownedReady[static_cast<std::size_t>(c)] = result.reduces[idx(s, c)];
       if (last && spec.op == ReduceOp::kAvg) {
         result.ownedReady[static_cast<std::size_t>(c)] =

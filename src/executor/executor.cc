@@ -158,7 +158,7 @@ void Execution::finishStep(std::size_t index, transport::Transport& world) {
   if (step.kind == StepKind::kRecv) {
     if (PeerHeader* h = inlineHeaderOf(index)) acceptInline(index, *h, world);
   }
-  if (step.wire != WireFormat::kOff && step.kind == StepKind::kRecv) {
+  if (step.wire != WireFormat::kOff && step.kind == StepKind::kRecv && !step.fused) {
     decodeWireStep(step, static_cast<const char*>(resolve(step.src2)), operand(step.dst));
   }
   if (staged_.empty()) return;
@@ -341,6 +341,13 @@ void Execution::runLocalStep(const Step& s) {
   switch (s.kind) {
     case StepKind::kReduce:
       if (s.count == 0) return;
+      if (s.fused) {
+        const Step* round = s.roundStep == kNoStep ? nullptr : &schedule_->steps()[s.roundStep];
+        reduceWireStep(s, schedule_->dtype(), schedule_->op(), operand(s.dst), operand(s.src),
+                       static_cast<const char*>(resolve(s.src2)), round != nullptr,
+                       round != nullptr && round->staged ? static_cast<char*>(resolve(round->src2)) : nullptr);
+        return;
+      }
       if (list) {
         const core::Operand ops[3] = {operand(s.dst), operand(s.src), operand(s.src2)};
         core::forEachRun(ops, s.count * es, [&](char* const* p, std::size_t n) {
@@ -365,6 +372,7 @@ void Execution::runLocalStep(const Step& s) {
       return;
     }
     case StepKind::kRound:
+      if (s.fused) return;  // its reduce rounded (and staged) these elements
       roundWireStep(s, operand(s.dst), s.staged ? static_cast<char*>(resolve(s.src2)) : nullptr);
       return;
     case StepKind::kDivide:

@@ -75,7 +75,18 @@ Schedule::StepId Schedule::wireRound(BufRef dst, std::size_t count, StepId after
   s.dst = dst;
   s.count = count;
   s.wire = wire_;
-  return add(s, {after});
+  const StepId id = add(s, {after});
+  // bf16 rounds each element alone, so the fused reduce that made these
+  // elements can round them as it goes (fp16's scale needs the whole chunk first).
+  Step& reduce = steps_[after];
+  Step& round = steps_[id];
+  if (wire_ == WireFormat::kBf16 && reduce.kind == StepKind::kReduce && reduce.fused && reduce.count == count &&
+      reduce.roundStep == kNoStep && reduce.dst.buffer == round.dst.buffer &&
+      reduce.dst.offsetBytes == round.dst.offsetBytes) {
+    reduce.roundStep = id;
+    round.fused = true;
+  }
+  return id;
 }
 
 void Schedule::addDependency(StepId dep) {
@@ -120,6 +131,22 @@ Schedule::StepId Schedule::reduce(BufRef dst, BufRef a, BufRef b, std::size_t co
   s.src2 = b;
   s.count = count;
   return add(s, deps);
+}
+
+Schedule::StepId Schedule::reduceReceived(BufRef dst, BufRef a, BufRef received, std::size_t count, StepId recv) {
+  Step& r = steps_[recv];
+  BC_INTERNAL(r.kind == StepKind::kRecv, algorithm_ << ": reduceReceived after step " << recv << ", not a receive");
+  if (r.wire == WireFormat::kOff || r.count != count) return reduce(dst, a, received, count, {recv});
+  r.fused = true;
+  Step s;
+  s.kind = StepKind::kReduce;
+  s.dst = dst;
+  s.src = a;
+  s.src2 = r.src2;  // the message, in the receive's staging area
+  s.count = count;
+  s.wire = r.wire;
+  s.fused = true;
+  return add(s, {recv});
 }
 
 Schedule::StepId Schedule::copy(BufRef dst, BufRef src, std::size_t bytes, std::initializer_list<StepId> deps) {
@@ -174,6 +201,13 @@ Schedule::StepId Schedule::chainAfterPrevious(StepId id) {
     }
   }
   return id;
+}
+
+bool Schedule::onWorldMessagesOnly() const {
+  for (const Step& s : steps_) {
+    if (s.comm != kWorldComm || s.kind == StepKind::kShm) return false;
+  }
+  return true;
 }
 
 bool Schedule::nativeOnly() const {
@@ -260,7 +294,7 @@ std::string Schedule::toString() const {
       case StepKind::kShm: os << "shm " << boostcomm::toString(s.native.collective) << " x" << s.native.count; break;
       case StepKind::kRound: os << "round " << s.dst << " x" << s.count; break;
     }
-    if (s.wire != WireFormat::kOff) os << " [" << boostcomm::toString(s.wire) << "]";
+    if (s.wire != WireFormat::kOff) os << " [" << boostcomm::toString(s.wire) << (s.fused ? ", fused" : "") << "]";
     if (s.comm != kWorldComm) os << (s.comm == kIntraComm ? " [intra]" : " [inter]");
     if (s.depCount > 0) {
       os << " after";

@@ -48,6 +48,8 @@ struct NativeCall {
   int root = 0;
 };
 
+inline constexpr std::uint32_t kNoStep = 0xFFFFFFFFu;
+
 struct Step {
   StepKind kind = StepKind::kCopy;
   BufRef dst;
@@ -73,6 +75,14 @@ struct Step {
   // leave dst's message in src2; on a wire send, src2 already holds it (its
   // kRound dependency wrote it), so the send does not encode again.
   bool staged = false;
+  // Work folded into a reduce (Schedule::reduceReceived, wireRound): on a
+  // wire kRecv, its message is left in staging (dst is not written); on a
+  // kReduce, src2 is that message, decoded block by block as it is reduced;
+  // on a kRound, its reduce rounds (and stages) the elements instead.
+  bool fused = false;
+  // kReduce with fused: the bf16 kRound over the same elements that it does
+  // too (kNoStep: none), a block at a time while the block is in cache.
+  std::uint32_t roundStep = kNoStep;
   NativeCall native;           // kNative: parameters; src/dst hold the send/recv base refs
 };
 
@@ -117,6 +127,11 @@ class Schedule {
   StepId send(BufRef src, std::size_t bytes, int peer, int tag, std::initializer_list<StepId> deps = {});
   StepId recv(BufRef dst, std::size_t bytes, int peer, int tag, std::initializer_list<StepId> deps = {});
   StepId reduce(BufRef dst, BufRef a, BufRef b, std::size_t count, std::initializer_list<StepId> deps = {});
+  // dst = a op (what receive `recv` received into `received`, its dst as the
+  // builder named it), after it; nothing else may read `received`. With a
+  // wire format the message is decoded as it is reduced, a block at a time,
+  // never written out as float32 (one pass over dst instead of two).
+  StepId reduceReceived(BufRef dst, BufRef a, BufRef received, std::size_t count, StepId recv);
   StepId copy(BufRef dst, BufRef src, std::size_t bytes, std::initializer_list<StepId> deps = {});
   StepId divide(BufRef dst, std::size_t count, int divisor, std::initializer_list<StepId> deps = {});
   StepId native(const NativeCall& call, std::initializer_list<StepId> deps = {});
@@ -159,6 +174,9 @@ class Schedule {
   // Only backend collectives (and the avg divide): a blocking backend call
   // can run it without stalling other steps.
   bool nativeOnly() const;
+  // Only steps on the world communicator, none of them shared memory: its
+  // transport alone advances this schedule.
+  bool onWorldMessagesOnly() const;
   // kNative (lane 0) / kShm (lane 1) steps on communicator `comm`.
   std::uint32_t issueCount(int lane, int comm) const { return issueCount_[lane][comm]; }
 

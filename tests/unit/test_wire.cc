@@ -19,9 +19,12 @@
 #include "algorithms/registry.h"
 #include "boostcomm/boostcomm.h"
 #include "core/half.h"
+#include "core/reduce.h"
+#include "core/segment_list.h"
 #include "core/tunables.h"
 #include "core/wire.h"
 #include "executor/schedule.h"
+#include "executor/wire_steps.h"
 #include "testing/inproc_group.h"
 #include "tuning/cost_model.h"
 
@@ -184,6 +187,127 @@ TEST(WireSchedule, RingOwnerRoundsFeedTheirSends) {
     EXPECT_GT(rounds, 1u) << n;
     EXPECT_EQ(stagedRounds, rounds) << n;
     EXPECT_EQ(stagedSends, rounds) << n;
+  }
+}
+
+// The ring's reduce-scatter decodes each received message as it reduces it
+// (the receive leaves it in staging), and with bf16 the owner's rounding is
+// done in the same pass; fp16's is not (its scale spans the chunk), nor is
+// one after avg's divide. The allgather's receives decode as before.
+TEST(WireSchedule, RingReducesDecodeTheirMessagesAndBf16RoundsInTheSamePass) {
+  for (int n : {2, 3, 5}) {
+    for (WireFormat wire : {WireFormat::kBf16, WireFormat::kFp16}) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+        algorithms::CollectiveSpec spec;
+        spec.collective = Collective::kAllreduce;
+        spec.dtype = DataType::kFloat32;
+        spec.op = op;
+        spec.count = 65537;
+        spec.rank = 1;
+        spec.size = n;
+        spec.chunkBytes = 4096;
+        spec.maxChunks = 8;
+        spec.wire = wire;
+        executor::Schedule s(spec.collective, spec.dtype, spec.op, "ring");
+        algorithms::buildAllreduceRing(spec, s);
+        const auto& steps = s.steps();
+        std::size_t fusedRecvs = 0, plainRecvs = 0, reduces = 0, rounds = 0, foldedRounds = 0;
+        for (std::size_t i = 0; i < steps.size(); ++i) {
+          const executor::Step& st = steps[i];
+          const std::string where = std::string(toString(wire)) + " " + std::string(toString(op)) + " n " + std::to_string(n);
+          if (st.kind == executor::StepKind::kRecv) (st.fused ? fusedRecvs : plainRecvs) += 1;
+          if (st.kind == executor::StepKind::kReduce) {
+            ++reduces;
+            ASSERT_TRUE(st.fused) << where;
+            ASSERT_EQ(st.wire, wire) << where;
+            // Its one dependency is the receive whose staged message it reads.
+            ASSERT_EQ(st.depCount, 1u) << where;
+            const executor::Step& recv = steps[s.deps()[st.depBegin]];
+            ASSERT_TRUE(recv.kind == executor::StepKind::kRecv && recv.fused) << where;
+            ASSERT_EQ(st.src2.buffer, recv.src2.buffer) << where;
+            ASSERT_EQ(st.src2.offsetBytes, recv.src2.offsetBytes) << where;
+            if (st.roundStep != executor::kNoStep) {
+              const executor::Step& round = steps[st.roundStep];
+              ASSERT_TRUE(round.kind == executor::StepKind::kRound && round.fused) << where;
+              ASSERT_EQ(round.dst.offsetBytes, st.dst.offsetBytes) << where;
+              ASSERT_EQ(round.count, st.count) << where;
+            }
+          }
+          if (st.kind == executor::StepKind::kRound) {
+            ++rounds;
+            foldedRounds += st.fused;
+          }
+        }
+        const std::size_t chunks = reduces / static_cast<std::size_t>(n - 1);
+        EXPECT_EQ(fusedRecvs, reduces);
+        EXPECT_EQ(plainRecvs, reduces);  // the allgather's, as many as the reduce-scatter's
+        EXPECT_EQ(rounds, chunks);       // one per owned chunk
+        const bool folds = wire == WireFormat::kBf16 && op == ReduceOp::kSum;
+        EXPECT_EQ(foldedRounds, folds ? rounds : 0u) << toString(wire) << " " << toString(op) << " n " << n;
+      }
+    }
+  }
+}
+
+// The fused pass gives exactly the bits of the three it replaces (decode
+// into float32, reduce, then round and encode the result): every op, both
+// formats, counts around the block size, dst a segment list.
+TEST(WireReduceStep, FusedPassMatchesDecodeReduceRoundBitwise) {
+  std::mt19937 gen(5);
+  for (WireFormat wire : {WireFormat::kBf16, WireFormat::kFp16}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax}) {
+      for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1023}, std::size_t{1024},
+                            std::size_t{1025}, std::size_t{5003}}) {
+        for (int mode = 0; mode < 3; ++mode) {  // 0: no round; 1: round in place; 2: round and stage
+          const bool round = mode > 0;
+          if (round && wire != WireFormat::kBf16) continue;
+          std::vector<float> local(n), theirs(n);
+          for (std::size_t i = 0; i < n; ++i) {
+            local[i] = std::ldexp(static_cast<float>(gen() % 20001) - 10000.0f, static_cast<int>(gen() % 30) - 15);
+            theirs[i] = std::ldexp(static_cast<float>(gen() % 20001) - 10000.0f, static_cast<int>(gen() % 30) - 15);
+          }
+          if (n > 3) theirs[3] = std::numeric_limits<float>::quiet_NaN();
+          executor::Step step;
+          step.kind = executor::StepKind::kReduce;
+          step.count = n;
+          step.wire = wire;
+          std::vector<char> message(wireBytes(wire, n) + 4);
+          core::encodeWire(wire, theirs.data(), n, message.data());
+
+          // The reference: three passes.
+          std::vector<float> decoded(n), want(n);
+          core::decodeWire(wire, message.data(), n, decoded.data());
+          core::reduce(want.data(), local.data(), decoded.data(), n, DataType::kFloat32, op);
+          std::vector<char> wantStaged(wireBytes(wire, n) + 4, 0);
+          if (round) core::encodeWire(wire, want.data(), n, wantStaged.data());
+          if (round) core::roundThroughWire(wire, want.data(), n);
+
+          // The fused pass, dst a list of uneven segments (runs cut mid-block).
+          std::vector<float> out(n + 2, -1.0f);
+          core::SegmentList list;
+          const std::size_t cut1 = n / 3, cut2 = std::min(n, cut1 + 700);
+          list.append(reinterpret_cast<char*>(out.data()), cut1 * sizeof(float));
+          list.append(reinterpret_cast<char*>(out.data() + cut1 + 1), (cut2 - cut1) * sizeof(float));
+          list.append(reinterpret_cast<char*>(out.data() + cut2 + 2), (n - cut2) * sizeof(float));
+          std::vector<char> staged(wireBytes(wire, n) + 4, 0);
+          executor::reduceWireStep(step, DataType::kFloat32, op, core::Operand{&list, nullptr, 0},
+                                   core::Operand{nullptr, reinterpret_cast<char*>(local.data()), 0},
+                                   message.data(), round, mode == 2 ? staged.data() : nullptr);
+          std::vector<float> got;
+          got.insert(got.end(), out.begin(), out.begin() + static_cast<std::ptrdiff_t>(cut1));
+          got.insert(got.end(), out.begin() + static_cast<std::ptrdiff_t>(cut1 + 1),
+                     out.begin() + static_cast<std::ptrdiff_t>(cut2 + 1));
+          got.insert(got.end(), out.begin() + static_cast<std::ptrdiff_t>(cut2 + 2), out.end());
+          const std::string where = std::string(toString(wire)) + " " + std::string(toString(op)) + " n " + std::to_string(n) +
+                                    " mode " + std::to_string(mode);
+          ASSERT_EQ(got.size(), n) << where;
+          ASSERT_TRUE(n == 0 || std::memcmp(got.data(), want.data(), n * sizeof(float)) == 0) << where;
+          if (mode == 2) EXPECT_EQ(staged, wantStaged) << where;
+          // The gaps between the segments are untouched.
+          if (n > 0) EXPECT_EQ(out[cut1], -1.0f) << where;
+        }
+      }
+    }
   }
 }
 
