@@ -578,6 +578,7 @@ void CommunicatorImpl::finalize() {
   engine_->setCallStatus(nullptr);
   engine_->setWaitMonitor(nullptr);
   inspector_->closeChannel();  // tells the others of a mismatch seen here; before MPI goes
+  engine_->stopCompletionSignals();
   transport_.reset();  // releases the shared segment and registered buffers
   if (onFinalize_) onFinalize_();
   if (pending) std::rethrow_exception(pending);

@@ -57,9 +57,11 @@ constexpr auto kThreadLongSleep = std::chrono::microseconds(2000);
 ProgressEngine::ProgressEngine(transport::Transport& world, core::SpinMutex& lock) : mutex_(lock), world_(world) {
   inFlight_.reserve(64);
   retired_.reserve(64);
+  signalled_ = world_.signalCompletions([this] { wakeThread(); });
 }
 
 ProgressEngine::~ProgressEngine() {
+  stopCompletionSignals();
   try {
     setThreadEnabled(false);
   } catch (...) {
@@ -90,6 +92,7 @@ std::uint64_t ProgressEngine::launch(std::unique_ptr<Execution> exec, std::share
   op.scratch = binding.scratch;
   op.id = nextId_++;
   op.sequence = sequence;
+  op.polled = !signalled_ || binding.peerStatus != nullptr || !op.schedule->onWorldMessagesOnly();
   if (shareClock_) op.shareStart = advanceShares();
   if (state) state->id = op.id;
   op.state = std::move(state);
@@ -103,7 +106,7 @@ std::uint64_t ProgressEngine::track(transport::Transport& transport, const trans
                                     bool anySource, std::shared_ptr<OpState> state) {
   BC_INTERNAL(state != nullptr, "track: a message needs a state");
   state->id = nextId_++;
-  messages_.push_back(Message{&transport, request, anySource, state});
+  messages_.push_back(Message{&transport, request, anySource, state, !signalled_ || &transport != &world_});
   publishCount();
   wakeThread();
   return state->id;
@@ -139,7 +142,7 @@ void ProgressEngine::wakeThread() {
     // under it, so this wake-up cannot fall between the two.
     {
       std::lock_guard lock(sleepMutex_);
-      posted_.fetch_add(1, std::memory_order_relaxed);
+      posted_.fetch_add(1, std::memory_order_release);  // after a completion it signals: see it in the sweep
     }
     sleepCv_.notify_one();
   }
@@ -164,6 +167,22 @@ bool ProgressEngine::progress() {
   if (retired_.empty()) return advanced;
   finishRetired();
   return true;
+}
+
+void ProgressEngine::stopCompletionSignals() {
+  if (!signalled_) return;
+  world_.signalCompletions({});  // returns once a call in progress has returned
+  signalled_ = false;
+}
+
+bool ProgressEngine::anyPolled() const {
+  for (const Operation& op : inFlight_) {
+    if (op.polled) return true;
+  }
+  for (const Message& m : messages_) {
+    if (m.polled) return true;
+  }
+  return false;
 }
 
 void ProgressEngine::enableShareClock() {
@@ -422,8 +441,9 @@ void ProgressEngine::threadMain() {
       }
     }
     bool advanced = false;
+    bool awaitSignal = false;
     // Posts seen before this sweep: one that lands after it wakes the sleep below.
-    const std::uint64_t posted = posted_.load(std::memory_order_relaxed);
+    const std::uint64_t posted = posted_.load(std::memory_order_acquire);
     // A caller waiting for the lock will progress everything itself.
     std::unique_lock engineLock(mutex_, std::defer_lock);
     if (!mutex_.contended() && engineLock.try_lock()) {
@@ -432,6 +452,7 @@ void ProgressEngine::threadMain() {
         // Asynchronous work nobody waits for has no waiter to time it out:
         // the thread does (every 64 idle sweeps).
         if (!advanced && (++deadlineChecks & 0x3f) == 0) checkDeadlines();
+        awaitSignal = !advanced && signalled_ && !anyPolled();
       } catch (...) {
         // progress() failed the engine: every in-flight operation completed
         // with the error, which its waiters and callbacks now report.
@@ -446,6 +467,21 @@ void ProgressEngine::threadMain() {
       if (!woken) recentGap = (recentGap * 3 + (now - lastAdvance)) / 4;
       woken = false;
       lastAdvance = now;
+      sleep = kThreadMinSleep;
+      continue;
+    }
+    if (awaitSignal) {
+      // Nothing can advance before the transport signals a completion (or
+      // a caller posts work): no spinning, yielding or short sleeps, whose
+      // CPU an oversubscribed node takes from the caller's compute and
+      // whose share the scheduler then holds against this thread when a
+      // message does complete. The timeout keeps the deadline checks'
+      // cadence (every 64 idle sweeps).
+      std::unique_lock lock(sleepMutex_);
+      sleepCv_.wait_for(lock, kThreadLongSleep,
+                        [&] { return stop_ || posted_.load(std::memory_order_relaxed) != posted; });
+      lastAdvance = Clock::now();
+      woken = true;
       sleep = kThreadMinSleep;
       continue;
     }

@@ -191,6 +191,9 @@ class ProgressEngine {
   // Off by default
   // (it reads the clock at every launch and retire); it stays on once set.
   void enableShareClock();
+  // [lock] Before the world transport goes (the communicator's finalize):
+  // it no longer signals completions to this engine, which polls from then on.
+  void stopCompletionSignals();
   // [lock] Where retiring operation number q records completion (may be null).
   void setCallStatus(core::CallStatus* status) { status_ = status; }
 
@@ -206,6 +209,10 @@ class ProgressEngine {
     // stamps it, so launch() reads no clock).
     std::chrono::steady_clock::time_point seenAt{};
     double shareStart = -1.0;  // the share clock at launch (< 0: off then)
+    // Whether only polling sees it advance: a step on a transport that does
+    // not signal completions (signalled_), shared memory, or a node peer's
+    // header read from its call status.
+    bool polled = true;
   };
   // [lock] The progress thread's deadline check: fails the engine with
   // Error{kTimeout} when an operation with a deadline is older than it.
@@ -215,6 +222,7 @@ class ProgressEngine {
     transport::Request request;
     bool anySource = false;
     std::shared_ptr<OpState> state;
+    bool polled = true;  // on a transport that does not signal completions
   };
   void complete(OpState& state, std::exception_ptr error);
   // Tests the pending messages once; true when any completed.
@@ -226,9 +234,15 @@ class ProgressEngine {
   // [share clock on] Advances it to now with inFlight_'s current count.
   double advanceShares();
   void threadMain();
+  // [lock] Whether an operation or message in flight needs polling (see
+  // Operation::polled); when none does, the thread sleeps until a signal.
+  bool anyPolled() const;
 
   core::SpinMutex& mutex_;
   transport::Transport& world_;
+  // The world transport signals its completions (Transport::signalCompletions):
+  // they wake the thread, which then need not poll work that runs on it alone.
+  bool signalled_ = false;
   IssueLedger ledger_;  // issue order of collective steps across operations
   ScratchPool scratch_;
   std::vector<std::unique_ptr<Execution>> freeExecutions_;

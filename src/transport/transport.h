@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -96,6 +97,16 @@ class Transport {
   // MPI's over TCP: 1.7x from call to call) native must instead be faster
   // than the best schedule by more than that.
   virtual bool repeatsNativeTimes() const { return false; }
+  // Completion signals. A transport whose requests complete on threads of
+  // its own (Gloo's waiters and native worker) calls `signal` after each
+  // completion, so that a progress thread can sleep until one instead of
+  // polling test(); returns whether it will (false where completions are
+  // seen only by polling: MPI, shared memory). An empty function stops the
+  // calls; once this returns, no call of the previous function is running.
+  virtual bool signalCompletions(std::function<void()> signal) {
+    (void)signal;
+    return false;
+  }
   // From now on every message of this transport travels whole (one backend
   // message per isend), never cut into pieces (MpiTransport's streams): a
   // receive from any source is one posted receive and must match a whole

@@ -8,9 +8,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <mutex>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -233,6 +235,68 @@ TEST(GlooTransport, EveryPostedMessageIsWatchedAtOnce) {
       }
     }
   });
+}
+
+// A progress thread may sleep until a completion (Transport::signalCompletions):
+// each message and native collective calls the signal after it completed
+// (test() then sees it done without polling first), and a cleared signal is
+// no longer called.
+TEST(GlooTransport, CompletionsAreSignalledUntilCleared) {
+  auto ts = makeTransports(2);
+  std::mutex m;
+  std::condition_variable cv;
+  int signals = 0;
+  ASSERT_TRUE(ts[0]->signalCompletions([&] {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      ++signals;
+    }
+    cv.notify_all();
+  }));
+  auto awaitSignals = [&](int atLeast) {
+    std::unique_lock<std::mutex> lock(m);
+    return cv.wait_for(lock, 10s, [&] { return signals >= atLeast; });
+  };
+  int in = -1, out = 42;
+  onThreads(2, [&](int r) {
+    Transport& t = *ts[static_cast<std::size_t>(r)];
+    Request q;
+    if (r == 0) {
+      t.irecv(&in, sizeof in, 1, 7, q);
+      ASSERT_TRUE(awaitSignals(1)) << "the receive's completion was not signalled";
+      EXPECT_TRUE(t.test(q)) << "signalled before it was done";
+      EXPECT_EQ(in, 42);
+    } else {
+      t.isend(&out, sizeof out, 0, 7, q);
+      testing::waitFor(t, q);
+    }
+    Request b;
+    t.nativeBarrier(&b);
+    if (r == 0) {
+      ASSERT_TRUE(awaitSignals(2)) << "the native barrier's completion was not signalled";
+      EXPECT_TRUE(t.test(b));
+    } else {
+      testing::waitFor(t, b);
+    }
+  });
+  ASSERT_TRUE(ts[0]->signalCompletions({}));
+  int before = 0;
+  {
+    std::lock_guard<std::mutex> lock(m);
+    before = signals;
+  }
+  onThreads(2, [&](int r) {
+    Transport& t = *ts[static_cast<std::size_t>(r)];
+    Request q;
+    if (r == 0) {
+      t.irecv(&in, sizeof in, 1, 8, q);
+    } else {
+      t.isend(&out, sizeof out, 0, 8, q);
+    }
+    testing::waitFor(t, q);
+  });
+  std::lock_guard<std::mutex> lock(m);
+  EXPECT_EQ(signals, before);
 }
 
 // The stall report's view of the transport (pending_messages.h): a receive

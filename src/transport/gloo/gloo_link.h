@@ -24,6 +24,25 @@
 
 namespace boostcomm::transport {
 
+// What GlooTransport::signalCompletions installs, called by the waiters and
+// the native worker after each completion. Its lock makes a change wait for
+// a call in progress: the engine that installed the function may be going away.
+class CompletionSignal {
+ public:
+  void set(std::function<void()> fn) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    fn_ = std::move(fn);
+  }
+  void operator()() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (fn_) fn_();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::function<void()> fn_;
+};
+
 // One native collective on the worker thread.
 struct GlooNativeJob {
   std::function<void()> run;

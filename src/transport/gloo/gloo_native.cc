@@ -78,6 +78,7 @@ void GlooTransport::workerLoop() {
       job->done.store(true, std::memory_order_release);
     }
     job->cv.notify_all();
+    (*signal_)();
   }
 }
 

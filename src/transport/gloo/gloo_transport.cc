@@ -151,10 +151,11 @@ GlooTransport::GlooTransport(StoreBridge store, std::shared_ptr<gloo::transport:
     }
     return ctx;
   };
+  signal_ = std::make_unique<CompletionSignal>();
   p2p_ = connect("p2p");
   native_ = connect("native");
   waiters_ = std::make_unique<GlooWaiters>(rank_, "gloo " + store_.prefix() + ", rank " + std::to_string(rank_) +
-                                                      " of " + std::to_string(size_));
+                                                      " of " + std::to_string(size_), *signal_);
   worker_ = std::thread([this] {
     core::nameThisThread("bc-gloo-native");
     workerLoop();
@@ -206,6 +207,11 @@ void GlooTransport::exchangeJoin() {
 }
 
 int GlooTransport::maxTag() const { return INT_MAX; }
+
+bool GlooTransport::signalCompletions(std::function<void()> signal) {
+  signal_->set(std::move(signal));
+  return true;
+}
 
 void GlooTransport::checkPeer(int peer, int tag, const char* what) const {
   BC_INVALID(peer >= 0 && peer < size_ && peer != rank_, rank_,

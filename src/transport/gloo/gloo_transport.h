@@ -41,6 +41,8 @@ namespace boostcomm::transport {
 class GlooWaiters;
 struct GlooNativeJob;
 
+class CompletionSignal;  // gloo_link.h
+
 class GlooTransport final : public Transport {
  public:
   // Collective over `size` processes: every rank passes a bridge reaching the
@@ -61,6 +63,7 @@ class GlooTransport final : public Transport {
   int maxTag() const override;
   bool announcesReceives() const override { return true; }
   bool repeatsNativeTimes() const override { return true; }
+  bool signalCompletions(std::function<void()> signal) override;
 
   void isend(const void* buf, std::size_t bytes, int peer, int tag, Request& req) override;
   void irecv(void* buf, std::size_t bytes, int peer, int tag, Request& req) override;
@@ -104,6 +107,8 @@ class GlooTransport final : public Transport {
   int rank_;
   int size_;
   std::vector<long long> nodeIds_;
+  // Before the threads that call it (waiters_, worker_): destroyed after them.
+  std::unique_ptr<CompletionSignal> signal_;
   std::shared_ptr<gloo::rendezvous::Context> p2p_;
   std::shared_ptr<gloo::rendezvous::Context> native_;
   std::unique_ptr<GlooWaiters> waiters_;  // completes p2p_ messages (gloo_waiters.h)

@@ -8,7 +8,8 @@
 
 namespace boostcomm::transport {
 
-GlooWaiters::GlooWaiters(int rank, std::string label) : rank_(rank), label_(std::move(label)) {
+GlooWaiters::GlooWaiters(int rank, std::string label, CompletionSignal& signal)
+    : rank_(rank), label_(std::move(label)), signal_(signal) {
   registerPendingMessageSource(this);
 }
 
@@ -87,8 +88,11 @@ void GlooWaiters::loop() {
     }
     lock.lock();
     waiting_.erase(p);
-    ++idle_;
     p->done.store(true, std::memory_order_release);  // last touch: test() may free p now
+    lock.unlock();
+    signal_();  // a progress thread asleep until a completion (Transport::signalCompletions)
+    lock.lock();
+    ++idle_;  // only now: a message queued meanwhile got a thread of its own
   }
 }
 

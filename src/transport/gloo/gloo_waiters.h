@@ -26,7 +26,8 @@ namespace boostcomm::transport {
 class GlooWaiters final : public PendingMessageSource {
  public:
   // `label` names the transport in the stall report (its store prefix, rank and size).
-  GlooWaiters(int rank, std::string label);
+  // `signal` is called after each completion (GlooTransport::signalCompletions).
+  GlooWaiters(int rank, std::string label, CompletionSignal& signal);
   // Aborts the waits in flight (their requests end with an error) and joins.
   ~GlooWaiters() override;
   GlooWaiters(const GlooWaiters&) = delete;
@@ -43,6 +44,7 @@ class GlooWaiters final : public PendingMessageSource {
 
   int rank_;
   std::string label_;
+  CompletionSignal& signal_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<GlooTransport::Pending*> queue_;
