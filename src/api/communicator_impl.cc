@@ -115,7 +115,7 @@ CommunicatorImpl::CommunicatorImpl(std::unique_ptr<transport::Transport> transpo
   tuningFromEnvPending_ = !core::tunableString(core::kTunableTuningCache).empty();
   linkFactsPending_ = layout_.nodes() > 1;
   online_ = tuning::OnlineSelection(core::tunableBool(core::kTunableSelectionTrials), core::tunableBool(core::kTunableLogSelection),
-                                    transport_->repeatsNativeTimes() ? -tuning::OnlineSelection::kNativeWinPercent
+                                    transport_->repeatsNativeTimes() ? -tuning::OnlineSelection::kNativeKeepPercent
                                                                       : tuning::OnlineSelection::kNativeWinPercent);
   // Tags: call number q uses window q % tagWindows_, i.e. tags
   // [w * tagSpan_, (w + 1) * tagSpan_), all <= maxTag since

@@ -453,7 +453,7 @@ TEST(OnlineSelection, ACloseCallGoesToTheCandidateWhoseTimesRepeat) {
   constexpr double kOut = std::numeric_limits<double>::infinity();
   const std::vector<std::string_view> names = {"native", "ring", "rhd", "rd"};
   const double swinging = tuning::OnlineSelection::kNativeWinPercent / 100.0;  // Open MPI's native
-  const double steady = -swinging;                                              // Gloo's native
+  const double steady = -tuning::OnlineSelection::kNativeKeepPercent / 100.0;    // Gloo's native
   auto winner = [&](const std::vector<double>& us, double margin) {
     return tuning::OnlineSelection::winnerAmong(names, us, margin);
   };
@@ -463,10 +463,12 @@ TEST(OnlineSelection, ACloseCallGoesToTheCandidateWhoseTimesRepeat) {
   // Native 20% ahead: native either way.
   EXPECT_EQ(winner({112.0, 141.0, 140.0, 150.0}, swinging), 0u);
   EXPECT_EQ(winner({112.0, 141.0, 140.0, 150.0}, steady), 0u);
-  // Native 9.3% behind: kept where its times repeat; 10.7% behind: the schedule.
+  // Native 9.3% behind: kept where its times repeat; 19.3% behind: still
+  // kept there; 20.7% behind: the schedule.
   EXPECT_EQ(winner({153.0, 141.0, 140.0, 150.0}, swinging), 2u);
   EXPECT_EQ(winner({153.0, 141.0, 140.0, 150.0}, steady), 0u);
-  EXPECT_EQ(winner({155.0, 141.0, 140.0, 150.0}, steady), 2u);
+  EXPECT_EQ(winner({167.0, 141.0, 140.0, 150.0}, steady), 0u);
+  EXPECT_EQ(winner({169.0, 141.0, 140.0, 150.0}, steady), 2u);
   // Native 25% behind: the schedule either way.
   EXPECT_EQ(winner({175.0, 141.0, 140.0, 150.0}, swinging), 2u);
   EXPECT_EQ(winner({175.0, 141.0, 140.0, 150.0}, steady), 2u);
@@ -535,7 +537,7 @@ std::string decidedWithMargin(double marginPercent) {
 }
 
 TEST(OnlineSelection, TrialsKeepNativeOnACloseCallOnlyWhereItsTimesRepeat) {
-  EXPECT_EQ(decidedWithMargin(-tuning::OnlineSelection::kNativeWinPercent), "native");
+  EXPECT_EQ(decidedWithMargin(-tuning::OnlineSelection::kNativeKeepPercent), "native");
   EXPECT_EQ(decidedWithMargin(tuning::OnlineSelection::kNativeWinPercent), "rd");
 }
 
