@@ -89,7 +89,9 @@ RingReduceScatterResult ringReduceScatter(const CollectiveSpec& spec, const Ring
                                                 {result.reduces[idx(s - 1, c)]});
       }
       // Receive into this step's slot, once its previous content (step s-2's
-      // partial sum) has been sent on by step s-1.
+      // partial sum) has been sent on by step s-1. (With a wire format the
+      // message stays in the receive's staging and the reduce below, which
+      // depends on it, is what writes the slot.)
       const StepId recv = schedule.recv(slot(s, recvSeg, c), recvChunk.count * es, left, tag);
       if (s >= 2) schedule.addDependency(result.sends[idx(s - 1, c)]);
       const executor::BufRef dst = last ? chunkRef(out, recvSeg, c) : slot(s, recvSeg, c);

@@ -61,7 +61,6 @@ ProgressEngine::ProgressEngine(transport::Transport& world, core::SpinMutex& loc
 }
 
 ProgressEngine::~ProgressEngine() {
-  stopCompletionSignals();
   try {
     setThreadEnabled(false);
   } catch (...) {
@@ -69,6 +68,7 @@ ProgressEngine::~ProgressEngine() {
     // inside a callback): the thread cannot join itself; let it go.
     if (thread_.joinable()) thread_.detach();
   }
+  stopCompletionSignals();  // after the thread, which reads signalled_
 }
 
 std::unique_ptr<Execution> ProgressEngine::acquireExecution() {
@@ -428,6 +428,7 @@ void ProgressEngine::threadMain() {
   // gap of nothing: it restarts the back-off but is not averaged.
   Clock::duration recentGap = kThreadFrequentGap * 2;
   bool woken = true;
+  bool signalWait = false;  // the last wait was for a signal (see below)
   while (true) {
     {
       std::unique_lock lock(sleepMutex_);
@@ -450,8 +451,9 @@ void ProgressEngine::threadMain() {
       try {
         advanced = progress();
         // Asynchronous work nobody waits for has no waiter to time it out:
-        // the thread does (every 64 idle sweeps).
-        if (!advanced && (++deadlineChecks & 0x3f) == 0) checkDeadlines();
+        // the thread does (every 64 idle sweeps; after a wait for a signal,
+        // every idle sweep: those come at most every kThreadLongSleep).
+        if (!advanced && (signalWait || (++deadlineChecks & 0x3f) == 0)) checkDeadlines();
         awaitSignal = !advanced && signalled_ && !anyPolled();
       } catch (...) {
         // progress() failed the engine: every in-flight operation completed
@@ -470,13 +472,14 @@ void ProgressEngine::threadMain() {
       sleep = kThreadMinSleep;
       continue;
     }
+    signalWait = awaitSignal;
     if (awaitSignal) {
       // Nothing can advance before the transport signals a completion (or
       // a caller posts work): no spinning, yielding or short sleeps, whose
       // CPU an oversubscribed node takes from the caller's compute and
       // whose share the scheduler then holds against this thread when a
-      // message does complete. The timeout keeps the deadline checks'
-      // cadence (every 64 idle sweeps).
+      // message does complete. The timeout bounds the deadline checks'
+      // cadence (each idle sweep after it checks).
       std::unique_lock lock(sleepMutex_);
       sleepCv_.wait_for(lock, kThreadLongSleep,
                         [&] { return stop_ || posted_.load(std::memory_order_relaxed) != posted; });

@@ -17,7 +17,9 @@
 // and that communicator. Every member except the thread's own loop, setThreadEnabled and
 // runCallbacks is called with it held. The thread only ever try_locks, so a
 // caller driving a blocking call is never slowed by it; it backs off (spin,
-// then yield, then sleeps that grow with the wait) while nothing advances.
+// then yield, then sleeps that grow with the wait) while nothing advances,
+// or, where everything in flight runs on a world transport that signals its
+// completions (Transport::signalCompletions: Gloo's), sleeps until one.
 //
 // Completion callbacks run exactly once, outside the lock (they may call the
 // communicator again), on whichever thread retired the operation: the
@@ -264,8 +266,9 @@ class ProgressEngine {
   std::mutex sleepMutex_;
   std::condition_variable sleepCv_;
   bool stop_ = false;  // [sleepMutex_]
-  // Operations and messages posted (bumped under sleepMutex_): a sleeping
-  // thread wakes when it differs from what it read before its last sweep.
+  // Operations and messages posted, and completions signalled (bumped under
+  // sleepMutex_): a sleeping thread wakes when it differs from what it read
+  // before its last sweep.
   std::atomic<std::uint64_t> posted_{0};
   std::mutex threadMutex_;  // serialises setThreadEnabled
   std::atomic<bool> threadRunning_{false};

@@ -402,6 +402,11 @@ int Simulation::add(const JobSpec& job) {
 void Simulation::bind(int job, int rank, const void* send, void* recv) {
   BC_INVALID(job >= 0 && job < static_cast<int>(jobs_.size()), rank, "bind: no job " << job);
   BC_INVALID(rank >= 0 && rank < ranks(), rank, "bind: rank " << rank << " outside 0.." << ranks() - 1);
+  // The simulator moves wire messages' bytes but makes no conversions, and
+  // a fused reduce reads its message as 16-bit values: data would be wrong.
+  BC_INVALID(jobs_[static_cast<std::size_t>(job)].request.wire == WireFormat::kOff, rank,
+             "bind: data mode simulates payloads without a wire format (this job's: "
+                 << toString(jobs_[static_cast<std::size_t>(job)].request.wire) << ")");
   auto& b = buffers_[static_cast<std::size_t>(job)];
   if (b.empty()) b.resize(static_cast<std::size_t>(ranks()));
   b[static_cast<std::size_t>(rank)] = Bound{send, recv};

@@ -92,7 +92,10 @@ void GlooWaiters::loop() {
     lock.unlock();
     signal_();  // a progress thread asleep until a completion (Transport::signalCompletions)
     lock.lock();
-    ++idle_;  // only now: a message queued meanwhile got a thread of its own
+    // Only now: a message queued meanwhile got a thread of its own (one
+    // thread more in a pool that never shrinks, rather than a message that
+    // waits for this thread while it signals).
+    ++idle_;
   }
 }
 
