@@ -57,7 +57,7 @@ constexpr auto kThreadLongSleep = std::chrono::microseconds(2000);
 ProgressEngine::ProgressEngine(transport::Transport& world, core::SpinMutex& lock) : mutex_(lock), world_(world) {
   inFlight_.reserve(64);
   retired_.reserve(64);
-  signalled_ = world_.signalCompletions([this] { wakeThread(); });
+  signalled_ = world_.signalCompletions([this] { onSignal(); });
 }
 
 ProgressEngine::~ProgressEngine() {
@@ -167,6 +167,15 @@ bool ProgressEngine::progress() {
   if (retired_.empty()) return advanced;
   finishRetired();
   return true;
+}
+
+void ProgressEngine::onSignal() {
+  signals_.fetch_add(1, std::memory_order_seq_cst);
+  // Only a thread asleep until a signal is woken: one that polls keeps its
+  // back-off exactly as without signals (see awaitingSignal_).
+  if (!awaitingSignal_.load(std::memory_order_seq_cst)) return;
+  { std::lock_guard lock(sleepMutex_); }  // the thread is asleep, or has seen signals_ change
+  sleepCv_.notify_one();
 }
 
 void ProgressEngine::stopCompletionSignals() {
@@ -445,6 +454,7 @@ void ProgressEngine::threadMain() {
     bool awaitSignal = false;
     // Posts seen before this sweep: one that lands after it wakes the sleep below.
     const std::uint64_t posted = posted_.load(std::memory_order_acquire);
+    const std::uint64_t signals = signals_.load(std::memory_order_seq_cst);
     // A caller waiting for the lock will progress everything itself.
     std::unique_lock engineLock(mutex_, std::defer_lock);
     if (!mutex_.contended() && engineLock.try_lock()) {
@@ -481,8 +491,12 @@ void ProgressEngine::threadMain() {
       // message does complete. The timeout bounds the deadline checks'
       // cadence (each idle sweep after it checks).
       std::unique_lock lock(sleepMutex_);
-      sleepCv_.wait_for(lock, kThreadLongSleep,
-                        [&] { return stop_ || posted_.load(std::memory_order_relaxed) != posted; });
+      awaitingSignal_.store(true, std::memory_order_seq_cst);
+      sleepCv_.wait_for(lock, kThreadLongSleep, [&] {
+        return stop_ || posted_.load(std::memory_order_relaxed) != posted ||
+               signals_.load(std::memory_order_seq_cst) != signals;
+      });
+      awaitingSignal_.store(false, std::memory_order_relaxed);
       lastAdvance = Clock::now();
       woken = true;
       sleep = kThreadMinSleep;
