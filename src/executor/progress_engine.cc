@@ -142,7 +142,7 @@ void ProgressEngine::wakeThread() {
     // under it, so this wake-up cannot fall between the two.
     {
       std::lock_guard lock(sleepMutex_);
-      posted_.fetch_add(1, std::memory_order_release);  // after a completion it signals: see it in the sweep
+      posted_.fetch_add(1, std::memory_order_relaxed);
     }
     sleepCv_.notify_one();
   }
@@ -453,7 +453,7 @@ void ProgressEngine::threadMain() {
     bool advanced = false;
     bool awaitSignal = false;
     // Posts seen before this sweep: one that lands after it wakes the sleep below.
-    const std::uint64_t posted = posted_.load(std::memory_order_acquire);
+    const std::uint64_t posted = posted_.load(std::memory_order_relaxed);
     const std::uint64_t signals = signals_.load(std::memory_order_seq_cst);
     // A caller waiting for the lock will progress everything itself.
     std::unique_lock engineLock(mutex_, std::defer_lock);
