@@ -40,6 +40,7 @@ Schedule::StepId Schedule::add(Step step, std::initializer_list<StepId> deps) {
       step.depCount = static_cast<std::uint32_t>(frame_.after.size());
     }
   }
+  if (step.comm != kWorldComm || step.kind == StepKind::kShm) worldMessagesOnly_ = false;
   steps_.push_back(step);
   const auto id = static_cast<StepId>(steps_.size() - 1);
   for (std::uint32_t d = 0; d < steps_[id].depCount; ++d) linkRoundToSend(id, deps_[steps_[id].depBegin + d]);
@@ -201,13 +202,6 @@ Schedule::StepId Schedule::chainAfterPrevious(StepId id) {
     }
   }
   return id;
-}
-
-bool Schedule::onWorldMessagesOnly() const {
-  for (const Step& s : steps_) {
-    if (s.comm != kWorldComm || s.kind == StepKind::kShm) return false;
-  }
-  return true;
 }
 
 bool Schedule::nativeOnly() const {

@@ -175,8 +175,9 @@ class Schedule {
   // can run it without stalling other steps.
   bool nativeOnly() const;
   // Only steps on the world communicator, none of them shared memory: its
-  // transport alone advances this schedule.
-  bool onWorldMessagesOnly() const;
+  // transport alone advances this schedule. (Kept as steps are added: the
+  // engine asks at every launch.)
+  bool onWorldMessagesOnly() const { return worldMessagesOnly_; }
   // kNative (lane 0) / kShm (lane 1) steps on communicator `comm`.
   std::uint32_t issueCount(int lane, int comm) const { return issueCount_[lane][comm]; }
 
@@ -204,6 +205,7 @@ class Schedule {
   Frame frame_;
   bool framed_ = false;
   WireFormat wire_ = WireFormat::kOff;
+  bool worldMessagesOnly_ = true;  // see onWorldMessagesOnly()
 };
 
 // Sets the schedule's wire format for one builder's steps, restoring it after.
