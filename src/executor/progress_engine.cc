@@ -58,6 +58,7 @@ ProgressEngine::ProgressEngine(transport::Transport& world, core::SpinMutex& loc
   inFlight_.reserve(64);
   retired_.reserve(64);
   signalled_ = world_.signalCompletions([this] { onSignal(); });
+  nativesInTurn_ = world_.runsNativesInTurn();
 }
 
 ProgressEngine::~ProgressEngine() {
@@ -93,7 +94,7 @@ std::uint64_t ProgressEngine::launch(std::unique_ptr<Execution> exec, std::share
   op.id = nextId_++;
   op.sequence = sequence;
   op.polled = !signalled_ || binding.peerStatus != nullptr || !op.schedule->onWorldMessagesOnly();
-  if (shareClock_) op.shareStart = advanceShares();
+  if (shareClock_) startShare(op, advanceShares());  // advanced first: the ones in flight shared the time up to now
   if (state) state->id = op.id;
   op.state = std::move(state);
   inFlight_.push_back(std::move(op));
@@ -198,10 +199,28 @@ void ProgressEngine::enableShareClock() {
   if (shareClock_) return;
   shareClock_ = true;
   shareOrigin_ = std::chrono::steady_clock::now();
+  // Those already in flight share from now on, as if launched now.
+  std::vector<Operation> started;
+  started.swap(inFlight_);
+  for (Operation& op : started) {
+    startShare(op, 0.0);
+    inFlight_.push_back(std::move(op));
+  }
+}
+
+void ProgressEngine::startShare(Operation& op, double now) {
+  // inFlight_ holds the operations launched before op, in order.
+  op.inTurn = nativesInTurn_ && op.schedule->nativeOnly();
+  op.waiting = op.inTurn && std::any_of(inFlight_.begin(), inFlight_.end(), [](const Operation& o) {
+                 return o.inTurn;
+               });
+  if (op.waiting) return;
+  op.shareStart = now;
+  ++sharing_;
 }
 
 double ProgressEngine::advanceShares() {
-  return shares_.advance(core::usSince(shareOrigin_), inFlight_.size());
+  return shares_.advance(core::usSince(shareOrigin_), sharing_);
 }
 
 void ProgressEngine::finishRetired() {
@@ -210,6 +229,20 @@ void ProgressEngine::finishRetired() {
   const double shareNow = shareClock_ ? advanceShares() : 0.0;
   std::erase_if(inFlight_, [](const Operation& op) { return op.execution == nullptr; });
   publishCount();
+  if (shareClock_) {
+    // One that retires still waiting ran, unseen, after the one ahead of it
+    // within this sweep: its share is not known and it records none.
+    for (const Operation& op : retired_) {
+      if (!op.waiting && op.shareStart >= 0) --sharing_;
+    }
+    // The first native-only operation left is the one the transport runs now.
+    auto first = std::find_if(inFlight_.begin(), inFlight_.end(), [](const Operation& o) { return o.inTurn; });
+    if (first != inFlight_.end() && first->waiting) {
+      first->waiting = false;
+      first->shareStart = shareNow;
+      ++sharing_;
+    }
+  }
   for (Operation& op : retired_) {
     if (status_) status_->recordEnd(op.sequence);
     scratch_.release(op.scratch);
@@ -356,6 +389,7 @@ void ProgressEngine::abandon(std::exception_ptr error) {
     if (op.state) complete(*op.state, error);
   }
   inFlight_.clear();
+  sharing_ = 0;
   for (Message& m : messages_) complete(*m.state, error);  // their requests are leaked, as executions are
   messages_.clear();
   inFlightCount_.store(0, std::memory_order_release);

@@ -190,6 +190,13 @@ class ProgressEngine {
   // (OpState::sharedUs). Operations in flight together share the link, so
   // a call's wall time counts the others' bytes too (DDP's buckets run side
   // by side); its share is about its time alone, whatever ran beside it.
+  // Where the world transport runs its native collectives in turn
+  // (Transport::runsNativesInTurn: Gloo's), a native-only operation behind
+  // another in flight is waiting, not sharing: it is charged nothing, and
+  // not counted in k, until the ones ahead of it have retired. (Charged
+  // while they ran, DDP's 25 MiB bucket at 2 x 2 took a 196 ms share of the
+  // 334 ms it ran alone, because the next bucket, queued behind it, took
+  // half of every millisecond; native then beat hier's 222 ms.)
   // Off by default
   // (it reads the clock at every launch and retire); it stays on once set.
   void enableShareClock();
@@ -211,6 +218,10 @@ class ProgressEngine {
     // stamps it, so launch() reads no clock).
     std::chrono::steady_clock::time_point seenAt{};
     double shareStart = -1.0;  // the share clock at launch (< 0: off then)
+    // [share clock] A native-only operation behind another (Transport::
+    // runsNativesInTurn): its shareStart waits until it is the first.
+    bool inTurn = false;   // such an operation (in turn with the others)
+    bool waiting = false;  // behind another such one: charged nothing yet
     // Whether only polling sees it advance: a step on a transport that does
     // not signal completions (signalled_), shared memory, or a node peer's
     // header read from its call status.
@@ -236,8 +247,11 @@ class ProgressEngine {
   void publishCount() { inFlightCount_.store(inFlight_.size() + messages_.size(), std::memory_order_release); }
   // Recycles the operations moved to retired_ and completes their states.
   void finishRetired();
-  // [share clock on] Advances it to now with inFlight_'s current count.
+  // [share clock on] Advances it to now with sharing_ operations open.
   double advanceShares();
+  // [share clock on] op, about to join inFlight_, starts its share at `now`
+  // (the clock's reading), or waits (Operation::waiting).
+  void startShare(Operation& op, double now);
   void threadMain();
   // [lock] Whether an operation or message in flight needs polling (see
   // Operation::polled); when none does, the thread sleeps until a signal.
@@ -263,6 +277,8 @@ class ProgressEngine {
   bool shareClock_ = false;
   std::chrono::steady_clock::time_point shareOrigin_{};  // when it was set
   core::ShareClock<double> shares_;                      // us since shareOrigin_
+  std::size_t sharing_ = 0;  // operations in flight the clock charges (not waiting)
+  bool nativesInTurn_ = false;  // world_.runsNativesInTurn()
   // Published count of in-flight operations: the thread sleeps while it is 0.
   std::atomic<std::size_t> inFlightCount_{0};
 

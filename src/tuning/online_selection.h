@@ -39,7 +39,8 @@
 // Timing: a blocking call from its start to its return; an asynchronous
 // call by its share of the time from launch to the engine seeing it
 // complete (ProgressEngine::enableShareClock: with k calls in flight, each
-// gets dt / k), only while a progress thread runs (without one, completion
+// gets dt / k; a native call queued behind another where the backend runs
+// them in turn gets nothing until its turn), only while a progress thread runs (without one, completion
 // is seen only inside the caller's wait, which would time the caller's
 // compute). A call's time is scaled to the class's first payload (a class
 // spans sizes up to 2x). A candidate without a time on some rank cannot

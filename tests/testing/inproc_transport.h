@@ -47,6 +47,10 @@ class InProcTransport final : public Transport {
 
   // As MPI: a receive may be larger than its message (the inline fingerprint header relies on it).
   bool acceptsShorterMessages() const override { return true; }
+  // What runsNativesInTurn() reports (false unless set): the share clock's
+  // tests drive the natives' completions in call order themselves.
+  void setNativesInTurn(bool inTurn) { nativesInTurn_ = inTurn; }
+  bool runsNativesInTurn() const override { return nativesInTurn_; }
   void isend(const void* buf, std::size_t bytes, int peer, int tag, Request& req) override;
   void irecv(void* buf, std::size_t bytes, int peer, int tag, Request& req) override;
   void isendPieces(const core::Piece* pieces, std::size_t count, int peer, int tag, Request& req) override;
@@ -69,6 +73,7 @@ class InProcTransport final : public Transport {
   std::uint64_t groupId_;
   int rank_;
   int size_;
+  bool nativesInTurn_ = false;
   std::uint64_t collectiveSeq_ = 0;  // next collective number of this rank in its group; fabric mutex
 };
 

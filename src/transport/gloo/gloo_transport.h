@@ -63,6 +63,7 @@ class GlooTransport final : public Transport {
   int maxTag() const override;
   bool announcesReceives() const override { return true; }
   bool repeatsNativeTimes() const override { return true; }
+  bool runsNativesInTurn() const override { return true; }  // one worker thread, a FIFO
   bool signalCompletions(std::function<void()> signal) override;
 
   void isend(const void* buf, std::size_t bytes, int peer, int tag, Request& req) override;
