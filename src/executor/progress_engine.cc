@@ -94,7 +94,8 @@ std::uint64_t ProgressEngine::launch(std::unique_ptr<Execution> exec, std::share
   op.id = nextId_++;
   op.sequence = sequence;
   op.polled = !signalled_ || binding.peerStatus != nullptr || !op.schedule->onWorldMessagesOnly();
-  if (shareClock_) startShare(op, advanceShares());  // advanced first: the ones in flight shared the time up to now
+  // Advanced first: the ones in flight shared the time up to now.
+  if (shareClock_) startShare(op, advanceShares(), anyInTurn());
   if (state) state->id = op.id;
   op.state = std::move(state);
   inFlight_.push_back(std::move(op));
@@ -200,23 +201,46 @@ void ProgressEngine::enableShareClock() {
   shareClock_ = true;
   shareOrigin_ = std::chrono::steady_clock::now();
   // Those already in flight share from now on, as if launched now.
-  std::vector<Operation> started;
-  started.swap(inFlight_);
-  for (Operation& op : started) {
-    startShare(op, 0.0);
-    inFlight_.push_back(std::move(op));
+  bool inTurnAhead = false;
+  for (Operation& op : inFlight_) {
+    startShare(op, 0.0, inTurnAhead);
+    inTurnAhead = inTurnAhead || op.inTurn;
   }
 }
 
-void ProgressEngine::startShare(Operation& op, double now) {
-  // inFlight_ holds the operations launched before op, in order.
-  op.inTurn = nativesInTurn_ && op.schedule->nativeOnly();
-  op.waiting = op.inTurn && std::any_of(inFlight_.begin(), inFlight_.end(), [](const Operation& o) {
-                 return o.inTurn;
-               });
+void ProgressEngine::startShare(Operation& op, double now, bool inTurnAhead) {
+  // Backend collectives alone, on the world transport: they run in turn with
+  // the world's other native-only operations.
+  const Schedule& s = *op.schedule;
+  op.inTurn = nativesInTurn_ && s.nativeOnly() && s.onWorldMessagesOnly() &&
+              s.issueCount(issueLane(StepKind::kNative), kWorldComm) > 0;
+  op.waiting = op.inTurn && inTurnAhead;
   if (op.waiting) return;
   op.shareStart = now;
   ++sharing_;
+}
+
+bool ProgressEngine::anyInTurn() const {
+  return std::any_of(inFlight_.begin(), inFlight_.end(), [](const Operation& o) { return o.inTurn; });
+}
+
+void ProgressEngine::shareInTurn(double shareNow) {
+  // In-turn operations that retire in one sweep: the first ran since its
+  // shareStart, the ones still waiting behind it ran after it, unseen by the
+  // engine: they split the first's share evenly (each gets a time, so a
+  // quick native is not left without one).
+  Operation* first = nullptr;
+  int n = 0;
+  for (Operation& op : retired_) {
+    if (!op.inTurn) continue;
+    if (first == nullptr && !op.waiting) first = &op;
+    ++n;
+  }
+  if (first == nullptr || n < 2 || first->shareStart < 0) return;
+  const double each = (shareNow - first->shareStart) / n;
+  for (Operation& op : retired_) {
+    if (op.inTurn) op.shareStart = shareNow - each;
+  }
 }
 
 double ProgressEngine::advanceShares() {
@@ -230,11 +254,10 @@ void ProgressEngine::finishRetired() {
   std::erase_if(inFlight_, [](const Operation& op) { return op.execution == nullptr; });
   publishCount();
   if (shareClock_) {
-    // One that retires still waiting ran, unseen, after the one ahead of it
-    // within this sweep: its share is not known and it records none.
     for (const Operation& op : retired_) {
       if (!op.waiting && op.shareStart >= 0) --sharing_;
     }
+    shareInTurn(shareNow);
     // The first native-only operation left is the one the transport runs now.
     auto first = std::find_if(inFlight_.begin(), inFlight_.end(), [](const Operation& o) { return o.inTurn; });
     if (first != inFlight_.end() && first->waiting) {

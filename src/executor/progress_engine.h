@@ -68,7 +68,8 @@ class OpState {
   std::exception_ptr error() const { return error_; }  // valid once isDone()
   const char* algorithm = "";
   std::uint64_t id = 0;
-  // Its share of the time from launch until the engine saw it complete (us;
+  // Its share of the time from launch (or its turn: see
+  // ProgressEngine::enableShareClock) until the engine saw it complete (us;
   // < 0: not measured; valid once isDone()): what online selection times
   // asynchronous calls by. See ProgressEngine::enableShareClock.
   double sharedUs = -1.0;
@@ -196,7 +197,9 @@ class ProgressEngine {
   // not counted in k, until the ones ahead of it have retired. (Charged
   // while they ran, DDP's 25 MiB bucket at 2 x 2 took a 196 ms share of the
   // 334 ms it ran alone, because the next bucket, queued behind it, took
-  // half of every millisecond; native then beat hier's 222 ms.)
+  // half of every millisecond; native then beat hier's 222 ms.) Such
+  // operations seen to retire in one sweep split the first one's share
+  // evenly: the later ones ran after it, unseen.
   // Off by default
   // (it reads the clock at every launch and retire); it stays on once set.
   void enableShareClock();
@@ -217,7 +220,9 @@ class ProgressEngine {
     // When the progress thread first saw it in flight (its deadline check
     // stamps it, so launch() reads no clock).
     std::chrono::steady_clock::time_point seenAt{};
-    double shareStart = -1.0;  // the share clock at launch (< 0: off then)
+    // The share clock when its share began: at launch, when the clock was
+    // turned on, or when its turn came (< 0: clock off, or still waiting).
+    double shareStart = -1.0;
     // [share clock] A native-only operation behind another (Transport::
     // runsNativesInTurn): its shareStart waits until it is the first.
     bool inTurn = false;   // such an operation (in turn with the others)
@@ -250,8 +255,12 @@ class ProgressEngine {
   // [share clock on] Advances it to now with sharing_ operations open.
   double advanceShares();
   // [share clock on] op, about to join inFlight_, starts its share at `now`
-  // (the clock's reading), or waits (Operation::waiting).
-  void startShare(Operation& op, double now);
+  // (the clock's reading), or waits (Operation::waiting) where an in-turn
+  // operation is ahead of it.
+  void startShare(Operation& op, double now, bool inTurnAhead);
+  bool anyInTurn() const;
+  // [share clock on] Gives in-turn operations retired together (retired_) their shares.
+  void shareInTurn(double shareNow);
   void threadMain();
   // [lock] Whether an operation or message in flight needs polling (see
   // Operation::polled); when none does, the thread sleeps until a signal.

@@ -41,6 +41,7 @@ Schedule::StepId Schedule::add(Step step, std::initializer_list<StepId> deps) {
     }
   }
   if (step.comm != kWorldComm || step.kind == StepKind::kShm) worldMessagesOnly_ = false;
+  if (step.kind != StepKind::kNative && step.kind != StepKind::kDivide) nativeOnly_ = false;
   steps_.push_back(step);
   const auto id = static_cast<StepId>(steps_.size() - 1);
   for (std::uint32_t d = 0; d < steps_[id].depCount; ++d) linkRoundToSend(id, deps_[steps_[id].depBegin + d]);
@@ -202,13 +203,6 @@ Schedule::StepId Schedule::chainAfterPrevious(StepId id) {
     }
   }
   return id;
-}
-
-bool Schedule::nativeOnly() const {
-  for (const Step& s : steps_) {
-    if (s.kind != StepKind::kNative && s.kind != StepKind::kDivide) return false;
-  }
-  return true;
 }
 
 void Schedule::pushFrame(Frame frame) {

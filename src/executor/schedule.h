@@ -172,8 +172,8 @@ class Schedule {
   std::size_t elementSize() const;
   bool empty() const { return steps_.empty(); }
   // Only backend collectives (and the avg divide): a blocking backend call
-  // can run it without stalling other steps.
-  bool nativeOnly() const;
+  // can run it without stalling other steps. (Kept as steps are added.)
+  bool nativeOnly() const { return nativeOnly_; }
   // Only steps on the world communicator, none of them shared memory: its
   // transport alone advances this schedule. (Kept as steps are added: the
   // engine asks at every launch.)
@@ -206,6 +206,7 @@ class Schedule {
   bool framed_ = false;
   WireFormat wire_ = WireFormat::kOff;
   bool worldMessagesOnly_ = true;  // see onWorldMessagesOnly()
+  bool nativeOnly_ = true;         // see nativeOnly()
 };
 
 // Sets the schedule's wire format for one builder's steps, restoring it after.

@@ -97,10 +97,11 @@ class Transport {
   // MPI's over TCP: 1.7x from call to call) native must instead be faster
   // than the best schedule by more than that.
   virtual bool repeatsNativeTimes() const { return false; }
-  // Whether the backend's own asynchronous collectives run one at a time, in
-  // the order they were called (Gloo's native worker): a later one waits,
-  // unsent, until the earlier ones are done. The progress engine's share
-  // clock then charges a waiting one nothing (ProgressEngine::enableShareClock).
+  // Whether the backend's own collectives on this transport, blocking or not,
+  // run one at a time in the order they were called (Gloo's native worker):
+  // a later one waits, unsent, until the earlier ones are done. The progress
+  // engine's share clock then charges a waiting one nothing
+  // (ProgressEngine::enableShareClock).
   virtual bool runsNativesInTurn() const { return false; }
   // Completion signals. A transport whose requests complete on threads of
   // its own (Gloo's waiters and native worker) calls `signal` after each

@@ -42,7 +42,8 @@ struct Times {
 
 // Launches A then B (native allreduces on rank 0), then completes A, then B,
 // sleeping 20 ms before each completion; returns the clock reads around each.
-Times run(transport::Transport& rank0, transport::Transport& rank1, Launched& a, Launched& b) {
+// together: both complete before the engine's next sweep (retireA = retireB).
+Times run(transport::Transport& rank0, transport::Transport& rank1, Launched& a, Launched& b, bool together = false) {
   core::SpinMutex mutex;
   std::lock_guard lock(mutex);
   executor::ProgressEngine engine(rank0, mutex);
@@ -72,11 +73,17 @@ Times run(transport::Transport& rank0, transport::Transport& rank1, Launched& a,
   for (int which = 0; which < 2; ++which) {
     std::this_thread::sleep_for(20ms);
     rank1.nativeAllreduce(send.data(), recv.data(), 4, DataType::kFloat32, ReduceOp::kSum, nullptr);
+    if (together && which == 0) continue;
     Launched& op = which == 0 ? a : b;
     Clock::time_point* retire = which == 0 ? t.retireA : t.retireB;
     retire[0] = Clock::now();
     while (!op.state->isDone()) engine.progress();
     retire[1] = Clock::now();
+  }
+  if (together) {
+    EXPECT_TRUE(a.state->isDone());
+    t.retireA[0] = t.retireB[0];
+    t.retireA[1] = t.retireB[1];
   }
   EXPECT_FALSE(a.state->error());
   EXPECT_FALSE(b.state->error());
@@ -96,6 +103,19 @@ TEST(ShareClock, NativeCallsWaitingTheirTurnAreChargedNothing) {
   EXPECT_LE(a.state->sharedUs, usBetween(t.launchA[0], t.retireA[1]));
   EXPECT_GE(b.state->sharedUs, usBetween(t.retireA[1], t.retireB[0]));
   EXPECT_LE(b.state->sharedUs, usBetween(t.retireA[0], t.retireB[1]));
+}
+
+TEST(ShareClock, NativeCallsRetiredInOneSweepSplitTheFirstOnesShare) {
+  // Both complete before the engine looks: B ran, unseen, after A. Each gets
+  // half of the time A was charged (a time for both, none lost).
+  auto transports = transport::InProcFabric::create(2);
+  static_cast<transport::InProcTransport&>(*transports[0]).setNativesInTurn(true);
+  Launched a, b;
+  const Times t = run(*transports[0], *transports[1], a, b, /*together=*/true);
+  EXPECT_EQ(a.state->sharedUs, b.state->sharedUs);
+  const double sum = a.state->sharedUs + b.state->sharedUs;
+  EXPECT_GE(sum, usBetween(t.launchA[1], t.retireB[0]) * (1 - 1e-12));
+  EXPECT_LE(sum, usBetween(t.launchA[0], t.retireB[1]) * (1 + 1e-12));
 }
 
 TEST(ShareClock, CallsInFlightTogetherSplitTheTime) {
