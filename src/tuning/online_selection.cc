@@ -197,6 +197,23 @@ std::vector<std::size_t> OnlineSelection::nearTies(const std::vector<double>& me
   return tied;
 }
 
+std::vector<std::size_t> OnlineSelection::challenge(const std::vector<std::string_view>& names,
+                                                    const std::vector<double>& medianUs,
+                                                    const std::vector<std::size_t>& racing, double nativeMargin) {
+  std::vector<double> us(medianUs.size(), kNoTime);
+  for (std::size_t c : racing) us[c] = medianUs[c];
+  const auto model = std::find_if(names.begin(), names.end(), [](std::string_view n) { return n != kNative; });
+  if (model == names.end()) return {};
+  const auto m = static_cast<std::size_t>(model - names.begin());
+  const std::size_t winner = winnerAmong(names, us, nativeMargin);
+  if (winner == names.size() || winner == m || names[winner] == kNative || us[m] >= kNoTime) return {};
+  std::vector<std::size_t> two;
+  for (std::size_t c : racing) {
+    if (c == m || c == winner) two.push_back(c);
+  }
+  return two;
+}
+
 std::vector<std::string_view> OnlineSelection::namesOf(const ClassState& s) {
   std::vector<std::string_view> names(s.candidates.size());
   for (std::size_t i = 0; i < names.size(); ++i) names[i] = s.candidates[i]->name;
@@ -240,12 +257,20 @@ std::size_t OnlineSelection::winnerOf(const ClassState& s) const {
 std::size_t OnlineSelection::winnerAmong(const std::vector<std::string_view>& names, const std::vector<double>& medianUs,
                                          double nativeMargin) {
   // The fastest by weighed time (native when it was a candidate: see
-  // ModelSelection::trialCandidates); between equals a schedule.
+  // ModelSelection::trialCandidates); between equals a schedule. Among the
+  // schedules, the model's choice (the first) unless beaten by more than
+  // kModelKeepPercent.
   const std::vector<double> us = weighed(names, medianUs, nativeMargin);
   const std::size_t n = names.size();
   std::size_t best = n;
+  std::size_t model = n;
   for (std::size_t i = 0; i < n; ++i) {
-    if (names[i] != kNative && us[i] < kNoTime && (best == n || us[i] < us[best])) best = i;
+    if (names[i] == kNative) continue;
+    if (model == n) model = i;
+    if (us[i] < kNoTime && (best == n || us[i] < us[best])) best = i;
+  }
+  if (best != model && best != n && us[model] < kNoTime && us[best] >= us[model] * (1.0 - kModelKeepPercent / 100.0)) {
+    best = model;
   }
   for (std::size_t i = 0; i < n; ++i) {
     if (names[i] == kNative && us[i] < kNoTime && (best == n || us[i] < us[best])) best = i;
@@ -284,13 +309,21 @@ void OnlineSelection::decideClass(Collective coll, int cls, transport::Transport
     }
   } else if (s.round + 1 < kRounds) {
     std::vector<std::size_t> tied = nearTies(weighedTimes(s), s.racing);
-    if (tied.size() > 1) {  // a near tie: one more round for the tied
+    const bool nearTie = tied.size() > 1;
+    if (!nearTie) tied = challenge(namesOf(s), s.agreedUs, s.racing, nativeMargin_);
+    if (tied.size() > 1) {  // a near tie, or a schedule ahead of the model's: one more round for the two
       if (log_ && world.rank() == 0) {
         std::ostringstream os;
         for (std::size_t c : tied) os << (os.tellp() > 0 ? ", " : "") << s.candidates[c]->name;
-        std::fprintf(stderr, "[boostcomm] trials of %s %s, round %d: %s within %.0f%% of each other, one more round\n",
+        std::ostringstream why;
+        if (nearTie) {
+          why << "within " << kTieMargin * 100.0 << "% of each other";
+        } else {
+          why << "(the model's choice behind another schedule)";
+        }
+        std::fprintf(stderr, "[boostcomm] trials of %s %s, round %d: %s %s, one more round\n",
                      std::string(toString(coll)).c_str(), range.c_str(), s.round + 1, os.str().c_str(),
-                     kTieMargin * 100.0);
+                     why.str().c_str());
       }
       s.racing = std::move(tied);
       ++s.round;

@@ -26,8 +26,9 @@
 // a trial that cannot win back its cost is not repeated (native's 3 calls
 // of a 25 MiB DDP bucket between two nodes cost 1.3 s where the winner took
 // 0.15 s each). After the last round (or when one candidate is left) the
-// decision: the fastest slowest-rank time wins, native only when it is
-// faster than the best schedule by more than kNativeWinPercent where its
+// decision: the fastest slowest-rank time wins (among the schedules, the
+// model's choice unless beaten by more than kModelKeepPercent), native only
+// when it is faster than that schedule by more than kNativeWinPercent where its
 // times between nodes swing from call to call (Open MPI's); where they do
 // not (Gloo's: Transport::repeatsNativeTimes) native unless it is slower
 // than the best schedule by more than kNativeKeepPercent. Every rank sees the same maxima,
@@ -100,6 +101,15 @@ class OnlineSelection {
   // where native ran them at 0.99x. Wins of 26% (ring on the BERT-like
   // encoder at 2 x 1) and 41% (hier at 2 x 2) stay wins.
   static constexpr double kNativeKeepPercent = 20.0;
+  // Among the schedules, the model's choice (the first schedule among a
+  // class's candidates: ModelSelection::trialCandidates ranks them by
+  // predicted time) is kept unless another is faster by more than this. A
+  // schedule's trials over Gloo's pairs swing from call to call: at 2 x 1
+  // under torchrun with the bf16 wire rhd's trial of the 25 MiB bucket came
+  // out 0.8% ahead of ring's (88.2 against 88.9 ms), and rhd then ran the
+  // step at 1.34x gloo's where ring, the model's choice, runs it at 1.62x
+  // (forced: ring 1.62, 1.62x; rhd 1.37, 1.39x).
+  static constexpr double kModelKeepPercent = 10.0;
   // An epoch also ends after this many calls (a loop whose payloads never
   // repeat still moves on).
   static constexpr int kEpochCalls = 64;
@@ -122,10 +132,12 @@ class OnlineSelection {
 
   OnlineSelection(bool enabled, bool log, double nativeMarginPercent = kNativeWinPercent);
 
-  // The winner among candidates (by name) with these slowest-rank median
-  // times (infinity: out of the race): the fastest schedule, or native where
-  // it is faster than that by more than nativeMargin (a fraction: 0.1 is
-  // 10%; negative: native wins unless slower by more than -nativeMargin).
+  // The winner among candidates (by name, in the model's order) with these
+  // slowest-rank median times (infinity: out of the race): the fastest
+  // schedule, or the model's choice where that one is not faster than it by
+  // more than kModelKeepPercent; or native where it is faster than the
+  // schedule so chosen by more than nativeMargin (a fraction: 0.1 is 10%;
+  // negative: native wins unless slower by more than -nativeMargin).
   // names.size() where none has a time.
   static std::size_t winnerAmong(const std::vector<std::string_view>& names, const std::vector<double>& medianUs,
                                  double nativeMargin);
@@ -169,6 +181,16 @@ class OnlineSelection {
   // otherwise.
   static std::vector<std::size_t> nearTies(const std::vector<double>& medianUs,
                                            const std::vector<std::size_t>& racing);
+  // Where the winner among `racing` (winnerAmong, raw medians) would be a
+  // schedule other than the model's choice, and that choice is racing with a
+  // time: the two, in `racing`'s order (a class of fewer than kRounds rounds
+  // gives them one more round: a schedule's trial over Gloo's pairs swings
+  // from call to call, and one sample displaced the model's choice, ring, at
+  // 2 x 1 with the bf16 wire: rhd 98.7 against ring's 129.8 ms, where ring
+  // forced runs the step at 1.62x gloo's and rhd at 1.37-1.39x). Empty otherwise.
+  static std::vector<std::size_t> challenge(const std::vector<std::string_view>& names,
+                                            const std::vector<double>& medianUs,
+                                            const std::vector<std::size_t>& racing, double nativeMargin);
 
  private:
   struct Sample {

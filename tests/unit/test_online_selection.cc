@@ -457,21 +457,21 @@ TEST(OnlineSelection, ACloseCallGoesToTheCandidateWhoseTimesRepeat) {
   auto winner = [&](const std::vector<double>& us, double margin) {
     return tuning::OnlineSelection::winnerAmong(names, us, margin);
   };
-  // Native 5% ahead of the best schedule (rhd, 140): a close call.
-  EXPECT_EQ(winner({133.0, 141.0, 140.0, 150.0}, swinging), 2u);
-  EXPECT_EQ(winner({133.0, 141.0, 140.0, 150.0}, steady), 0u);
+  // Native 5% ahead of the best schedule (ring, 140): a close call.
+  EXPECT_EQ(winner({133.0, 140.0, 141.0, 150.0}, swinging), 1u);
+  EXPECT_EQ(winner({133.0, 140.0, 141.0, 150.0}, steady), 0u);
   // Native 20% ahead: native either way.
-  EXPECT_EQ(winner({112.0, 141.0, 140.0, 150.0}, swinging), 0u);
-  EXPECT_EQ(winner({112.0, 141.0, 140.0, 150.0}, steady), 0u);
+  EXPECT_EQ(winner({112.0, 140.0, 141.0, 150.0}, swinging), 0u);
+  EXPECT_EQ(winner({112.0, 140.0, 141.0, 150.0}, steady), 0u);
   // Native 9.3% behind: kept where its times repeat; 19.3% behind: still
   // kept there; 20.7% behind: the schedule.
-  EXPECT_EQ(winner({153.0, 141.0, 140.0, 150.0}, swinging), 2u);
-  EXPECT_EQ(winner({153.0, 141.0, 140.0, 150.0}, steady), 0u);
-  EXPECT_EQ(winner({167.0, 141.0, 140.0, 150.0}, steady), 0u);
-  EXPECT_EQ(winner({169.0, 141.0, 140.0, 150.0}, steady), 2u);
+  EXPECT_EQ(winner({153.0, 140.0, 141.0, 150.0}, swinging), 1u);
+  EXPECT_EQ(winner({153.0, 140.0, 141.0, 150.0}, steady), 0u);
+  EXPECT_EQ(winner({167.0, 140.0, 141.0, 150.0}, steady), 0u);
+  EXPECT_EQ(winner({169.0, 140.0, 141.0, 150.0}, steady), 1u);
   // Native 25% behind: the schedule either way.
-  EXPECT_EQ(winner({175.0, 141.0, 140.0, 150.0}, swinging), 2u);
-  EXPECT_EQ(winner({175.0, 141.0, 140.0, 150.0}, steady), 2u);
+  EXPECT_EQ(winner({175.0, 140.0, 141.0, 150.0}, swinging), 1u);
+  EXPECT_EQ(winner({175.0, 140.0, 141.0, 150.0}, steady), 1u);
   // Exactly at the margin: the schedule (native must be inside it).
   EXPECT_EQ(winner({100.0 * (1.0 - swinging), 141.0, 100.0, 150.0}, swinging), 2u);
   // Out of the race (no time): never the winner; native alone wins; none: n.
@@ -494,11 +494,47 @@ TEST(OnlineSelection, ACloseCallGoesToTheCandidateWhoseTimesRepeat) {
   EXPECT_EQ(OnlineSelection::weighed(names, {kOut, 1.0, 2.0, 3.0}, steady)[0], kOut);
 }
 
+// Among schedules the model's choice (the first schedule in the candidates'
+// order) is kept unless another beats it by more than kModelKeepPercent (10%):
+// at 2 x 1 with the bf16 wire rhd's trial came out 0.8% ahead of ring's and
+// then ran the DDP step at 1.34x gloo's where ring runs it at 1.62x.
+TEST(OnlineSelection, TheModelsScheduleKeepsACloseCall) {
+  constexpr double kOut = std::numeric_limits<double>::infinity();
+  using tuning::OnlineSelection;
+  const std::vector<std::string_view> schedules = {"ring", "rhd", "rd"};
+  const double steady = -OnlineSelection::kNativeKeepPercent / 100.0;
+  const double swinging = OnlineSelection::kNativeWinPercent / 100.0;
+  EXPECT_EQ(OnlineSelection::winnerAmong(schedules, {88.9, 88.2, 130.0}, steady), 0u);
+  EXPECT_EQ(OnlineSelection::winnerAmong(schedules, {100.0, 91.0, 130.0}, steady), 0u);
+  EXPECT_EQ(OnlineSelection::winnerAmong(schedules, {100.0, 120.0, 89.0}, steady), 2u);
+  // Exactly 10% faster is not more than 10%.
+  EXPECT_EQ(OnlineSelection::winnerAmong(schedules, {100.0, 90.0, 130.0}, steady), 0u);
+  // The model's choice out of the race (no time): the fastest of the rest.
+  EXPECT_EQ(OnlineSelection::winnerAmong(schedules, {kOut, 91.0, 90.0}, steady), 2u);
+  // Native is weighed against the schedule so chosen: rhd is 8% ahead of
+  // ring, so ring stands; Gloo's native 5% behind ring is kept, Open MPI's
+  // (which must be 10% ahead of it) is not.
+  const std::vector<std::string_view> names = {"native", "ring", "rhd"};
+  EXPECT_EQ(OnlineSelection::winnerAmong(names, {105.0, 100.0, 92.0}, steady), 0u);
+  EXPECT_EQ(OnlineSelection::winnerAmong(names, {95.0, 100.0, 92.0}, swinging), 1u);
+  EXPECT_EQ(OnlineSelection::winnerAmong(names, {89.0, 100.0, 92.0}, swinging), 0u);
+  // A schedule ahead of the model's choice by more than the margin after
+  // fewer than kRounds rounds: the two run one more round (challenge).
+  const std::vector<std::size_t> all = {0, 1, 2};
+  EXPECT_EQ(OnlineSelection::challenge(names, {150.0, 129.8, 98.7}, all, steady), (std::vector<std::size_t>{1, 2}));
+  EXPECT_TRUE(OnlineSelection::challenge(names, {150.0, 100.0, 95.0}, all, steady).empty());  // ring stands
+  EXPECT_TRUE(OnlineSelection::challenge(names, {80.0, 129.8, 98.7}, all, steady).empty());   // native wins
+  EXPECT_TRUE(OnlineSelection::challenge(names, {150.0, 129.8, 98.7}, {0, 2}, steady).empty());  // ring is out
+  EXPECT_TRUE(OnlineSelection::challenge(schedules, {kOut, 91.0, 90.0}, all, steady).empty());  // no time
+}
+
 // The same through the trials themselves (next / recordTime / decide): a
 // 25 MiB allreduce class between two nodes at 1 Gbit/s whose candidates
-// always take the times below. With the margin a Gloo communicator uses
-// (Communicator: Transport::repeatsNativeTimes) native, 7% behind rd, goes
-// into the tie round and is kept; with Open MPI's, rd.
+// always take the times below (rd more than 10% ahead of ring, so it wins
+// among the schedules whichever the model ranks first). With the margin a
+// Gloo communicator uses (Communicator: Transport::repeatsNativeTimes)
+// native, 7% behind rd, goes into the tie round and is kept; with Open
+// MPI's, rd.
 std::string decidedWithMargin(double marginPercent) {
   const algorithms::NodeLayout layout = algorithms::layoutFromSizes({1, 1});
   algorithms::CollectiveSpec spec = probeOf(layout, 2);
@@ -523,7 +559,7 @@ std::string decidedWithMargin(double marginPercent) {
     if (algo == nullptr) continue;
     tried.insert(algo->name);
     const std::string name = algo->name;
-    const double us = name == "native" ? 150e3 : name == "rd" ? 140e3 : name == "ring" ? 145e3 : 300e3;
+    const double us = name == "native" ? 139e3 : name == "rd" ? 130e3 : name == "ring" ? 145e3 : 300e3;
     selection.recordTime(trial, us);
   }
   EXPECT_TRUE(tried.contains("native") && tried.contains("rd") && tried.contains("ring"));
