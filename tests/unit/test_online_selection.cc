@@ -9,7 +9,9 @@
 #include <chrono>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -535,7 +537,10 @@ TEST(OnlineSelection, TheModelsScheduleKeepsACloseCall) {
 // Gloo communicator uses (Communicator: Transport::repeatsNativeTimes)
 // native, 7% behind rd, goes into the tie round and is kept; with Open
 // MPI's, rd.
-std::string decidedWithMargin(double marginPercent) {
+// The winner of that class where the candidates take timeOf(name, nth call
+// of that candidate) microseconds; calls counts each candidate's trials.
+std::string decided(double marginPercent, const std::function<double(const std::string&, int)>& timeOf,
+                    std::map<std::string, int>* calls = nullptr, std::string* modelChoice = nullptr) {
   const algorithms::NodeLayout layout = algorithms::layoutFromSizes({1, 1});
   algorithms::CollectiveSpec spec = probeOf(layout, 2);
   spec.count = (std::size_t{25} << 20) / sizeof(float);
@@ -546,9 +551,17 @@ std::string decidedWithMargin(double marginPercent) {
   inter.measured = true;
   const tuning::CostParams params = tuning::paramsFor(2, {1, 1}, 2, false, LinkModel{}, inter);
   const tuning::ModelSelection model(params, spec);
+  if (modelChoice != nullptr) {
+    for (const auto* c : model.trialCandidates(Collective::kAllreduce, spec.payloadBytes(), WireFormat::kOff)) {
+      if (std::string(c->name) != "native") {
+        *modelChoice = c->name;
+        break;
+      }
+    }
+  }
   auto world = transport::InProcFabric::create(1);  // decide()'s agreement: this rank alone
   tuning::OnlineSelection selection(true, false, marginPercent);
-  std::set<std::string> tried;
+  std::map<std::string, int> tried;
   for (int call = 0; call < 40; ++call) {
     const algorithms::AlgorithmInfo* algo = nullptr;
     tuning::OnlineSelection::Trial trial;
@@ -556,13 +569,11 @@ std::string decidedWithMargin(double marginPercent) {
       selection.decide(Collective::kAllreduce, *world[0]);
       EXPECT_FALSE(selection.next(spec, model, WireFormat::kOff, algo, trial));
     }
-    if (algo == nullptr) continue;
-    tried.insert(algo->name);
+    if (algo == nullptr || trial.index < 0) continue;
     const std::string name = algo->name;
-    const double us = name == "native" ? 139e3 : name == "rd" ? 130e3 : name == "ring" ? 145e3 : 300e3;
-    selection.recordTime(trial, us);
+    selection.recordTime(trial, timeOf(name, tried[name]++));
   }
-  EXPECT_TRUE(tried.contains("native") && tried.contains("rd") && tried.contains("ring"));
+  if (calls != nullptr) *calls = tried;
   for (const auto& w : selection.winners()) {
     if (w.collective == Collective::kAllreduce && w.minBytes <= spec.payloadBytes() &&
         spec.payloadBytes() <= w.maxBytes) {
@@ -570,6 +581,40 @@ std::string decidedWithMargin(double marginPercent) {
     }
   }
   return "(undecided)";
+}
+
+std::string decidedWithMargin(double marginPercent) {
+  std::map<std::string, int> tried;
+  const std::string winner = decided(
+      marginPercent,
+      [](const std::string& name, int) {
+        return name == "native" ? 139e3 : name == "rd" ? 130e3 : name == "ring" ? 145e3 : 300e3;
+      },
+      &tried);
+  EXPECT_TRUE(tried.contains("native") && tried.contains("rd") && tried.contains("ring"));
+  return winner;
+}
+
+// A one-round class (25 MiB between two nodes): the model's schedule has a
+// slow first trial (130 ms, then 80) and another schedule takes 99 ms. One
+// sample would displace the model's choice; the challenge round gives both
+// two more and the model's, 80 ms in its median, stays.
+TEST(OnlineSelection, OneSlowSampleDoesNotDisplaceTheModelsSchedule) {
+  std::string modelChoice;
+  std::map<std::string, int> tried;
+  std::string other;
+  const std::string winner = decided(
+      -tuning::OnlineSelection::kNativeKeepPercent,
+      [&](const std::string& name, int nth) {
+        if (name == modelChoice) return nth == 0 ? 130e3 : 80e3;
+        if (name == "native") return 400e3;
+        if (other.empty()) other = name;
+        return name == other ? 99e3 : 300e3;
+      },
+      &tried, &modelChoice);
+  ASSERT_FALSE(modelChoice.empty());
+  EXPECT_EQ(winner, modelChoice);
+  EXPECT_EQ(tried[modelChoice], 3);
 }
 
 TEST(OnlineSelection, TrialsKeepNativeOnACloseCallOnlyWhereItsTimesRepeat) {
