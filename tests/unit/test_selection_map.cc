@@ -160,7 +160,9 @@ std::string ranAlgorithm(Communicator& comm, Collective coll, std::size_t bytes,
     EXPECT_EQ(out.front(), sum) << toString(coll) << " " << bytes;
     EXPECT_EQ(out.back(), sum) << toString(coll) << " " << bytes;
   }
-  if (coll == Collective::kBroadcast) EXPECT_EQ(in.back(), 1.0f);
+  if (coll == Collective::kBroadcast) {
+    EXPECT_EQ(in.back(), 1.0f);
+  }
   return w.algorithm();
 }
 
@@ -176,7 +178,9 @@ void expectReportedIsRun(Communicator& comm, Collective coll, std::size_t bytes,
   const std::string ran = ranAlgorithm(comm, coll, bytes);
   EXPECT_EQ(comm.selectedAlgorithm(coll, payloadOf(coll, bytes, comm.size())), ran)
       << toString(coll) << " " << bytes << " B";
-  if (!expected.empty()) EXPECT_EQ(ran, expected) << toString(coll) << " " << bytes << " B";
+  if (!expected.empty()) {
+    EXPECT_EQ(ran, expected) << toString(coll) << " " << bytes << " B";
+  }
 }
 
 TEST(SelectionPrecedence, TableThenStrategyHierRule) {

@@ -302,9 +302,13 @@ TEST(WireReduceStep, FusedPassMatchesDecodeReduceRoundBitwise) {
                                     " mode " + std::to_string(mode);
           ASSERT_EQ(got.size(), n) << where;
           ASSERT_TRUE(n == 0 || std::memcmp(got.data(), want.data(), n * sizeof(float)) == 0) << where;
-          if (mode == 2) EXPECT_EQ(staged, wantStaged) << where;
+          if (mode == 2) {
+            EXPECT_EQ(staged, wantStaged) << where;
+          }
           // The gaps between the segments are untouched.
-          if (n > 0) EXPECT_EQ(out[cut1], -1.0f) << where;
+          if (n > 0) {
+            EXPECT_EQ(out[cut1], -1.0f) << where;
+          }
         }
       }
     }
@@ -344,8 +348,9 @@ TEST(WireCodec, EncodingDecodedValuesIsIdempotent) {
       // whose values all rounded to zero re-encodes with scale 0).
       const std::vector<float> again = decoded(f, encoded(f, y), n);
       ASSERT_EQ(std::memcmp(again.data(), y.data(), n * sizeof(float)), 0) << "trial " << trial << " " << toString(f);
-      if (std::any_of(y.begin(), y.end(), [](float v) { return v != 0.0f; }))
+      if (std::any_of(y.begin(), y.end(), [](float v) { return v != 0.0f; })) {
         ASSERT_EQ(encoded(f, y), w) << "trial " << trial << " " << toString(f);
+      }
       std::vector<float> r = x;
       core::roundThroughWire(f, r.data(), n);
       ASSERT_EQ(std::memcmp(r.data(), y.data(), n * sizeof(float)), 0) << "trial " << trial << " " << toString(f);
@@ -407,7 +412,9 @@ ErrorStats runWireAllreduce(int size, std::size_t count, const std::string& algo
     results[me] = std::vector<float>(dst.begin(), dst.end());
   });
   EXPECT_EQ(ran[0], algorithm);
-  if (size > 1 && count > 0) EXPECT_EQ(ranWire[0], wire) << algorithm;
+  if (size > 1 && count > 0) {
+    EXPECT_EQ(ranWire[0], wire) << algorithm;
+  }
   for (int r = 1; r < size && count > 0; ++r) {  // memcmp of empty vectors' null data() is UB (UBSan)
     EXPECT_EQ(std::memcmp(results[0].data(), results[static_cast<std::size_t>(r)].data(), count * sizeof(float)), 0)
         << algorithm << " " << toString(wire) << " size " << size << " count " << count << ": rank " << r
