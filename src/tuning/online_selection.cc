@@ -220,8 +220,20 @@ std::vector<std::string_view> OnlineSelection::namesOf(const ClassState& s) {
   return names;
 }
 
-std::vector<double> OnlineSelection::weighedTimes(const ClassState& s) const {
-  return weighed(namesOf(s), s.agreedUs, nativeMargin_);
+std::vector<double> OnlineSelection::tieTimes(const std::vector<std::string_view>& names,
+                                              const std::vector<double>& medianUs,
+                                              const std::vector<std::size_t>& racing, double nativeMargin) {
+  std::vector<double> out = weighed(names, medianUs, nativeMargin);
+  const auto model = std::find_if(names.begin(), names.end(), [](std::string_view n) { return n != kNative; });
+  if (model == names.end()) return out;
+  const auto m = static_cast<std::size_t>(model - names.begin());
+  if (std::find(racing.begin(), racing.end(), m) == racing.end() || medianUs[m] >= kNoTime) return out;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (names[i] != kNative && i != m && medianUs[i] >= medianUs[m] * (1.0 - kModelKeepPercent / 100.0)) {
+      out[i] = kNoTime;
+    }
+  }
+  return out;
 }
 
 std::vector<double> OnlineSelection::weighed(const std::vector<std::string_view>& names,
@@ -308,10 +320,11 @@ void OnlineSelection::decideClass(Collective coll, int cls, transport::Transport
       return;
     }
   } else if (s.round + 1 < kRounds) {
-    std::vector<std::size_t> tied = nearTies(weighedTimes(s), s.racing);
-    const bool nearTie = tied.size() > 1;
-    if (!nearTie) tied = challenge(namesOf(s), s.agreedUs, s.racing, nativeMargin_);
-    if (tied.size() > 1) {  // a near tie, or a schedule ahead of the model's: one more round for the two
+    // A schedule ahead of the model's choice first: a near tie might leave the model's choice out.
+    std::vector<std::size_t> tied = challenge(namesOf(s), s.agreedUs, s.racing, nativeMargin_);
+    const bool nearTie = tied.empty();
+    if (nearTie) tied = nearTies(tieTimes(namesOf(s), s.agreedUs, s.racing, nativeMargin_), s.racing);
+    if (tied.size() > 1) {  // one more round for the two
       if (log_ && world.rank() == 0) {
         std::ostringstream os;
         for (std::size_t c : tied) os << (os.tellp() > 0 ? ", " : "") << s.candidates[c]->name;

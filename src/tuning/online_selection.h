@@ -31,11 +31,12 @@
 // when it is faster than that schedule by more than kNativeWinPercent where its
 // times between nodes swing from call to call (Open MPI's); where they do
 // not (Gloo's: Transport::repeatsNativeTimes) native unless it is slower
-// than the best schedule by more than kNativeKeepPercent. Every rank sees the same maxima,
+// than that schedule by more than kNativeKeepPercent. Every rank sees the same maxima,
 // so every rank keeps the same winner. Before that, a class of fewer rounds
-// whose runner-up is within kTieMargin of the best (a near tie) runs one
-// more round of those two (the others leave the race), up to kRounds
-// rounds in all.
+// whose winner would be a schedule other than the model's choice runs one
+// more round of the two (challenge), and one whose runner-up is within
+// kTieMargin of the best (a near tie) one more round of those two; the
+// others leave the race; up to kRounds rounds in all.
 //
 // Timing: a blocking call from its start to its return; an asynchronous
 // call by its share of the time from launch to the engine seeing it
@@ -51,7 +52,8 @@
 // identical across ranks but may differ in the last bits between calls of a
 // class until it is decided, and between runs whose decisions differ.
 // BOOSTCOMM_SELECTION_TRIALS=0 pins the model's choice (run-to-run
-// reproducible); BOOSTCOMM_LOG_SELECTION=1 prints each decision, drop and near tie on rank 0.
+// reproducible); BOOSTCOMM_LOG_SELECTION=1 prints each decision, drop, challenge and near
+// tie on rank 0.
 #pragma once
 
 #include <array>
@@ -94,7 +96,7 @@ class OnlineSelection {
   static constexpr double kTieMargin = 0.25;
   static constexpr double kNativeWinPercent = 10.0;
   // Where native's times repeat (Gloo's ring over its pairs), how much
-  // slower than the best schedule it may be and still be kept. A schedule's
+  // slower than the schedule chosen (see kModelKeepPercent) it may be and still be kept. A schedule's
   // trials there swing more than that margin's first value of 10% covered:
   // at 2 x 1 in float32 ring's trial came out 10.2% ahead of native's
   // (180 against 200 ms) and ring then ran DDP steps at 0.92-0.95x gloo's
@@ -142,8 +144,7 @@ class OnlineSelection {
   static std::size_t winnerAmong(const std::vector<std::string_view>& names, const std::vector<double>& medianUs,
                                  double nativeMargin);
   // The times as the decision weighs them: native's t / (1 - nativeMargin),
-  // the others' as they are. nearTies takes these, so that a tie round is
-  // run by the two candidates closest to winning.
+  // the others' as they are.
   static std::vector<double> weighed(const std::vector<std::string_view>& names, const std::vector<double>& medianUs,
                                      double nativeMargin);
 
@@ -184,10 +185,15 @@ class OnlineSelection {
   // Where the winner among `racing` (winnerAmong, raw medians) would be a
   // schedule other than the model's choice, and that choice is racing with a
   // time: the two, in `racing`'s order (a class of fewer than kRounds rounds
-  // gives them one more round: a schedule's trial over Gloo's pairs swings
+  // gives them more rounds: a schedule's trial over Gloo's pairs swings
   // from call to call, and one sample displaced the model's choice, ring, at
   // 2 x 1 with the bf16 wire: rhd 98.7 against ring's 129.8 ms, where ring
   // forced runs the step at 1.62x gloo's and rhd at 1.37-1.39x). Empty otherwise.
+  // What a near tie is judged by (nearTies): weighed(), with a schedule
+  // that cannot displace the model's choice (racing, with a time) left out
+  // (infinity): the tie round goes to two candidates that can win.
+  static std::vector<double> tieTimes(const std::vector<std::string_view>& names, const std::vector<double>& medianUs,
+                                      const std::vector<std::size_t>& racing, double nativeMargin);
   static std::vector<std::size_t> challenge(const std::vector<std::string_view>& names,
                                             const std::vector<double>& medianUs,
                                             const std::vector<std::size_t>& racing, double nativeMargin);
@@ -243,7 +249,6 @@ class OnlineSelection {
   static std::string dropSlow(ClassState& s, const double* medianUs, const double* fastestUs);
   std::size_t winnerOf(const ClassState& s) const;
   static std::vector<std::string_view> namesOf(const ClassState& s);  // the candidates' names, in order
-  std::vector<double> weighedTimes(const ClassState& s) const;
 
   bool enabled_;
   bool log_;
