@@ -114,6 +114,34 @@ def alltoall(rank, size):
             check(torch.equal(outs[j], payload(j, rank, j + rank + 1, dtype, 20)), f"all_to_all block from {j} {dtype}")
 
 
+def sparse_allreduce(rank, size):
+    # SUM of sparse COO tensors (gloo offers it): against the dense sum, for
+    # entries that overlap across ranks, a rank with none (nnz 0), a dense
+    # part (hybrid: one sparse dimension of rows), integer and float64 values.
+    for dtype in (torch.float32, torch.float64, torch.int64):
+        idx = [[r for r in range(rank + 1) if (r + rank) % 3 != 2]]  # rank-dependent rows; rank 2: two of three
+        if rank == 1:
+            idx = [[]]
+        vals = torch.tensor([float(10 * rank + k + 1) for k in range(len(idx[0]))], dtype=torch.float64).to(dtype)
+        t = torch.sparse_coo_tensor(torch.tensor(idx, dtype=torch.long).reshape(1, -1), vals, (size + 2,))
+        want = t.to_dense().clone()
+        dist.all_reduce(want)
+        dist.all_reduce(t)
+        check(t.is_sparse and torch.equal(t.to_dense(), want), f"sparse allreduce {dtype}: {t.to_dense()} != {want}")
+    rows = torch.tensor([[rank % 2, 3]])
+    hybrid = torch.sparse_coo_tensor(rows, torch.full((2, 3), float(rank + 1)), (4, 3))
+    want = hybrid.to_dense().clone()
+    dist.all_reduce(want)
+    work = dist.all_reduce(hybrid, async_op=True)
+    work.wait()
+    check(torch.equal(hybrid.to_dense(), want), "sparse allreduce with a dense part")
+    check(torch.equal(work.result()[0].to_dense(), want), "sparse allreduce: the Work's result")
+    # All ranks end with the same bits: gathered in rank order, coalesced alike.
+    got = [torch.empty(4, 3) for _ in range(size)]
+    dist.all_gather(got, hybrid.to_dense())
+    check(all(torch.equal(g, got[0]) for g in got), "sparse allreduce: ranks differ")
+
+
 def sequence_numbers(rank, size):
     # torch 2.x's ProcessGroup answers for gloo, nccl and ucc only ("ProcessGroup
     # custom does not yet support sequence numbers"); the backend itself answers.
@@ -191,7 +219,12 @@ def bad_input(rank, size):
     # device, and torch 2.x's meta kernels of the c10d ops take "meta" tensors
     # without calling any backend (tensor_view.cc's device check stays untested).
     sparse = torch.sparse_coo_tensor([[0, 2]], [1.0, 2.0], (4,))
-    raises(lambda: dist.all_reduce(sparse), ["Sparse", "dense"], "sparse allreduce")
+    raises(lambda: dist.all_reduce(sparse, op=dist.ReduceOp.MAX), ["sparse", "SUM only"], "sparse allreduce MAX")
+    # Shapes that differ between ranks: every rank raises, naming a rank, before data moves.
+    odd = torch.sparse_coo_tensor([[0]], [1.0], (4 + rank % 2,))
+    if size > 1:
+        raises(lambda: dist.all_reduce(odd), ["sparse", "has sizes [4]", "has sizes [5]", f"rank {rank} has"],
+               "sparse allreduce of different sizes")
     raises(lambda: dist.send(torch.ones(2), size + 3), ["rank"], "send to an out-of-range rank")
     raises(lambda: dist.recv(torch.ones(2), rank), ["this rank"], "recv from this rank")
     raises(lambda: dist.send(torch.ones(2), (rank + 1) % size, tag=-1), ["tag -1"], "negative tag")
@@ -331,6 +364,7 @@ def main():
     if part == "ops":
         point_to_point(rank, size)
         alltoall(rank, size)
+        sparse_allreduce(rank, size)
         sequence_numbers(rank, size)
         monitored_ok(rank, size)
         mesh(rank, size)

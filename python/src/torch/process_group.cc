@@ -207,6 +207,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allreduce(std::vector<at::
                                                                 const c10d::AllreduceOptions& opts) {
   const RejectGuard rejected(*comm_, Collective::kAllreduce);
   const at::Tensor& t = single(tensors, "allreduce");
+  if (t.defined() && t.layout() == at::kSparse) return allreduceSparse(tensors[0], opts);
   const View v = viewOf(t, "allreduce tensor", rank_);
   const ReduceOp op = reduceOpOf(opts.reduceOp, rank_);
   premultiplyInPlace(t, opts.reduceOp, rank_);

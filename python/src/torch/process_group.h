@@ -210,6 +210,8 @@ class ProcessGroupBoostcomm : public ::c10d::Backend {
     return w;
   }
 
+  // allreduce of a sparse COO tensor (SUM; process_group_sparse.cc).
+  c10::intrusive_ptr<c10d::Work> allreduceSparse(at::Tensor& t, const c10d::AllreduceOptions& opts);
   // Launches `start` now (and `after`, run on success before the future completes).
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
                                          std::function<Work(Communicator&)> start,
