@@ -115,31 +115,38 @@ def alltoall(rank, size):
 
 
 def sparse_allreduce(rank, size):
-    # SUM of sparse COO tensors (gloo offers it): against the dense sum, for
-    # entries that overlap across ranks, a rank with none (nnz 0), a dense
-    # part (hybrid: one sparse dimension of rows), integer and float64 values.
+    # SUM of sparse COO tensors (gloo offers it), against the dense sum: an
+    # entry every rank holds (index 0, twice on each rank: uncoalesced input),
+    # entries of one rank, a rank with none (rank 1 from 3 ranks on), integer
+    # and float64 values, a dense part (hybrid), a leaf that requires grad.
+    def gathered(x):
+        out = [torch.empty_like(x) for _ in range(size)]
+        dist.all_gather(out, x.contiguous())
+        return out
+
+    empty = size >= 3 and rank == 1
+    holders = [r for r in range(size) if not (size >= 3 and r == 1)]
     for dtype in (torch.float32, torch.float64, torch.int64):
-        idx = [[r for r in range(rank + 1) if (r + rank) % 3 != 2]]  # rank-dependent rows; rank 2: two of three
-        if rank == 1:
-            idx = [[]]
-        vals = torch.tensor([float(10 * rank + k + 1) for k in range(len(idx[0]))], dtype=torch.float64).to(dtype)
+        idx = [] if empty else [0, 0, rank + 1]
+        vals = torch.tensor([float(10 * rank + k + 1) for k in range(len(idx))], dtype=torch.float64).to(dtype)
         t = torch.sparse_coo_tensor(torch.tensor(idx, dtype=torch.long).reshape(1, -1), vals, (size + 2,))
         want = t.to_dense().clone()
         dist.all_reduce(want)
         dist.all_reduce(t)
-        check(t.is_sparse and torch.equal(t.to_dense(), want), f"sparse allreduce {dtype}: {t.to_dense()} != {want}")
+        check(t.is_sparse and t.is_coalesced() and torch.equal(t.to_dense(), want),
+              f"sparse allreduce {dtype}: {t.to_dense()} != {want}")
+        check(t._nnz() == 1 + len(holders), f"sparse allreduce {dtype}: nnz {t._nnz()}, want {1 + len(holders)}")
+        # Every rank ends with the same bits: the same indices and values, not only the same dense view.
+        for part in (t._indices().reshape(-1), t._values().reshape(-1)):
+            check(all(torch.equal(g, part) for g in gathered(part)), f"sparse allreduce {dtype}: ranks differ")
     rows = torch.tensor([[rank % 2, 3]])
-    hybrid = torch.sparse_coo_tensor(rows, torch.full((2, 3), float(rank + 1)), (4, 3))
-    want = hybrid.to_dense().clone()
+    hybrid = torch.sparse_coo_tensor(rows, torch.full((2, 3), float(rank + 1)), (4, 3), requires_grad=True)
+    want = hybrid.detach().to_dense().clone()
     dist.all_reduce(want)
     work = dist.all_reduce(hybrid, async_op=True)
     work.wait()
-    check(torch.equal(hybrid.to_dense(), want), "sparse allreduce with a dense part")
-    check(torch.equal(work.result()[0].to_dense(), want), "sparse allreduce: the Work's result")
-    # All ranks end with the same bits: gathered in rank order, coalesced alike.
-    got = [torch.empty(4, 3) for _ in range(size)]
-    dist.all_gather(got, hybrid.to_dense())
-    check(all(torch.equal(g, got[0]) for g in got), "sparse allreduce: ranks differ")
+    check(torch.equal(hybrid.detach().to_dense(), want), "sparse allreduce with a dense part (requires grad)")
+    check(torch.equal(work.result()[0].detach().to_dense(), want), "sparse allreduce: the Work's result")
 
 
 def sequence_numbers(rank, size):
@@ -219,7 +226,11 @@ def bad_input(rank, size):
     # device, and torch 2.x's meta kernels of the c10d ops take "meta" tensors
     # without calling any backend (tensor_view.cc's device check stays untested).
     sparse = torch.sparse_coo_tensor([[0, 2]], [1.0, 2.0], (4,))
-    raises(lambda: dist.all_reduce(sparse, op=dist.ReduceOp.MAX), ["sparse", "SUM only"], "sparse allreduce MAX")
+    raises(lambda: dist.all_reduce(sparse, op=dist.ReduceOp.MAX), ["sparse", "rank 0 passed reduce op", "SUM only"],
+           "sparse allreduce MAX")
+    # One rank's refusal is raised on every rank, naming it (no rank left waiting).
+    raises(lambda: dist.all_reduce(sparse, op=dist.ReduceOp.MAX if rank == size - 1 else dist.ReduceOp.SUM),
+           ["sparse", f"rank {size - 1} passed reduce op", "SUM only"], "sparse allreduce MAX on one rank")
     # Shapes that differ between ranks: every rank raises, naming a rank, before data moves.
     odd = torch.sparse_coo_tensor([[0]], [1.0], (4 + rank % 2,))
     if size > 1:

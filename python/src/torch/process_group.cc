@@ -205,9 +205,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::broadcast(std::vector<at::
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBoostcomm::allreduce(std::vector<at::Tensor>& tensors,
                                                                 const c10d::AllreduceOptions& opts) {
+  // A sparse tensor's checks run on every rank after its layout exchange (no rejection to mark).
+  if (tensors.size() == 1 && tensors[0].defined() && tensors[0].layout() == at::kSparse) {
+    return allreduceSparse(tensors[0], opts);
+  }
   const RejectGuard rejected(*comm_, Collective::kAllreduce);
   const at::Tensor& t = single(tensors, "allreduce");
-  if (t.defined() && t.layout() == at::kSparse) return allreduceSparse(tensors[0], opts);
   const View v = viewOf(t, "allreduce tensor", rank_);
   const ReduceOp op = reduceOpOf(opts.reduceOp, rank_);
   premultiplyInPlace(t, opts.reduceOp, rank_);
