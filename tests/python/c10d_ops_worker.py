@@ -116,8 +116,9 @@ def alltoall(rank, size):
 
 def sparse_allreduce(rank, size):
     # SUM of sparse COO tensors (gloo offers it), against the dense sum: an
-    # entry every rank holds (index 0, twice on each rank: uncoalesced input),
-    # entries of one rank, a rank with none (rank 1 from 3 ranks on), integer
+    # entry on every rank that holds any (index 0, twice each: uncoalesced
+    # input), one entry of each such rank alone, a rank with none (rank 1
+    # from 3 ranks on), integer
     # and float64 values, a dense part (hybrid), a leaf that requires grad.
     def gathered(x):
         out = [torch.empty_like(x) for _ in range(size)]
