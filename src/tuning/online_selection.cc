@@ -16,6 +16,19 @@ namespace {
 constexpr double kNoTime = std::numeric_limits<double>::infinity();
 constexpr std::string_view kNative = "native";
 
+// The model's choice among a class's candidates (by name, in the model's
+// order): the first schedule; names.size() where there is none.
+std::size_t modelChoice(const std::vector<std::string_view>& names) {
+  return static_cast<std::size_t>(
+      std::find_if(names.begin(), names.end(), [](std::string_view n) { return n != kNative; }) - names.begin());
+}
+
+// Whether a schedule's time displaces the model's choice's (faster by more
+// than OnlineSelection::kModelKeepPercent).
+bool displacesModel(double us, double modelUs) {
+  return us < modelUs * (1.0 - OnlineSelection::kModelKeepPercent / 100.0);
+}
+
 std::string describeBytes(std::size_t bytes) {
   std::ostringstream os;
   if (bytes >= (std::size_t{1} << 20)) {
@@ -202,9 +215,8 @@ std::vector<std::size_t> OnlineSelection::challenge(const std::vector<std::strin
                                                     const std::vector<std::size_t>& racing, double nativeMargin) {
   std::vector<double> us(medianUs.size(), kNoTime);
   for (std::size_t c : racing) us[c] = medianUs[c];
-  const auto model = std::find_if(names.begin(), names.end(), [](std::string_view n) { return n != kNative; });
-  if (model == names.end()) return {};
-  const auto m = static_cast<std::size_t>(model - names.begin());
+  const std::size_t m = modelChoice(names);
+  if (m == names.size()) return {};
   const std::size_t winner = winnerAmong(names, us, nativeMargin);
   if (winner == names.size() || winner == m || names[winner] == kNative || us[m] >= kNoTime) return {};
   std::vector<std::size_t> two;
@@ -224,12 +236,11 @@ std::vector<double> OnlineSelection::tieTimes(const std::vector<std::string_view
                                               const std::vector<double>& medianUs,
                                               const std::vector<std::size_t>& racing, double nativeMargin) {
   std::vector<double> out = weighed(names, medianUs, nativeMargin);
-  const auto model = std::find_if(names.begin(), names.end(), [](std::string_view n) { return n != kNative; });
-  if (model == names.end()) return out;
-  const auto m = static_cast<std::size_t>(model - names.begin());
+  const std::size_t m = modelChoice(names);
+  if (m == names.size()) return out;
   if (std::find(racing.begin(), racing.end(), m) == racing.end() || medianUs[m] >= kNoTime) return out;
   for (std::size_t i = 0; i < names.size(); ++i) {
-    if (names[i] != kNative && i != m && medianUs[i] >= medianUs[m] * (1.0 - kModelKeepPercent / 100.0)) {
+    if (names[i] != kNative && i != m && !displacesModel(medianUs[i], medianUs[m])) {
       out[i] = kNoTime;
     }
   }
@@ -275,15 +286,11 @@ std::size_t OnlineSelection::winnerAmong(const std::vector<std::string_view>& na
   const std::vector<double> us = weighed(names, medianUs, nativeMargin);
   const std::size_t n = names.size();
   std::size_t best = n;
-  std::size_t model = n;
   for (std::size_t i = 0; i < n; ++i) {
-    if (names[i] == kNative) continue;
-    if (model == n) model = i;
-    if (us[i] < kNoTime && (best == n || us[i] < us[best])) best = i;
+    if (names[i] != kNative && us[i] < kNoTime && (best == n || us[i] < us[best])) best = i;
   }
-  if (best != model && best != n && us[model] < kNoTime && us[best] >= us[model] * (1.0 - kModelKeepPercent / 100.0)) {
-    best = model;
-  }
+  const std::size_t model = modelChoice(names);
+  if (best != model && best != n && us[model] < kNoTime && !displacesModel(us[best], us[model])) best = model;
   for (std::size_t i = 0; i < n; ++i) {
     if (names[i] == kNative && us[i] < kNoTime && (best == n || us[i] < us[best])) best = i;
   }
