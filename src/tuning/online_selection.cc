@@ -41,6 +41,28 @@ std::string describeBytes(std::size_t bytes) {
   return os.str();
 }
 
+// The median of some tails (of two, the faster; infinity: none).
+double medianTail(std::vector<double> v) {
+  std::erase_if(v, [](double x) { return !(x < kNoTime); });
+  if (v.empty()) return kNoTime;
+  std::sort(v.begin(), v.end());
+  return v[(v.size() - 1) / 2];
+}
+
+// A time for the log: "451.4 ms", or "(no time)".
+std::string msText(double us) {
+  if (!(us < kNoTime)) return "(no time)";
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(1) << us / 1000.0 << " ms";
+  return os.str();
+}
+
+// Size class c's payloads, for the log: "8 MiB - 16 MiB".
+std::string rangeOf(int cls) {
+  const std::size_t lo = std::size_t{1} << cls;
+  return describeBytes(lo) + " - " + (cls >= 63 ? std::string("16 EiB") : describeBytes(lo << 1));
+}
+
 }  // namespace
 
 OnlineSelection::OnlineSelection(bool enabled, bool log, double nativeMarginPercent)
@@ -67,7 +89,10 @@ void OnlineSelection::startClass(ClassState& s, const algorithms::CollectiveSpec
   if (s.candidates.empty()) {
     s.decided = true;  // fewer than two candidates: nothing to learn
   } else {
-    ++trials_[static_cast<std::size_t>(spec.collective)].classesRacing;
+    CollectiveTrials& t = trials_[static_cast<std::size_t>(spec.collective)];
+    ++t.classesRacing;
+    t.checkEpochs = 0;  // a step check under way no longer times the whole mix
+    t.armEpochs.clear();
   }
 }
 
@@ -87,6 +112,16 @@ bool OnlineSelection::endsEpoch(const CollectiveTrials& t, std::size_t bytes) {
 bool OnlineSelection::endEpoch(Collective coll) {
   CollectiveTrials& t = trials_[static_cast<std::size_t>(coll)];
   t.seen.clear();
+  if (t.checkEpochs > 0) {
+    t.armEpochs[armOf(t)].push_back(std::move(t.epoch));
+    if (--t.checkEpochs == 0) t.checkpointDue = true;
+  } else if (t.epoch.racing == 0) {
+    // An epoch whose classes are all decided, though a class seen once
+    // (DDP's first step, before its buckets are rebuilt) may still be in
+    // the race.
+    startStepCheck(coll);
+  }
+  t.epoch = {};
   for (ClassState& s : classes_[static_cast<std::size_t>(coll)]) {
     if (!s.triedThisEpoch) continue;
     s.triedThisEpoch = false;
@@ -106,20 +141,48 @@ bool OnlineSelection::next(const algorithms::CollectiveSpec& spec, const tuning:
   ClassState& s = state(spec.collective, cls);
   if (!s.started) startClass(s, spec, model, wire);
   CollectiveTrials& t = trials_[static_cast<std::size_t>(spec.collective)];
-  if (t.classesRacing == 0) return false;
+  if (t.classesRacing == 0 && t.checkEpochs == 0) return false;
   if (t.checkpointDue) return true;  // a checkpoint that did not complete (its agreement threw)
   if (!t.seen.empty() && endsEpoch(t, bytes) && endEpoch(spec.collective)) return true;
   t.seen.push_back(bytes);
-  if (s.decided) return false;
+  trial.collective = spec.collective;
+  trial.sizeClass = cls;
+  trial.bytes = bytes;
+  if (t.checkEpochs > 0) {  // the step check: the mix, or one winner for every call, timed together
+    const std::string_view arm = t.arms[armOf(t)];
+    const auto it = std::find_if(s.candidates.begin(), s.candidates.end(),
+                                 [&](const algorithms::AlgorithmInfo* a) { return a->name == arm; });
+    if (!arm.empty() && it != s.candidates.end() && (*it)->unsupportedReason(spec).empty()) algo = *it;
+    joinEpoch(t, /*timed=*/true, trial);
+    return false;
+  }
+  if (s.decided) {
+    joinEpoch(t, /*timed=*/false, trial);
+    return false;
+  }
   s.triedThisEpoch = true;
+  ++t.epoch.racing;
   const std::size_t c = s.racing[s.at];
   const algorithms::AlgorithmInfo* candidate = s.candidates[c];
   // This payload may be beyond a candidate (native's int counts, rd's
   // power-of-two block layouts): the same answer on every rank; no time.
-  if (!candidate->unsupportedReason(spec).empty()) return false;
+  if (!candidate->unsupportedReason(spec).empty()) {
+    joinEpoch(t, /*timed=*/false, trial);
+    return false;
+  }
   algo = candidate;
-  trial = {spec.collective, cls, static_cast<int>(c), bytes};
+  trial.index = static_cast<int>(c);
+  joinEpoch(t, /*timed=*/false, trial);
   return false;
+}
+
+void OnlineSelection::joinEpoch(CollectiveTrials& t, bool timed, Trial& trial) {
+  ++t.epoch.calls;
+  trial.stepTimed = timed;
+}
+
+OnlineSelection::EpochTail* OnlineSelection::epochOf(const Trial& trial) {
+  return trial.stepTimed ? &trials_[static_cast<std::size_t>(trial.collective)].epoch : nullptr;
 }
 
 OnlineSelection::Sample* OnlineSelection::addSample(const Trial& trial) {
@@ -131,12 +194,33 @@ OnlineSelection::Sample* OnlineSelection::addSample(const Trial& trial) {
   return &out;
 }
 
-void OnlineSelection::recordTime(const Trial& trial, double us) {
-  if (Sample* s = addSample(trial)) s->us = us * s->scale;
+void OnlineSelection::recordTime(const Trial& trial, core::Clock::time_point start, core::Clock::time_point end) {
+  if (EpochTail* e = epochOf(trial)) {
+    ++e->timed;
+    e->lastLaunch = std::max(e->lastLaunch, start);
+    e->lastEnd = std::max(e->lastEnd, end);
+  }
+  if (Sample* s = addSample(trial)) s->us = core::usBetween(start, end) * s->scale;
 }
 
-void OnlineSelection::recordLaunch(const Trial& trial, std::shared_ptr<const executor::OpState> state) {
+void OnlineSelection::recordLaunch(const Trial& trial, std::shared_ptr<const executor::OpState> state,
+                                   core::Clock::time_point launched) {
+  if (EpochTail* e = epochOf(trial)) {
+    ++e->timed;
+    e->lastLaunch = std::max(e->lastLaunch, launched);
+    e->states.push_back(state);
+  }
   if (Sample* s = addSample(trial)) s->state = std::move(state);
+}
+
+double OnlineSelection::tailOf(const EpochTail& e) {
+  if (e.calls == 0 || e.timed != e.calls) return kNoTime;
+  core::Clock::time_point end = e.lastEnd;
+  for (const auto& state : e.states) {
+    if (!state->isDone() || state->error() || state->completedAt == core::Clock::time_point{}) return kNoTime;
+    end = std::max(end, state->completedAt);
+  }
+  return core::usBetween(e.lastLaunch, end);
 }
 
 std::vector<double> OnlineSelection::agreeOnTimes(ClassState& s, transport::Transport& world) {
@@ -303,7 +387,88 @@ void OnlineSelection::decide(Collective coll, transport::Transport& world) {
   for (int cls = 0; cls < kClasses; ++cls) {
     if (roundOver(state(coll, cls))) decideClass(coll, cls, world);
   }
-  trials_[static_cast<std::size_t>(coll)].checkpointDue = false;
+  CollectiveTrials& t = trials_[static_cast<std::size_t>(coll)];
+  t.checkpointDue = false;
+  if (t.checkEpochs > 0) return;
+  if (!t.armEpochs.empty()) {
+    stepCheck(coll, world);  // its epochs ran
+  } else if (t.classesRacing == 0) {
+    startStepCheck(coll);
+  }
+}
+
+void OnlineSelection::startStepCheck(Collective coll) {
+  CollectiveTrials& t = trials_[static_cast<std::size_t>(coll)];
+  // Once per new decision: a class seen once stays in the race and every
+  // epoch after the others' decisions comes here.
+  std::vector<std::string_view> winners;
+  std::ostringstream os;
+  int decided = 0;
+  for (int cls = 0; cls < kClasses; ++cls) {
+    const ClassState& s = state(coll, cls);
+    if (s.winner == nullptr) continue;
+    ++decided;
+    os << (os.tellp() > 0 ? ", " : "") << rangeOf(cls) << " " << s.winner->name;
+    if (std::find(winners.begin(), winners.end(), s.winner->name) == winners.end()) winners.push_back(s.winner->name);
+  }
+  if (decided == t.considered) return;
+  t.considered = decided;
+  if (winners.size() < 2) return;
+  t.arms.assign(1, std::string_view{});
+  t.arms.insert(t.arms.end(), winners.begin(), winners.end());
+  t.armEpochs.assign(t.arms.size(), {});
+  t.checkEpochs = static_cast<int>(t.arms.size()) * kCheckEpochs;
+  t.checkedWinners = os.str();
+}
+
+void OnlineSelection::stepCheck(Collective coll, transport::Transport& world) {
+  CollectiveTrials& t = trials_[static_cast<std::size_t>(coll)];
+  // Every epoch's tail, the slowest rank's (every rank closed the same
+  // epochs: the same calls end them), then each arm's median.
+  std::vector<double> tails;
+  for (const std::vector<EpochTail>& epochs : t.armEpochs) {
+    for (const EpochTail& e : epochs) tails.push_back(tailOf(e));
+  }
+  world.nativeAllreduce(tails.data(), tails.data(), tails.size(), DataType::kFloat64, ReduceOp::kMax, nullptr);
+  std::vector<double> armUs;
+  std::size_t at = 0;
+  std::size_t best = 0;
+  for (const std::vector<EpochTail>& epochs : t.armEpochs) {
+    armUs.push_back(medianTail(std::vector<double>(tails.begin() + static_cast<std::ptrdiff_t>(at),
+                                                   tails.begin() + static_cast<std::ptrdiff_t>(at + epochs.size()))));
+    at += epochs.size();
+    if (armUs.size() > 1 && armUs.back() < armUs[best]) best = armUs.size() - 1;
+  }
+  t.armEpochs.clear();
+  const bool replace = best > 0 && armUs[best] < armUs[0] * (1.0 - kStepKeepPercent / 100.0);
+  const std::string_view chosen = t.arms[best];
+  std::ostringstream changed;
+  for (int cls = 0; replace && cls < kClasses; ++cls) {
+    ClassState& s = state(coll, cls);
+    if (s.winner == nullptr || s.winner->name == chosen) continue;
+    const auto it = std::find_if(s.candidates.begin(), s.candidates.end(),
+                                 [&](const algorithms::AlgorithmInfo* a) { return a->name == chosen; });
+    if (it == s.candidates.end()) continue;
+    changed << (changed.tellp() > 0 ? ", " : "") << rangeOf(cls) << " (was " << s.winner->name << ")";
+    for (Winner& w : winners_) {
+      if (w.collective == coll && w.algorithm == s.winner && w.minBytes == (std::size_t{1} << cls)) {
+        w.algorithm = *it;
+      }
+    }
+    s.winner = *it;
+  }
+  if (log_ && world.rank() == 0) {
+    std::ostringstream os;
+    os << "[boostcomm] step check of " << toString(coll) << " (" << t.checkedWinners << "), median exposed tail of "
+       << kCheckEpochs << " epochs each (slowest rank): each class's winner " << msText(armUs[0]);
+    for (std::size_t a = 1; a < t.arms.size(); ++a) os << ", " << t.arms[a] << " for every call " << msText(armUs[a]);
+    if (changed.tellp() > 0) {
+      os << "; " << chosen << " now serves " << changed.str();
+    } else {
+      os << "; keeping each class's winner";
+    }
+    std::fprintf(stderr, "%s\n", os.str().c_str());
+  }
 }
 
 void OnlineSelection::decideClass(Collective coll, int cls, transport::Transport& world) {
@@ -313,7 +478,7 @@ void OnlineSelection::decideClass(Collective coll, int cls, transport::Transport
   const std::vector<double> agreed = agreeOnTimes(s, world);
   const std::size_t lo = std::size_t{1} << cls;
   const std::size_t hi = cls >= 63 ? static_cast<std::size_t>(-1) : (std::size_t{1} << (cls + 1)) - 1;
-  const std::string range = describeBytes(lo) + " - " + describeBytes(hi + 1);
+  const std::string range = rangeOf(cls);
   if (s.round + 1 < s.rounds) {
     const std::string dropped = dropSlow(s, agreed.data(), agreed.data() + n);
     if (log_ && world.rank() == 0 && !dropped.empty()) {
@@ -355,7 +520,10 @@ void OnlineSelection::decideClass(Collective coll, int cls, transport::Transport
   s.decided = true;
   --trials_[static_cast<std::size_t>(coll)].classesRacing;
   const std::size_t best = winnerOf(s);
-  if (best != n) winners_.push_back({coll, lo, hi, s.candidates[best]});
+  if (best != n) {
+    s.winner = s.candidates[best];
+    winners_.push_back({coll, lo, hi, s.winner});
+  }
   if (log_ && world.rank() == 0) {
     std::ostringstream os;
     os << "[boostcomm] selection: " << toString(coll) << " " << range << ": tried";

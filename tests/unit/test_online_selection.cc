@@ -22,6 +22,7 @@
 #include "algorithms/node_layout.h"
 #include "algorithms/registry.h"
 #include "common/tunable_override.h"
+#include "core/clock.h"
 #include "core/tunables.h"
 #include "tuning/model_selection.h"
 #include "tuning/online_selection.h"
@@ -183,7 +184,7 @@ TEST(OnlineSelection, EachSizeOfASweepIsDecidedInItsOwnCalls) {
 TEST(OnlineSelection, AStepRunsOneCandidateForAllItsCalls) {
   Tunables t{{core::kTunableNodeLayout, "2,2"}};
   const int ranks = 4;
-  const int steps = 16;
+  const int steps = 24;
   const std::size_t sizes[] = {70001, 140001, 65537};  // 280 KB and 262 KB share a class; 560 KB
   const std::size_t first[] = {65600, 150001};         // the first step: two others
   std::mutex mutex;
@@ -229,7 +230,9 @@ TEST(OnlineSelection, AStepRunsOneCandidateForAllItsCalls) {
   EXPECT_GE(tried.size(), 2u) << "no trials ran";
   for (const std::string& s : selected) EXPECT_EQ(s, selected.front()) << "ranks kept different winners";
   // At most 4 candidates x 3 rounds of one-step epochs after the first
-  // (which holds the first two steps): the last steps run the winner.
+  // (which holds the first two steps), then, where the two classes' winners
+  // differ, the step check's 3 arms x 2 epochs: the last steps run the
+  // winner.
   EXPECT_EQ(ran[0][steps - 1], selected.front() + "/" + selected.front()) << "the class was not decided";
 }
 
@@ -572,6 +575,7 @@ std::string decided(double marginPercent, const std::function<double(const std::
   auto world = transport::InProcFabric::create(1);  // decide()'s agreement: this rank alone
   tuning::OnlineSelection selection(true, false, marginPercent);
   std::map<std::string, int> tried;
+  core::Clock::time_point at{};  // a clock of the test's own: each call takes its time, one after another
   for (int call = 0; call < 40; ++call) {
     const algorithms::AlgorithmInfo* algo = nullptr;
     tuning::OnlineSelection::Trial trial;
@@ -581,7 +585,10 @@ std::string decided(double marginPercent, const std::function<double(const std::
     }
     if (algo == nullptr || trial.index < 0) continue;
     const std::string name = algo->name;
-    selection.recordTime(trial, timeOf(name, tried[name]++));
+    const auto took = std::chrono::duration_cast<core::Clock::duration>(
+        std::chrono::duration<double, std::micro>(timeOf(name, tried[name]++)));
+    selection.recordTime(trial, at, at + took);
+    at += took;
   }
   if (calls != nullptr) *calls = tried;
   for (const auto& w : selection.winners()) {
@@ -625,6 +632,99 @@ TEST(OnlineSelection, OneSlowSampleDoesNotDisplaceTheModelsSchedule) {
   ASSERT_FALSE(modelChoice.empty());
   EXPECT_EQ(winner, modelChoice);
   EXPECT_EQ(tried[modelChoice], 3);
+}
+
+// The step check, through next / recordTime / decide on one rank: a step of
+// two buckets between two nodes, A (12 MiB, launched first) and B (25 MiB,
+// 10 ms later), each a one-round class. Alone, native is the fastest for A
+// (50 ms) and the model's schedule M for B (200 ms): those are the classes'
+// winners. Beside native's A, B takes `neighbourCostMs` longer (its bytes
+// share the link). The epoch's exposed tail is B's launch to the last end:
+// with M for both it is 200 ms, with the mix 200 + neighbourCostMs. Returns
+// each class's final winner, "A,B".
+std::string stepWinners(double neighbourCostMs, std::string* modelChoice, std::string* log) {
+  const algorithms::NodeLayout layout = algorithms::layoutFromSizes({1, 1});
+  algorithms::CollectiveSpec a = probeOf(layout, 2);
+  a.count = (std::size_t{12} << 20) / sizeof(float);
+  algorithms::CollectiveSpec b = a;
+  b.count = (std::size_t{25} << 20) / sizeof(float);
+  LinkModel inter;
+  inter.latencyUs = 50.0;
+  inter.bandwidthGBps = 0.125;
+  inter.hops = 2;
+  inter.measured = true;
+  const tuning::CostParams params = tuning::paramsFor(2, {1, 1}, 2, false, LinkModel{}, inter);
+  const tuning::ModelSelection model(params, a);
+  const auto namesFor = [&](const algorithms::CollectiveSpec& spec) {
+    std::vector<std::string> names;
+    for (const auto* c : model.trialCandidates(Collective::kAllreduce, spec.payloadBytes(), WireFormat::kOff)) {
+      names.push_back(c->name);
+    }
+    return names;
+  };
+  // The two classes rank the same candidates in the same order, so each
+  // trial epoch runs one candidate for both calls.
+  const std::vector<std::string> names = namesFor(a);
+  EXPECT_EQ(names, namesFor(b));
+  EXPECT_EQ(names.front(), "native");
+  EXPECT_GE(names.size(), 3u);
+  if (names.size() < 2) return "";
+  *modelChoice = names[1];
+  const auto timeA = [&](const std::string& n) { return n == "native" ? 50.0 : n == *modelChoice ? 70.0 : 150.0; };
+  const auto timeB = [&](const std::string& n, const std::string& onA) {
+    const double alone = n == "native" ? 320.0 : n == *modelChoice ? 200.0 : 300.0;
+    return alone + (onA == "native" && n != "native" ? neighbourCostMs : 0.0);
+  };
+  const auto winnerFor = [](const tuning::OnlineSelection& sel, std::size_t bytes) -> std::string {
+    for (const auto& w : sel.winners()) {
+      if (w.minBytes <= bytes && bytes <= w.maxBytes) return w.algorithm->name;
+    }
+    return "(undecided)";
+  };
+  auto world = transport::InProcFabric::create(1);
+  tuning::OnlineSelection selection(true, true, -tuning::OnlineSelection::kNativeKeepPercent);
+  ::testing::internal::CaptureStderr();
+  const auto ms = [](double v) {
+    return std::chrono::duration_cast<core::Clock::duration>(std::chrono::duration<double, std::milli>(v));
+  };
+  core::Clock::time_point stepStart{};
+  for (int step = 0; step < 12; ++step, stepStart += ms(1000.0)) {
+    std::string onA;
+    for (const algorithms::CollectiveSpec* spec : {&a, &b}) {
+      const algorithms::AlgorithmInfo* algo = nullptr;
+      tuning::OnlineSelection::Trial trial;
+      if (selection.next(*spec, model, WireFormat::kOff, algo, trial)) {
+        selection.decide(Collective::kAllreduce, *world[0]);
+        EXPECT_FALSE(selection.next(*spec, model, WireFormat::kOff, algo, trial));
+      }
+      const std::string ran = algo != nullptr ? algo->name : winnerFor(selection, spec->payloadBytes());
+      const bool isA = spec == &a;
+      if (isA) onA = ran;
+      if (!trial.timed()) continue;
+      const core::Clock::time_point launch = stepStart + (isA ? ms(0.0) : ms(10.0));
+      selection.recordTime(trial, launch, launch + ms(isA ? timeA(ran) : timeB(ran, onA)));
+    }
+  }
+  *log = ::testing::internal::GetCapturedStderr();
+  return winnerFor(selection, a.payloadBytes()) + "," + winnerFor(selection, b.payloadBytes());
+}
+
+// The mix of the classes' winners (native for A, M for B) costs B 60 ms
+// beside native's A: its tail, 260 ms, is 30% longer than M's alone, which
+// then serves A too. Where the mix costs nothing more, each class keeps its
+// own winner.
+TEST(OnlineSelection, AStepCheckReplacesAMixSlowerThanOneCandidateAlone) {
+  std::string model;
+  std::string log;
+  const std::string replaced = stepWinners(60.0, &model, &log);
+  EXPECT_EQ(replaced, model + "," + model) << log;
+  EXPECT_NE(log.find("step check of allreduce (8 MiB - 16 MiB native, 16 MiB - 32 MiB " + model + ")"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find(model + " now serves 8 MiB - 16 MiB (was native)"), std::string::npos) << log;
+  const std::string kept = stepWinners(0.0, &model, &log);
+  EXPECT_EQ(kept, "native," + model) << log;
+  EXPECT_NE(log.find("keeping each class's winner"), std::string::npos) << log;
 }
 
 TEST(OnlineSelection, TrialsKeepNativeOnACloseCallOnlyWhereItsTimesRepeat) {
