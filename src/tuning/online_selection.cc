@@ -41,9 +41,8 @@ std::string describeBytes(std::size_t bytes) {
   return os.str();
 }
 
-// The median of some tails (of two, the faster; infinity: none).
-double medianTail(std::vector<double> v) {
-  std::erase_if(v, [](double x) { return !(x < kNoTime); });
+// The median of some times (of two, the faster; infinity: none).
+double medianOf(std::vector<double> v) {
   if (v.empty()) return kNoTime;
   std::sort(v.begin(), v.end());
   return v[(v.size() - 1) / 2];
@@ -92,7 +91,7 @@ void OnlineSelection::startClass(ClassState& s, const algorithms::CollectiveSpec
     CollectiveTrials& t = trials_[static_cast<std::size_t>(spec.collective)];
     ++t.classesRacing;
     t.checkEpochs = 0;  // a step check under way no longer times the whole mix
-    t.armEpochs.clear();
+    t.armUs.clear();
   }
 }
 
@@ -111,17 +110,18 @@ bool OnlineSelection::endsEpoch(const CollectiveTrials& t, std::size_t bytes) {
 
 bool OnlineSelection::endEpoch(Collective coll) {
   CollectiveTrials& t = trials_[static_cast<std::size_t>(coll)];
+  t.lastSeen.swap(t.seen);
   t.seen.clear();
   if (t.checkEpochs > 0) {
-    t.armEpochs[armOf(t)].push_back(std::move(t.epoch));
+    t.armUs[armOf(t)].push_back(core::usBetween(t.epochStart, clock_()));
     if (--t.checkEpochs == 0) t.checkpointDue = true;
-  } else if (t.epoch.racing == 0) {
+  } else if (t.racingCalls == 0) {
     // An epoch whose classes are all decided, though a class seen once
     // (DDP's first step, before its buckets are rebuilt) may still be in
     // the race.
     startStepCheck(coll);
   }
-  t.epoch = {};
+  t.racingCalls = 0;
   for (ClassState& s : classes_[static_cast<std::size_t>(coll)]) {
     if (!s.triedThisEpoch) continue;
     s.triedThisEpoch = false;
@@ -145,44 +145,25 @@ bool OnlineSelection::next(const algorithms::CollectiveSpec& spec, const tuning:
   if (t.checkpointDue) return true;  // a checkpoint that did not complete (its agreement threw)
   if (!t.seen.empty() && endsEpoch(t, bytes) && endEpoch(spec.collective)) return true;
   t.seen.push_back(bytes);
-  trial.collective = spec.collective;
-  trial.sizeClass = cls;
-  trial.bytes = bytes;
-  if (t.checkEpochs > 0) {  // the step check: the mix, or one winner for every call, timed together
+  if (t.checkEpochs > 0) {  // the step check: the mix, or one winner for every call
+    if (t.seen.size() == 1) t.epochStart = clock_();
     const std::string_view arm = t.arms[armOf(t)];
     const auto it = std::find_if(s.candidates.begin(), s.candidates.end(),
                                  [&](const algorithms::AlgorithmInfo* a) { return a->name == arm; });
     if (!arm.empty() && it != s.candidates.end() && (*it)->unsupportedReason(spec).empty()) algo = *it;
-    joinEpoch(t, /*timed=*/true, trial);
     return false;
   }
-  if (s.decided) {
-    joinEpoch(t, /*timed=*/false, trial);
-    return false;
-  }
+  if (s.decided) return false;
   s.triedThisEpoch = true;
-  ++t.epoch.racing;
+  ++t.racingCalls;
   const std::size_t c = s.racing[s.at];
   const algorithms::AlgorithmInfo* candidate = s.candidates[c];
   // This payload may be beyond a candidate (native's int counts, rd's
   // power-of-two block layouts): the same answer on every rank; no time.
-  if (!candidate->unsupportedReason(spec).empty()) {
-    joinEpoch(t, /*timed=*/false, trial);
-    return false;
-  }
+  if (!candidate->unsupportedReason(spec).empty()) return false;
   algo = candidate;
-  trial.index = static_cast<int>(c);
-  joinEpoch(t, /*timed=*/false, trial);
+  trial = {spec.collective, cls, static_cast<int>(c), bytes};
   return false;
-}
-
-void OnlineSelection::joinEpoch(CollectiveTrials& t, bool timed, Trial& trial) {
-  ++t.epoch.calls;
-  trial.stepTimed = timed;
-}
-
-OnlineSelection::EpochTail* OnlineSelection::epochOf(const Trial& trial) {
-  return trial.stepTimed ? &trials_[static_cast<std::size_t>(trial.collective)].epoch : nullptr;
 }
 
 OnlineSelection::Sample* OnlineSelection::addSample(const Trial& trial) {
@@ -194,33 +175,12 @@ OnlineSelection::Sample* OnlineSelection::addSample(const Trial& trial) {
   return &out;
 }
 
-void OnlineSelection::recordTime(const Trial& trial, core::Clock::time_point start, core::Clock::time_point end) {
-  if (EpochTail* e = epochOf(trial)) {
-    ++e->timed;
-    e->lastLaunch = std::max(e->lastLaunch, start);
-    e->lastEnd = std::max(e->lastEnd, end);
-  }
-  if (Sample* s = addSample(trial)) s->us = core::usBetween(start, end) * s->scale;
+void OnlineSelection::recordTime(const Trial& trial, double us) {
+  if (Sample* s = addSample(trial)) s->us = us * s->scale;
 }
 
-void OnlineSelection::recordLaunch(const Trial& trial, std::shared_ptr<const executor::OpState> state,
-                                   core::Clock::time_point launched) {
-  if (EpochTail* e = epochOf(trial)) {
-    ++e->timed;
-    e->lastLaunch = std::max(e->lastLaunch, launched);
-    e->states.push_back(state);
-  }
+void OnlineSelection::recordLaunch(const Trial& trial, std::shared_ptr<const executor::OpState> state) {
   if (Sample* s = addSample(trial)) s->state = std::move(state);
-}
-
-double OnlineSelection::tailOf(const EpochTail& e) {
-  if (e.calls == 0 || e.timed != e.calls) return kNoTime;
-  core::Clock::time_point end = e.lastEnd;
-  for (const auto& state : e.states) {
-    if (!state->isDone() || state->error() || state->completedAt == core::Clock::time_point{}) return kNoTime;
-    end = std::max(end, state->completedAt);
-  }
-  return core::usBetween(e.lastLaunch, end);
 }
 
 std::vector<double> OnlineSelection::agreeOnTimes(ClassState& s, transport::Transport& world) {
@@ -390,7 +350,7 @@ void OnlineSelection::decide(Collective coll, transport::Transport& world) {
   CollectiveTrials& t = trials_[static_cast<std::size_t>(coll)];
   t.checkpointDue = false;
   if (t.checkEpochs > 0) return;
-  if (!t.armEpochs.empty()) {
+  if (!t.armUs.empty()) {
     stepCheck(coll, world);  // its epochs ran
   } else if (t.classesRacing == 0) {
     startStepCheck(coll);
@@ -401,49 +361,59 @@ void OnlineSelection::startStepCheck(Collective coll) {
   CollectiveTrials& t = trials_[static_cast<std::size_t>(coll)];
   // Once per new decision: a class seen once stays in the race and every
   // epoch after the others' decisions comes here.
+  const int decided = static_cast<int>(std::count_if(classes_[static_cast<std::size_t>(coll)].begin(),
+                                                     classes_[static_cast<std::size_t>(coll)].end(),
+                                                     [](const ClassState& s) { return s.winner != nullptr; }));
+  if (decided == t.considered) return;
+  t.considered = decided;
+  // The winners of the classes that ran side by side in the epoch just
+  // ended (a sweep's sizes, one after another, are not a mix).
+  t.checkClasses.clear();
+  for (std::size_t bytes : t.lastSeen) {
+    const int cls = classOf(bytes);
+    if (bytes >= kMinBytes && std::find(t.checkClasses.begin(), t.checkClasses.end(), cls) == t.checkClasses.end()) {
+      t.checkClasses.push_back(cls);
+    }
+  }
+  std::sort(t.checkClasses.begin(), t.checkClasses.end());
   std::vector<std::string_view> winners;
   std::ostringstream os;
-  int decided = 0;
-  for (int cls = 0; cls < kClasses; ++cls) {
+  for (int cls : t.checkClasses) {
     const ClassState& s = state(coll, cls);
     if (s.winner == nullptr) continue;
-    ++decided;
     os << (os.tellp() > 0 ? ", " : "") << rangeOf(cls) << " " << s.winner->name;
     if (std::find(winners.begin(), winners.end(), s.winner->name) == winners.end()) winners.push_back(s.winner->name);
   }
-  if (decided == t.considered) return;
-  t.considered = decided;
   if (winners.size() < 2) return;
   t.arms.assign(1, std::string_view{});
   t.arms.insert(t.arms.end(), winners.begin(), winners.end());
-  t.armEpochs.assign(t.arms.size(), {});
+  t.armUs.assign(t.arms.size(), {});
   t.checkEpochs = static_cast<int>(t.arms.size()) * kCheckEpochs;
   t.checkedWinners = os.str();
 }
 
 void OnlineSelection::stepCheck(Collective coll, transport::Transport& world) {
   CollectiveTrials& t = trials_[static_cast<std::size_t>(coll)];
-  // Every epoch's tail, the slowest rank's (every rank closed the same
+  // Every epoch's period, the slowest rank's (every rank closed the same
   // epochs: the same calls end them), then each arm's median.
-  std::vector<double> tails;
-  for (const std::vector<EpochTail>& epochs : t.armEpochs) {
-    for (const EpochTail& e : epochs) tails.push_back(tailOf(e));
-  }
-  world.nativeAllreduce(tails.data(), tails.data(), tails.size(), DataType::kFloat64, ReduceOp::kMax, nullptr);
+  std::vector<double> periods;
+  for (const std::vector<double>& us : t.armUs) periods.insert(periods.end(), us.begin(), us.end());
+  world.nativeAllreduce(periods.data(), periods.data(), periods.size(), DataType::kFloat64, ReduceOp::kMax, nullptr);
   std::vector<double> armUs;
   std::size_t at = 0;
   std::size_t best = 0;
-  for (const std::vector<EpochTail>& epochs : t.armEpochs) {
-    armUs.push_back(medianTail(std::vector<double>(tails.begin() + static_cast<std::ptrdiff_t>(at),
-                                                   tails.begin() + static_cast<std::ptrdiff_t>(at + epochs.size()))));
-    at += epochs.size();
+  for (const std::vector<double>& us : t.armUs) {
+    const auto from = periods.begin() + static_cast<std::ptrdiff_t>(at);
+    armUs.push_back(medianOf(std::vector<double>(from, from + static_cast<std::ptrdiff_t>(us.size()))));
+    at += us.size();
     if (armUs.size() > 1 && armUs.back() < armUs[best]) best = armUs.size() - 1;
   }
-  t.armEpochs.clear();
+  t.armUs.clear();
   const bool replace = best > 0 && armUs[best] < armUs[0] * (1.0 - kStepKeepPercent / 100.0);
   const std::string_view chosen = t.arms[best];
   std::ostringstream changed;
-  for (int cls = 0; replace && cls < kClasses; ++cls) {
+  for (int cls : t.checkClasses) {
+    if (!replace) break;
     ClassState& s = state(coll, cls);
     if (s.winner == nullptr || s.winner->name == chosen) continue;
     const auto it = std::find_if(s.candidates.begin(), s.candidates.end(),
@@ -459,7 +429,7 @@ void OnlineSelection::stepCheck(Collective coll, transport::Transport& world) {
   }
   if (log_ && world.rank() == 0) {
     std::ostringstream os;
-    os << "[boostcomm] step check of " << toString(coll) << " (" << t.checkedWinners << "), median exposed tail of "
+    os << "[boostcomm] step check of " << toString(coll) << " (" << t.checkedWinners << "), median period of "
        << kCheckEpochs << " epochs each (slowest rank): each class's winner " << msText(armUs[0]);
     for (std::size_t a = 1; a < t.arms.size(); ++a) os << ", " << t.arms[a] << " for every call " << msText(armUs[a]);
     if (changed.tellp() > 0) {
