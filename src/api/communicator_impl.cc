@@ -419,7 +419,7 @@ inline CommunicatorImpl::Routed CommunicatorImpl::route(const CallArgs& args, co
 }
 
 inline void CommunicatorImpl::runLocal(Route route, const CallArgs& args, const CallOptions& options) {
-  if (trial_.index < 0 && engine_->idle()) [[likely]] {
+  if (!trial_.timed() && engine_->idle()) [[likely]] {
     runWithoutSchedule(route, args, options);
     return;
   }
@@ -437,7 +437,7 @@ inline void CommunicatorImpl::runLocal(Route route, const CallArgs& args, const 
     left.timeout = std::max(std::chrono::milliseconds(1), *deadline - spent);
   }
   runWithoutSchedule(route, args, left);
-  if (trial.index >= 0) online_.recordTime(trial, core::usSince(start));
+  if (trial.timed()) online_.recordTime(trial, start, core::Clock::now());
 }
 
 // validate -> route -> execute.
@@ -471,7 +471,7 @@ void CommunicatorImpl::runOnEngine(const AlgorithmInfo& algo, const CallArgs& ar
   // A native call (blocking or, with a deadline, nonblocking) carries no
   // fingerprint in its data: check the node peers' before returning.
   if (backend) record_.verifyReturned(sequence);
-  if (trial.index >= 0) online_.recordTime(trial, core::usSince(start));
+  if (trial.timed()) online_.recordTime(trial, start, core::Clock::now());
 }
 
 Work CommunicatorImpl::submit(const CallArgs& args, const CallOptions& options) {
@@ -484,10 +484,11 @@ Work CommunicatorImpl::submit(const CallArgs& args, const CallOptions& options) 
   const tuning::OnlineSelection::Trial trial = trial_;
   // Without a progress thread the engine sees completion only inside the
   // caller's test/wait, which would time the caller's own work too.
-  const bool timed = trial.index >= 0 && engine_->threadEnabled();
+  const bool timed = trial.timed() && engine_->threadEnabled();
   if (timed) engine_->enableShareClock();  // a trial is timed by its share (see there)
+  const core::Clock::time_point launched = core::Clock::now();
   launch(algo, args, options, /*blocking=*/false, work);
-  if (timed) online_.recordLaunch(trial, work);
+  if (timed) online_.recordLaunch(trial, work, launched);
   engine_->progress();  // post the first steps now so peers can start
   return Work(work);
 }

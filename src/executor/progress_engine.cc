@@ -250,7 +250,12 @@ double ProgressEngine::advanceShares() {
 void ProgressEngine::finishRetired() {
   if (retired_.empty()) return;
   // Before the erase: the retired operations shared the time up to now.
-  const double shareNow = shareClock_ ? advanceShares() : 0.0;
+  core::Clock::time_point seen{};
+  double shareNow = 0.0;
+  if (shareClock_) {
+    seen = core::Clock::now();
+    shareNow = shares_.advance(core::usBetween(shareOrigin_, seen), sharing_);
+  }
   std::erase_if(inFlight_, [](const Operation& op) { return op.execution == nullptr; });
   publishCount();
   if (shareClock_) {
@@ -271,6 +276,7 @@ void ProgressEngine::finishRetired() {
     scratch_.release(op.scratch);
     freeExecutions_.emplace_back(op.execution);
     if (op.state && op.shareStart >= 0) op.state->sharedUs = shareNow - op.shareStart;
+    if (op.state) op.state->completedAt = seen;
     if (op.state) complete(*op.state, nullptr);
   }
   retired_.clear();

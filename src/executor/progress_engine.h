@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "core/call_status.h"
+#include "core/clock.h"
 #include "core/intervals.h"
 #include "core/spin_mutex.h"
 #include "executor/executor.h"
@@ -73,6 +74,10 @@ class OpState {
   // < 0: not measured; valid once isDone()): what online selection times
   // asynchronous calls by. See ProgressEngine::enableShareClock.
   double sharedUs = -1.0;
+  // When the engine saw it complete, while the share clock runs (the
+  // clock's epoch: not seen): online selection's step check reads an
+  // epoch's exposed tail from it (tuning/online_selection.h).
+  core::Clock::time_point completedAt{};
   // The call's deadline (ms; 0: none): the progress thread fails an
   // operation that nobody waits for once it is this old (see threadMain).
   std::int64_t deadlineMs = 0;

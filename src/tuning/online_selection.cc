@@ -43,6 +43,7 @@ std::string describeBytes(std::size_t bytes) {
 
 // The median of some times (of two, the faster; infinity: none).
 double medianOf(std::vector<double> v) {
+  std::erase_if(v, [](double x) { return !(x < kNoTime); });
   if (v.empty()) return kNoTime;
   std::sort(v.begin(), v.end());
   return v[(v.size() - 1) / 2];
@@ -91,7 +92,7 @@ void OnlineSelection::startClass(ClassState& s, const algorithms::CollectiveSpec
     CollectiveTrials& t = trials_[static_cast<std::size_t>(spec.collective)];
     ++t.classesRacing;
     t.checkEpochs = 0;  // a step check under way no longer times the whole mix
-    t.armUs.clear();
+    t.armEpochs.clear();
   }
 }
 
@@ -113,7 +114,8 @@ bool OnlineSelection::endEpoch(Collective coll) {
   t.lastSeen.swap(t.seen);
   t.seen.clear();
   if (t.checkEpochs > 0) {
-    t.armUs[armOf(t)].push_back(core::usBetween(t.epochStart, clock_()));
+    t.armEpochs[armOf(t)].push_back(std::move(t.epoch));
+    t.epoch = {};
     if (--t.checkEpochs == 0) t.checkpointDue = true;
   } else if (t.racingCalls == 0) {
     // An epoch whose classes are all decided, though a class seen once
@@ -135,6 +137,7 @@ bool OnlineSelection::next(const algorithms::CollectiveSpec& spec, const tuning:
                            WireFormat wire, const algorithms::AlgorithmInfo*& algo, Trial& trial) {
   algo = nullptr;
   trial.index = -1;
+  trial.stepTimed = false;
   const std::size_t bytes = spec.payloadBytes();
   if (!enabled_ || bytes < kMinBytes || spec.collective == Collective::kBarrier) return false;
   const int cls = classOf(bytes);
@@ -145,12 +148,14 @@ bool OnlineSelection::next(const algorithms::CollectiveSpec& spec, const tuning:
   if (t.checkpointDue) return true;  // a checkpoint that did not complete (its agreement threw)
   if (!t.seen.empty() && endsEpoch(t, bytes) && endEpoch(spec.collective)) return true;
   t.seen.push_back(bytes);
-  if (t.checkEpochs > 0) {  // the step check: the mix, or one winner for every call
-    if (t.seen.size() == 1) t.epochStart = clock_();
+  if (t.checkEpochs > 0) {  // the step check: the mix, or one winner for every call, timed together
     const std::string_view arm = t.arms[armOf(t)];
     const auto it = std::find_if(s.candidates.begin(), s.candidates.end(),
                                  [&](const algorithms::AlgorithmInfo* a) { return a->name == arm; });
     if (!arm.empty() && it != s.candidates.end() && (*it)->unsupportedReason(spec).empty()) algo = *it;
+    ++t.epoch.calls;
+    trial.collective = spec.collective;
+    trial.stepTimed = true;
     return false;
   }
   if (s.decided) return false;
@@ -175,12 +180,35 @@ OnlineSelection::Sample* OnlineSelection::addSample(const Trial& trial) {
   return &out;
 }
 
-void OnlineSelection::recordTime(const Trial& trial, double us) {
-  if (Sample* s = addSample(trial)) s->us = us * s->scale;
+void OnlineSelection::recordTime(const Trial& trial, core::Clock::time_point start, core::Clock::time_point end) {
+  if (trial.stepTimed) {
+    EpochSpan& e = trials_[static_cast<std::size_t>(trial.collective)].epoch;
+    ++e.timed;
+    e.firstLaunch = std::min(e.firstLaunch, start);
+    e.lastEnd = std::max(e.lastEnd, end);
+  }
+  if (Sample* s = addSample(trial)) s->us = core::usBetween(start, end) * s->scale;
 }
 
-void OnlineSelection::recordLaunch(const Trial& trial, std::shared_ptr<const executor::OpState> state) {
+void OnlineSelection::recordLaunch(const Trial& trial, std::shared_ptr<const executor::OpState> state,
+                                   core::Clock::time_point launched) {
+  if (trial.stepTimed) {
+    EpochSpan& e = trials_[static_cast<std::size_t>(trial.collective)].epoch;
+    ++e.timed;
+    e.firstLaunch = std::min(e.firstLaunch, launched);
+    e.states.push_back(state);
+  }
   if (Sample* s = addSample(trial)) s->state = std::move(state);
+}
+
+double OnlineSelection::spanOf(const EpochSpan& e) {
+  if (e.calls == 0 || e.timed != e.calls) return kNoTime;
+  core::Clock::time_point end = e.lastEnd;
+  for (const auto& state : e.states) {
+    if (!state->isDone() || state->error() || state->completedAt == core::Clock::time_point{}) return kNoTime;
+    end = std::max(end, state->completedAt);
+  }
+  return core::usBetween(e.firstLaunch, end);
 }
 
 std::vector<double> OnlineSelection::agreeOnTimes(ClassState& s, transport::Transport& world) {
@@ -350,7 +378,7 @@ void OnlineSelection::decide(Collective coll, transport::Transport& world) {
   CollectiveTrials& t = trials_[static_cast<std::size_t>(coll)];
   t.checkpointDue = false;
   if (t.checkEpochs > 0) return;
-  if (!t.armUs.empty()) {
+  if (!t.armEpochs.empty()) {
     stepCheck(coll, world);  // its epochs ran
   } else if (t.classesRacing == 0) {
     startStepCheck(coll);
@@ -387,28 +415,30 @@ void OnlineSelection::startStepCheck(Collective coll) {
   if (winners.size() < 2) return;
   t.arms.assign(1, std::string_view{});
   t.arms.insert(t.arms.end(), winners.begin(), winners.end());
-  t.armUs.assign(t.arms.size(), {});
+  t.armEpochs.assign(t.arms.size(), {});
   t.checkEpochs = static_cast<int>(t.arms.size()) * kCheckEpochs;
   t.checkedWinners = os.str();
 }
 
 void OnlineSelection::stepCheck(Collective coll, transport::Transport& world) {
   CollectiveTrials& t = trials_[static_cast<std::size_t>(coll)];
-  // Every epoch's period, the slowest rank's (every rank closed the same
+  // Every epoch's span, the slowest rank's (every rank closed the same
   // epochs: the same calls end them), then each arm's median.
-  std::vector<double> periods;
-  for (const std::vector<double>& us : t.armUs) periods.insert(periods.end(), us.begin(), us.end());
-  world.nativeAllreduce(periods.data(), periods.data(), periods.size(), DataType::kFloat64, ReduceOp::kMax, nullptr);
+  std::vector<double> spans;
+  for (const std::vector<EpochSpan>& epochs : t.armEpochs) {
+    for (const EpochSpan& e : epochs) spans.push_back(spanOf(e));
+  }
+  world.nativeAllreduce(spans.data(), spans.data(), spans.size(), DataType::kFloat64, ReduceOp::kMax, nullptr);
   std::vector<double> armUs;
   std::size_t at = 0;
   std::size_t best = 0;
-  for (const std::vector<double>& us : t.armUs) {
-    const auto from = periods.begin() + static_cast<std::ptrdiff_t>(at);
-    armUs.push_back(medianOf(std::vector<double>(from, from + static_cast<std::ptrdiff_t>(us.size()))));
-    at += us.size();
+  for (const std::vector<EpochSpan>& epochs : t.armEpochs) {
+    const auto from = spans.begin() + static_cast<std::ptrdiff_t>(at);
+    armUs.push_back(medianOf(std::vector<double>(from, from + static_cast<std::ptrdiff_t>(epochs.size()))));
+    at += epochs.size();
     if (armUs.size() > 1 && armUs.back() < armUs[best]) best = armUs.size() - 1;
   }
-  t.armUs.clear();
+  t.armEpochs.clear();
   const bool replace = best > 0 && armUs[best] < armUs[0] * (1.0 - kStepKeepPercent / 100.0);
   const std::string_view chosen = t.arms[best];
   std::ostringstream changed;
@@ -429,7 +459,7 @@ void OnlineSelection::stepCheck(Collective coll, transport::Transport& world) {
   }
   if (log_ && world.rank() == 0) {
     std::ostringstream os;
-    os << "[boostcomm] step check of " << toString(coll) << " (" << t.checkedWinners << "), median period of "
+    os << "[boostcomm] step check of " << toString(coll) << " (" << t.checkedWinners << "), median span of "
        << kCheckEpochs << " epochs each (slowest rank): each class's winner " << msText(armUs[0]);
     for (std::size_t a = 1; a < t.arms.size(); ++a) os << ", " << t.arms[a] << " for every call " << msText(armUs[a]);
     if (changed.tellp() > 0) {

@@ -43,21 +43,23 @@
 // won the 8-16 MiB class (Gloo's ring over four ranks, as fast alone as
 // hier) while moving 1.5x hier's bytes between the nodes, which delayed the
 // 25 MiB bucket beside it; the mix ran DDP at 1.10-1.15x gloo's where hier
-// for every bucket ran at 1.23-1.28x. So where the classes' winners differ,
-// whole epochs are timed: an epoch's period, from its first call to the next
-// epoch's first call, is the step as the caller lives it (in DDP: the
-// backward its calls share the cores with, the exposed communication, the
-// optimizer and the next forward). The mix is timed beside each of those
-// winners serving every call (where it is a class's candidate): the arms
-// take turns, one epoch each, kCheckEpochs times. (Timed by the exposed tail
-// alone -- last launch to last completion -- the arms came out within 5% of
-// each other, where forced hier ran the step 10% faster than the mix; the
-// first round's epochs are not comparable either: they also pay a
-// schedule's first build and DDP's first step.) Where an arm's median
-// period is shorter than the mix's by more than kStepKeepPercent, that
-// arm's algorithm (the fastest such) serves every class that has it as a
-// candidate. Periods are agreed (MAX) across ranks, so every rank keeps the
-// same.
+// for every bucket ran at 1.23-1.28x. So where the winners of classes that
+// run side by side (in one epoch) differ, whole epochs are timed: an
+// epoch's span, from its first call's launch to its last call's completion
+// (in DDP: the backward its calls share the cores with, then the exposed
+// communication). The mix is timed beside each of those winners serving
+// every call of the epoch (where it is the class's candidate): the arms take
+// turns, one epoch each, kCheckEpochs times. Where an arm's median span is
+// shorter than the mix's by more than kStepKeepPercent, that arm's
+// algorithm (the fastest such) serves each of those classes that has it as
+// a candidate. Spans are agreed (MAX) across ranks, so every rank keeps the
+// same. Not the exposed tail alone (last launch to last completion): by it
+// the arms came out within 5% of each other where forced hier ran the step
+// 10% faster than the mix. Not the period from one epoch's first call to
+// the next one's: it holds whatever the caller does between steps (the
+// DDP benchmark's gloo blocks made some epochs 3x longer). Not the first
+// round's epochs: they also pay a schedule's first build and DDP's first
+// step.
 //
 // Timing: a blocking call from its start to its return; an asynchronous
 // call by its share of the time from launch to the engine seeing it
@@ -79,7 +81,6 @@
 
 #include <array>
 #include <cstddef>
-#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -137,7 +138,7 @@ class OnlineSelection {
   static constexpr double kModelKeepPercent = 10.0;
   // The step check: the epochs each arm (the mix of the classes' winners,
   // one winner for every call) is timed for, and by how much an arm's median
-  // period must beat the mix's to replace it.
+  // span must beat the mix's to replace it.
   static constexpr int kCheckEpochs = 3;
   static constexpr double kStepKeepPercent = 2.0;
   // An epoch also ends after this many calls (a loop whose payloads never
@@ -152,6 +153,9 @@ class OnlineSelection {
     int sizeClass = 0;
     int index = -1;
     std::size_t bytes = 0;  // the call's payload
+    bool stepTimed = false;  // its launch and completion count in its epoch's span (the step check)
+    // Whether the caller times this call (recordTime, recordLaunch).
+    bool timed() const { return index >= 0 || stepTimed; }
   };
   struct Winner {
     Collective collective;
@@ -193,13 +197,13 @@ class OnlineSelection {
   // keeps its schedule after set_wire("off") or for float64 payloads.
   bool next(const algorithms::CollectiveSpec& spec, const tuning::ModelSelection& model, WireFormat wire,
             const algorithms::AlgorithmInfo*& algo, Trial& trial);
-  // [comm lock] A blocking trial call took `us` here.
-  void recordTime(const Trial& trial, double us);
-  // [comm lock] An asynchronous trial call was launched; its time (its
-  // share, OpState::sharedUs) is read from `state` at the decision.
-  void recordLaunch(const Trial& trial, std::shared_ptr<const executor::OpState> state);
-  // The clock the step check reads (tests: a clock of their own).
-  void setClock(std::function<core::Clock::time_point()> clock) { clock_ = std::move(clock); }
+  // [comm lock] A blocking timed call ran from `start` to `end` here.
+  void recordTime(const Trial& trial, core::Clock::time_point start, core::Clock::time_point end);
+  // [comm lock] An asynchronous timed call was launched at `launched`; its
+  // time (its share, OpState::sharedUs) and its completion
+  // (OpState::completedAt) are read from `state` at the decision.
+  void recordLaunch(const Trial& trial, std::shared_ptr<const executor::OpState> state,
+                    core::Clock::time_point launched);
   // [comm lock, nothing in flight] Collective over `world`: the checkpoint
   // of `coll`'s classes whose round is over, in class order: agrees on the
   // times so far, drops the candidates that cannot win and, after a class's
@@ -249,6 +253,16 @@ class OnlineSelection {
     const algorithms::AlgorithmInfo* winner = nullptr;  // once decided (null: the model's choice stays)
   };
 
+  // One epoch of the step check, its calls timed together.
+  struct EpochSpan {
+    int calls = 0;  // the epoch's calls (of kMinBytes or more)
+    int timed = 0;  // of them, recorded (recordTime, recordLaunch)
+    core::Clock::time_point firstLaunch = core::Clock::time_point::max();
+    core::Clock::time_point lastEnd{};  // of the blocking calls
+    std::vector<std::shared_ptr<const executor::OpState>> states;  // the asynchronous calls
+  };
+  // An epoch's span (us; infinity: a call not timed, or failed).
+  static double spanOf(const EpochSpan& e);
   // A collective's trials: its epoch under way and its classes in the race.
   struct CollectiveTrials {
     std::vector<std::size_t> seen;  // the payloads of the epoch's calls, in order (empty: none yet)
@@ -257,14 +271,14 @@ class OnlineSelection {
     bool checkpointDue = false;     // an epoch ended a class's round; decide() clears it once it ran
     int racingCalls = 0;            // the epoch's calls of classes still in the race
     // The step check: its arms ("": the mix; then each winner for every
-    // call), the epochs still to run (0: none under way), when the epoch
-    // under way began, each arm's periods (us), and how many classes had
-    // winners when it was last considered.
+    // call), the epochs still to run (0: none under way), the epoch under
+    // way, each arm's epochs, and how many classes had winners when it was
+    // last considered.
     std::vector<int> checkClasses;  // the classes of the epoch it was started after
     std::vector<std::string_view> arms;
     int checkEpochs = 0;
-    core::Clock::time_point epochStart{};
-    std::vector<std::vector<double>> armUs;
+    EpochSpan epoch;
+    std::vector<std::vector<EpochSpan>> armEpochs;
     int considered = 0;
     std::string checkedWinners;  // for the log: "8 MiB - 16 MiB native, 16 MiB - 32 MiB hier"
   };
@@ -312,7 +326,6 @@ class OnlineSelection {
   std::array<std::array<ClassState, kClasses>, kNumCollectives> classes_{};
   std::array<CollectiveTrials, kNumCollectives> trials_{};
   std::vector<Winner> winners_;
-  std::function<core::Clock::time_point()> clock_ = [] { return core::Clock::now(); };
 };
 
 }  // namespace boostcomm::tuning

@@ -575,6 +575,7 @@ std::string decided(double marginPercent, const std::function<double(const std::
   auto world = transport::InProcFabric::create(1);  // decide()'s agreement: this rank alone
   tuning::OnlineSelection selection(true, false, marginPercent);
   std::map<std::string, int> tried;
+  core::Clock::time_point at{};  // a clock of the test's own: each call takes its time, one after another
   for (int call = 0; call < 40; ++call) {
     const algorithms::AlgorithmInfo* algo = nullptr;
     tuning::OnlineSelection::Trial trial;
@@ -584,7 +585,10 @@ std::string decided(double marginPercent, const std::function<double(const std::
     }
     if (algo == nullptr || trial.index < 0) continue;
     const std::string name = algo->name;
-    selection.recordTime(trial, timeOf(name, tried[name]++));
+    const auto took = std::chrono::duration_cast<core::Clock::duration>(
+        std::chrono::duration<double, std::micro>(timeOf(name, tried[name]++)));
+    selection.recordTime(trial, at, at + took);
+    at += took;
   }
   if (calls != nullptr) *calls = tried;
   for (const auto& w : selection.winners()) {
@@ -632,12 +636,12 @@ TEST(OnlineSelection, OneSlowSampleDoesNotDisplaceTheModelsSchedule) {
 
 // The step check, through next / recordTime / decide on one rank, with a
 // clock of the test's own: a step of two buckets between two nodes, A
-// (12 MiB) and B (25 MiB), each a one-round class. Alone, native is the
-// fastest for A (50 ms) and the model's schedule M for B (200 ms): those are
-// the classes' winners. Beside native's A, B takes `neighbourCostMs` longer
-// (its bytes share the link). A step takes 700 ms of compute, then waits
-// for B: with M for both it lasts 900 ms, with the mix 900 +
-// neighbourCostMs. Returns each class's final winner, "A,B".
+// (12 MiB, launched first) and B (25 MiB, 10 ms later), each a one-round
+// class. Alone, native is the fastest for A (50 ms) and the model's
+// schedule M for B (200 ms): those are the classes' winners. Beside native's
+// A, B takes `neighbourCostMs` longer (its bytes share the link). The
+// epoch's span runs from A's launch to B's end: 210 ms with M for both, 210
+// + neighbourCostMs with the mix. Returns each class's final winner, "A,B".
 std::string stepWinners(double neighbourCostMs, std::string* modelChoice, std::string* log) {
   const algorithms::NodeLayout layout = algorithms::layoutFromSizes({1, 1});
   algorithms::CollectiveSpec a = probeOf(layout, 2);
@@ -678,12 +682,13 @@ std::string stepWinners(double neighbourCostMs, std::string* modelChoice, std::s
   };
   auto world = transport::InProcFabric::create(1);
   tuning::OnlineSelection selection(true, true, -tuning::OnlineSelection::kNativeKeepPercent);
-  core::Clock::time_point now{};
-  selection.setClock([&] { return now; });
+  const auto ms = [](double v) {
+    return std::chrono::duration_cast<core::Clock::duration>(std::chrono::duration<double, std::milli>(v));
+  };
+  core::Clock::time_point stepStart{};
   ::testing::internal::CaptureStderr();
-  for (int step = 0; step < 16; ++step) {
+  for (int step = 0; step < 16; ++step, stepStart += ms(1000.0)) {
     std::string onA;
-    double waitMs = 0.0;
     for (const algorithms::CollectiveSpec* spec : {&a, &b}) {
       const algorithms::AlgorithmInfo* algo = nullptr;
       tuning::OnlineSelection::Trial trial;
@@ -692,19 +697,19 @@ std::string stepWinners(double neighbourCostMs, std::string* modelChoice, std::s
         EXPECT_FALSE(selection.next(*spec, model, WireFormat::kOff, algo, trial));
       }
       const std::string ran = algo != nullptr ? algo->name : winnerFor(selection, spec->payloadBytes());
-      const double ms = spec == &a ? timeA(ran) : timeB(ran, onA);
-      if (spec == &a) onA = ran;
-      waitMs = ms;  // the step waits for B
-      if (trial.index >= 0) selection.recordTime(trial, ms * 1000.0);
+      const bool isA = spec == &a;
+      if (isA) onA = ran;
+      if (!trial.timed()) continue;
+      const core::Clock::time_point launch = stepStart + ms(isA ? 0.0 : 10.0);
+      selection.recordTime(trial, launch, launch + ms(isA ? timeA(ran) : timeB(ran, onA)));
     }
-    now += std::chrono::duration_cast<core::Clock::duration>(std::chrono::duration<double, std::milli>(700.0 + waitMs));
   }
   *log = ::testing::internal::GetCapturedStderr();
   return winnerFor(selection, a.payloadBytes()) + "," + winnerFor(selection, b.payloadBytes());
 }
 
 // The mix of the classes' winners (native for A, M for B) costs B 60 ms
-// beside native's A: its step, 960 ms, is 6.7% longer than with M for both,
+// beside native's A: its span, 270 ms, is 29% longer than with M for both,
 // and M then serves A too. Where the mix costs nothing more, each class
 // keeps its own winner.
 TEST(OnlineSelection, AStepCheckReplacesAMixSlowerThanOneWinnerForEveryCall) {
@@ -715,8 +720,8 @@ TEST(OnlineSelection, AStepCheckReplacesAMixSlowerThanOneWinnerForEveryCall) {
   EXPECT_NE(log.find("step check of allreduce (8 MiB - 16 MiB native, 16 MiB - 32 MiB " + model + ")"),
             std::string::npos)
       << log;
-  EXPECT_NE(log.find("each class's winner 960.0 ms, native for every call 1020.0 ms, " + model +
-                     " for every call 900.0 ms; " + model + " now serves 8 MiB - 16 MiB (was native)"),
+  EXPECT_NE(log.find("each class's winner 270.0 ms, native for every call 330.0 ms, " + model +
+                     " for every call 210.0 ms; " + model + " now serves 8 MiB - 16 MiB (was native)"),
             std::string::npos)
       << log;
   const std::string kept = stepWinners(0.0, &model, &log);
