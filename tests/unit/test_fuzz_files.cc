@@ -232,8 +232,12 @@ TEST(FuzzFiles, DamagedEnvCacheFallsBackAlikeOnEveryRank) {
       EXPECT_EQ(choice[static_cast<std::size_t>(r)], choice[0]) << "file " << f << ": rank " << r << " chose differently";
       EXPECT_EQ(tuned[static_cast<std::size_t>(r)], tuned[0]) << "file " << f << ": rank " << r;
     }
-    if (f == 0) EXPECT_TRUE(tuned[0]) << "the intact cache must load";
-    if (f >= 1 && f <= 4) EXPECT_FALSE(tuned[0]) << "file " << f << " is truncated and must be ignored";
+    if (f == 0) {
+      EXPECT_TRUE(tuned[0]) << "the intact cache must load";
+    }
+    if (f >= 1 && f <= 4) {
+      EXPECT_FALSE(tuned[0]) << "file " << f << " is truncated and must be ignored";
+    }
   }
   std::filesystem::remove(path);
 }

@@ -112,7 +112,9 @@ TEST(PosixSegment, EveryRankMapsEveryPartAndTheNameIsGone) {
       EXPECT_FALSE(exists(name)) << name;
       for (int q = 0; q < n; ++q) {
         EXPECT_EQ(reinterpret_cast<std::uintptr_t>(seg.base(q)) % kLineBytes, 0u);
-        if (q > 0) EXPECT_GE(static_cast<std::size_t>(seg.base(q) - seg.base(q - 1)), bytes);
+        if (q > 0) {
+          EXPECT_GE(static_cast<std::size_t>(seg.base(q) - seg.base(q - 1)), bytes);
+        }
       }
       for (std::size_t i = 0; i < bytes; ++i) ASSERT_EQ(seg.mine()[i], 0) << "not zero-filled at " << i;
       for (std::size_t i = 0; i < bytes; ++i) seg.mine()[i] = static_cast<char>(r * 37 + i);
