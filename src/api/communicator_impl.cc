@@ -486,7 +486,7 @@ Work CommunicatorImpl::submit(const CallArgs& args, const CallOptions& options) 
   // caller's test/wait, which would time the caller's own work too.
   const bool timed = trial.timed() && engine_->threadEnabled();
   if (timed) engine_->enableShareClock();  // a trial is timed by its share (see there)
-  const core::Clock::time_point launched = core::Clock::now();
+  const core::Clock::time_point launched = timed ? core::Clock::now() : core::Clock::time_point{};
   launch(algo, args, options, /*blocking=*/false, work);
   if (timed) online_.recordLaunch(trial, work, launched);
   engine_->progress();  // post the first steps now so peers can start

@@ -76,7 +76,7 @@ class OpState {
   double sharedUs = -1.0;
   // When the engine saw it complete, while the share clock runs (the
   // clock's epoch: not seen): online selection's step check reads an
-  // epoch's exposed tail from it (tuning/online_selection.h).
+  // epoch's span from it (tuning/online_selection.h).
   core::Clock::time_point completedAt{};
   // The call's deadline (ms; 0: none): the progress thread fails an
   // operation that nobody waits for once it is this old (see threadMain).

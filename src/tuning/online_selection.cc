@@ -91,8 +91,14 @@ void OnlineSelection::startClass(ClassState& s, const algorithms::CollectiveSpec
   } else {
     CollectiveTrials& t = trials_[static_cast<std::size_t>(spec.collective)];
     ++t.classesRacing;
-    t.checkEpochs = 0;  // a step check under way no longer times the whole mix
-    t.armEpochs.clear();
+    if (t.checkEpochs > 0 || !t.armEpochs.empty()) {
+      // A step check under way no longer times the whole mix: it starts
+      // again once the classes of an epoch are decided.
+      t.checkEpochs = 0;
+      t.armEpochs.clear();
+      t.epoch = {};
+      t.considered = -1;
+    }
   }
 }
 
@@ -144,15 +150,20 @@ bool OnlineSelection::next(const algorithms::CollectiveSpec& spec, const tuning:
   ClassState& s = state(spec.collective, cls);
   if (!s.started) startClass(s, spec, model, wire);
   CollectiveTrials& t = trials_[static_cast<std::size_t>(spec.collective)];
-  if (t.classesRacing == 0 && t.checkEpochs == 0) return false;
+  if (t.classesRacing == 0 && t.checkEpochs == 0 && !t.checkpointDue) return false;
   if (t.checkpointDue) return true;  // a checkpoint that did not complete (its agreement threw)
   if (!t.seen.empty() && endsEpoch(t, bytes) && endEpoch(spec.collective)) return true;
   t.seen.push_back(bytes);
   if (t.checkEpochs > 0) {  // the step check: the mix, or one winner for every call, timed together
+    // An arm serves the checked classes (those it may replace).
     const std::string_view arm = t.arms[armOf(t)];
     const auto it = std::find_if(s.candidates.begin(), s.candidates.end(),
                                  [&](const algorithms::AlgorithmInfo* a) { return a->name == arm; });
-    if (!arm.empty() && it != s.candidates.end() && (*it)->unsupportedReason(spec).empty()) algo = *it;
+    const bool checked = std::find(t.checkClasses.begin(), t.checkClasses.end(), cls) != t.checkClasses.end();
+    if (!arm.empty() && checked && s.winner != nullptr && it != s.candidates.end() &&
+        (*it)->unsupportedReason(spec).empty()) {
+      algo = *it;
+    }
     ++t.epoch.calls;
     trial.collective = spec.collective;
     trial.stepTimed = true;
@@ -376,13 +387,9 @@ void OnlineSelection::decide(Collective coll, transport::Transport& world) {
     if (roundOver(state(coll, cls))) decideClass(coll, cls, world);
   }
   CollectiveTrials& t = trials_[static_cast<std::size_t>(coll)];
+  if (t.checkEpochs == 0 && !t.armEpochs.empty()) stepCheck(coll, world);  // its epochs ran (throws: retried)
   t.checkpointDue = false;
-  if (t.checkEpochs > 0) return;
-  if (!t.armEpochs.empty()) {
-    stepCheck(coll, world);  // its epochs ran
-  } else if (t.classesRacing == 0) {
-    startStepCheck(coll);
-  }
+  if (t.checkEpochs == 0 && t.armEpochs.empty() && t.classesRacing == 0) startStepCheck(coll);
 }
 
 void OnlineSelection::startStepCheck(Collective coll) {
@@ -416,6 +423,7 @@ void OnlineSelection::startStepCheck(Collective coll) {
   t.arms.assign(1, std::string_view{});
   t.arms.insert(t.arms.end(), winners.begin(), winners.end());
   t.armEpochs.assign(t.arms.size(), {});
+  t.epoch = {};
   t.checkEpochs = static_cast<int>(t.arms.size()) * kCheckEpochs;
   t.checkedWinners = os.str();
 }
@@ -439,7 +447,7 @@ void OnlineSelection::stepCheck(Collective coll, transport::Transport& world) {
     if (armUs.size() > 1 && armUs.back() < armUs[best]) best = armUs.size() - 1;
   }
   t.armEpochs.clear();
-  const bool replace = best > 0 && armUs[best] < armUs[0] * (1.0 - kStepKeepPercent / 100.0);
+  const bool replace = best > 0 && armUs[0] < kNoTime && armUs[best] < armUs[0] * (1.0 - kStepKeepPercent / 100.0);
   const std::string_view chosen = t.arms[best];
   std::ostringstream changed;
   for (int cls : t.checkClasses) {

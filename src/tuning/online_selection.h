@@ -57,9 +57,12 @@
 // the arms came out within 5% of each other where forced hier ran the step
 // 10% faster than the mix. Not the period from one epoch's first call to
 // the next one's: it holds whatever the caller does between steps (the
-// DDP benchmark's gloo blocks made some epochs 3x longer). Not the first
-// round's epochs: they also pay a schedule's first build and DDP's first
-// step.
+// DDP benchmark's gloo blocks made some epochs 3x longer). The trial
+// epochs' times are not reused: they also pay a schedule's first build and
+// DDP's first step. Asynchronous calls have a span only while a progress
+// thread runs (as their trials have a time); without one nothing is
+// replaced. A class that starts during a check cancels it; it starts again
+// once the classes of an epoch are decided.
 //
 // Timing: a blocking call from its start to its return; an asynchronous
 // call by its share of the time from launch to the engine seeing it

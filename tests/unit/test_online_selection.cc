@@ -231,7 +231,7 @@ TEST(OnlineSelection, AStepRunsOneCandidateForAllItsCalls) {
   for (const std::string& s : selected) EXPECT_EQ(s, selected.front()) << "ranks kept different winners";
   // At most 4 candidates x 3 rounds of one-step epochs after the first
   // (which holds the first two steps), then, where the two classes' winners
-  // differ, the step check's 3 arms x 2 epochs: the last steps run the
+  // differ, the step check's 3 arms x 3 epochs: the last steps run the
   // winner.
   EXPECT_EQ(ran[0][steps - 1], selected.front() + "/" + selected.front()) << "the class was not decided";
 }
@@ -641,13 +641,17 @@ TEST(OnlineSelection, OneSlowSampleDoesNotDisplaceTheModelsSchedule) {
 // schedule M for B (200 ms): those are the classes' winners. Beside native's
 // A, B takes `neighbourCostMs` longer (its bytes share the link). The
 // epoch's span runs from A's launch to B's end: 210 ms with M for both, 210
-// + neighbourCostMs with the mix. Returns each class's final winner, "A,B".
-std::string stepWinners(double neighbourCostMs, std::string* modelChoice, std::string* log) {
+// + neighbourCostMs with the mix. At step `oneOffStep` (if any) a call of
+// another size (5 MiB) follows B, once. Returns each class's final winner,
+// "A,B".
+std::string stepWinners(double neighbourCostMs, std::string* modelChoice, std::string* log, int oneOffStep = -1) {
   const algorithms::NodeLayout layout = algorithms::layoutFromSizes({1, 1});
   algorithms::CollectiveSpec a = probeOf(layout, 2);
   a.count = (std::size_t{12} << 20) / sizeof(float);
   algorithms::CollectiveSpec b = a;
   b.count = (std::size_t{25} << 20) / sizeof(float);
+  algorithms::CollectiveSpec oneOff = a;
+  oneOff.count = (std::size_t{5} << 20) / sizeof(float);
   LinkModel inter;
   inter.latencyUs = 50.0;
   inter.bandwidthGBps = 0.125;
@@ -687,9 +691,11 @@ std::string stepWinners(double neighbourCostMs, std::string* modelChoice, std::s
   };
   core::Clock::time_point stepStart{};
   ::testing::internal::CaptureStderr();
-  for (int step = 0; step < 16; ++step, stepStart += ms(1000.0)) {
+  for (int step = 0; step < 24; ++step, stepStart += ms(1000.0)) {
     std::string onA;
-    for (const algorithms::CollectiveSpec* spec : {&a, &b}) {
+    std::vector<const algorithms::CollectiveSpec*> calls{&a, &b};
+    if (step == oneOffStep) calls.push_back(&oneOff);
+    for (const algorithms::CollectiveSpec* spec : calls) {
       const algorithms::AlgorithmInfo* algo = nullptr;
       tuning::OnlineSelection::Trial trial;
       if (selection.next(*spec, model, WireFormat::kOff, algo, trial)) {
@@ -701,7 +707,8 @@ std::string stepWinners(double neighbourCostMs, std::string* modelChoice, std::s
       if (isA) onA = ran;
       if (!trial.timed()) continue;
       const core::Clock::time_point launch = stepStart + ms(isA ? 0.0 : 10.0);
-      selection.recordTime(trial, launch, launch + ms(isA ? timeA(ran) : timeB(ran, onA)));
+      const double took = isA ? timeA(ran) : spec == &b ? timeB(ran, onA) : 40.0;
+      selection.recordTime(trial, launch, launch + ms(took));
     }
   }
   *log = ::testing::internal::GetCapturedStderr();
@@ -727,6 +734,22 @@ TEST(OnlineSelection, AStepCheckReplacesAMixSlowerThanOneWinnerForEveryCall) {
   const std::string kept = stepWinners(0.0, &model, &log);
   EXPECT_EQ(kept, "native," + model) << log;
   EXPECT_NE(log.find("keeping each class's winner"), std::string::npos) << log;
+}
+
+// A call of a new size during the check (step 6: the trials took steps 0-3,
+// the check began at step 4) starts a class, which cancels the check; that
+// class, never seen again, stays in the race. The check starts again after
+// the next epoch of decided classes and decides as before, on spans of its
+// own epochs only.
+TEST(OnlineSelection, AStepCheckCancelledByANewClassStartsAgain) {
+  std::string model;
+  std::string log;
+  const std::string replaced = stepWinners(60.0, &model, &log, /*oneOffStep=*/6);
+  EXPECT_EQ(replaced, model + "," + model) << log;
+  EXPECT_NE(log.find("each class's winner 270.0 ms, native for every call 330.0 ms, " + model +
+                     " for every call 210.0 ms; " + model + " now serves 8 MiB - 16 MiB (was native)"),
+            std::string::npos)
+      << log;
 }
 
 TEST(OnlineSelection, TrialsKeepNativeOnACloseCallOnlyWhereItsTimesRepeat) {
