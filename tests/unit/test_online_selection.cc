@@ -540,6 +540,16 @@ TEST(OnlineSelection, TheModelsScheduleKeepsACloseCall) {
             (std::vector<std::size_t>{0, 2}));
 }
 
+// The cost model's parameters for two nodes of one rank joined at 1 Gbit/s.
+tuning::CostParams twoNodesAt1Gbit() {
+  LinkModel inter;
+  inter.latencyUs = 50.0;
+  inter.bandwidthGBps = 0.125;
+  inter.hops = 2;
+  inter.measured = true;
+  return tuning::paramsFor(2, {1, 1}, 2, false, LinkModel{}, inter);
+}
+
 // The same through the trials themselves (next / recordTime / decide): a
 // 25 MiB allreduce class between two nodes at 1 Gbit/s whose candidates
 // always take the times below (rd 14% ahead of ring, so it wins
@@ -554,12 +564,7 @@ std::string decided(double marginPercent, const std::function<double(const std::
   const algorithms::NodeLayout layout = algorithms::layoutFromSizes({1, 1});
   algorithms::CollectiveSpec spec = probeOf(layout, 2);
   spec.count = (std::size_t{25} << 20) / sizeof(float);
-  LinkModel inter;
-  inter.latencyUs = 50.0;
-  inter.bandwidthGBps = 0.125;
-  inter.hops = 2;
-  inter.measured = true;
-  const tuning::CostParams params = tuning::paramsFor(2, {1, 1}, 2, false, LinkModel{}, inter);
+  const tuning::CostParams params = twoNodesAt1Gbit();
   const tuning::ModelSelection model(params, spec);
   // A class of one round (kOneRoundUs): the challenge round is what gives it more.
   EXPECT_GE(model.bestPredictedUs(Collective::kAllreduce, spec.payloadBytes(), WireFormat::kOff),
@@ -652,12 +657,7 @@ std::string stepWinners(double neighbourCostMs, std::string* modelChoice, std::s
   b.count = (std::size_t{25} << 20) / sizeof(float);
   algorithms::CollectiveSpec oneOff = a;
   oneOff.count = (std::size_t{5} << 20) / sizeof(float);
-  LinkModel inter;
-  inter.latencyUs = 50.0;
-  inter.bandwidthGBps = 0.125;
-  inter.hops = 2;
-  inter.measured = true;
-  const tuning::CostParams params = tuning::paramsFor(2, {1, 1}, 2, false, LinkModel{}, inter);
+  const tuning::CostParams params = twoNodesAt1Gbit();
   const tuning::ModelSelection model(params, a);
   const auto namesFor = [&](const algorithms::CollectiveSpec& spec) {
     std::vector<std::string> names;
