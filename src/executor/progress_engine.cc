@@ -243,19 +243,15 @@ void ProgressEngine::shareInTurn(double shareNow) {
   }
 }
 
-double ProgressEngine::advanceShares() {
-  return shares_.advance(core::usSince(shareOrigin_), sharing_);
+double ProgressEngine::advanceShares(core::Clock::time_point now) {
+  return shares_.advance(core::usBetween(shareOrigin_, now), sharing_);
 }
 
 void ProgressEngine::finishRetired() {
   if (retired_.empty()) return;
   // Before the erase: the retired operations shared the time up to now.
-  core::Clock::time_point seen{};
-  double shareNow = 0.0;
-  if (shareClock_) {
-    seen = core::Clock::now();
-    shareNow = shares_.advance(core::usBetween(shareOrigin_, seen), sharing_);
-  }
+  const core::Clock::time_point seen = shareClock_ ? core::Clock::now() : core::Clock::time_point{};
+  const double shareNow = shareClock_ ? advanceShares(seen) : 0.0;
   std::erase_if(inFlight_, [](const Operation& op) { return op.execution == nullptr; });
   publishCount();
   if (shareClock_) {

@@ -257,8 +257,8 @@ class ProgressEngine {
   void publishCount() { inFlightCount_.store(inFlight_.size() + messages_.size(), std::memory_order_release); }
   // Recycles the operations moved to retired_ and completes their states.
   void finishRetired();
-  // [share clock on] Advances it to now with sharing_ operations open.
-  double advanceShares();
+  // [share clock on] Advances it to `now` with sharing_ operations open.
+  double advanceShares(core::Clock::time_point now = core::Clock::now());
   // [share clock on] op, about to join inFlight_, starts its share at `now`
   // (the clock's reading), or waits (Operation::waiting) where an in-turn
   // operation is ahead of it.

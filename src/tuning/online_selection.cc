@@ -157,12 +157,10 @@ bool OnlineSelection::next(const algorithms::CollectiveSpec& spec, const tuning:
   if (t.checkEpochs > 0) {  // the step check: the mix, or one winner for every call, timed together
     // An arm serves the checked classes (those it may replace).
     const std::string_view arm = t.arms[armOf(t)];
-    const auto it = std::find_if(s.candidates.begin(), s.candidates.end(),
-                                 [&](const algorithms::AlgorithmInfo* a) { return a->name == arm; });
+    const algorithms::AlgorithmInfo* a = candidateNamed(s, arm);
     const bool checked = std::find(t.checkClasses.begin(), t.checkClasses.end(), cls) != t.checkClasses.end();
-    if (!arm.empty() && checked && s.winner != nullptr && it != s.candidates.end() &&
-        (*it)->unsupportedReason(spec).empty()) {
-      algo = *it;
+    if (!arm.empty() && checked && s.winner != nullptr && a != nullptr && a->unsupportedReason(spec).empty()) {
+      algo = a;
     }
     ++t.epoch.calls;
     trial.collective = spec.collective;
@@ -307,6 +305,12 @@ std::vector<std::size_t> OnlineSelection::challenge(const std::vector<std::strin
     if (c == m || c == winner) two.push_back(c);
   }
   return two;
+}
+
+const algorithms::AlgorithmInfo* OnlineSelection::candidateNamed(const ClassState& s, std::string_view name) {
+  const auto it = std::find_if(s.candidates.begin(), s.candidates.end(),
+                               [&](const algorithms::AlgorithmInfo* a) { return a->name == name; });
+  return it != s.candidates.end() ? *it : nullptr;
 }
 
 std::vector<std::string_view> OnlineSelection::namesOf(const ClassState& s) {
@@ -454,16 +458,15 @@ void OnlineSelection::stepCheck(Collective coll, transport::Transport& world) {
     if (!replace) break;
     ClassState& s = state(coll, cls);
     if (s.winner == nullptr || s.winner->name == chosen) continue;
-    const auto it = std::find_if(s.candidates.begin(), s.candidates.end(),
-                                 [&](const algorithms::AlgorithmInfo* a) { return a->name == chosen; });
-    if (it == s.candidates.end()) continue;
+    const algorithms::AlgorithmInfo* a = candidateNamed(s, chosen);
+    if (a == nullptr) continue;
     changed << (changed.tellp() > 0 ? ", " : "") << rangeOf(cls) << " (was " << s.winner->name << ")";
     for (Winner& w : winners_) {
       if (w.collective == coll && w.algorithm == s.winner && w.minBytes == (std::size_t{1} << cls)) {
-        w.algorithm = *it;
+        w.algorithm = a;
       }
     }
-    s.winner = *it;
+    s.winner = a;
   }
   if (log_ && world.rank() == 0) {
     std::ostringstream os;

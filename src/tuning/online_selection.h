@@ -311,6 +311,8 @@ class OnlineSelection {
   static std::string dropSlow(ClassState& s, const double* medianUs, const double* fastestUs);
   std::size_t winnerOf(const ClassState& s) const;
   static std::vector<std::string_view> namesOf(const ClassState& s);  // the candidates' names, in order
+  // The candidate of `s` named `name` (null: none; "" names none).
+  static const algorithms::AlgorithmInfo* candidateNamed(const ClassState& s, std::string_view name);
   // After `coll`'s classes are decided (all of them, or those of an epoch):
   // where the winners of the classes of the epoch just ended differ, the
   // step check's epochs begin.
