@@ -140,6 +140,16 @@ def cpu_by_kind(before, after):
     return used
 
 
+def cpu_by_name(before, after):
+    """CPU seconds per thread name (threads of one name added up) between two
+    thread_cpu() readings; the main thread is "main"."""
+    used = {}
+    for tid, (name, sec) in after.items():
+        key = "main" if tid == os.getpid() else name
+        used[key] = used.get(key, 0.0) + sec - before.get(tid, (name, 0.0))[1]
+    return used
+
+
 class BucketClock:
     """--timeline: DDP's allreduce hook, timed. Each bucket is averaged and
     allreduced as the default hook does (divide by the world size, one
@@ -167,9 +177,10 @@ class BucketClock:
         return fut.then(done)
 
 
-def block(ddp, opt, data, steps, sync, barrier_group, clock=None, marks=None):
+def block(ddp, opt, data, steps, sync, barrier_group, clock=None, marks=None, names=None):
     """Mean seconds per step over `steps` steps (slowest rank), and this rank's
-    CPU seconds per step by kind of thread. `ddp` is a DDP module, or the plain
+    CPU seconds per step by kind of thread (`names`, a list, also gets them by
+    thread name). `ddp` is a DDP module, or the plain
     model when `opt` is a boostcomm.DistributedOptimizer (whose no_sync() then
     gives the floor). `marks` (with --timeline) gets per step the times of its
     start, of backward's start and of backward's return."""
@@ -194,7 +205,10 @@ def block(ddp, opt, data, steps, sync, barrier_group, clock=None, marks=None):
         if marks is not None:
             marks.append((t0, t1, t2))
     seconds = time.perf_counter() - start
-    cpu = {k: v / steps for k, v in cpu_by_kind(cpu0, thread_cpu()).items()}
+    cpu1 = thread_cpu()
+    cpu = {k: v / steps for k, v in cpu_by_kind(cpu0, cpu1).items()}
+    if names is not None:
+        names.append({k: v / steps for k, v in cpu_by_name(cpu0, cpu1).items()})
     elapsed = torch.tensor([seconds / steps])
     dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=barrier_group)
     return elapsed.item(), cpu
@@ -227,6 +241,16 @@ def print_cpu(all_cpu, runs):
                 c = rank_cpu[f"{name}_{kind}"]
                 print(f"{rank:4} {name + ' ' + kind:16} {c['main'] * 1e3:8.1f} {c['boostcomm'] * 1e3:10.1f} "
                       f"{c['other'] * 1e3:8.1f}")
+
+
+def print_cpu_by_name(all_names, runs):
+    print("CPU ms per step by thread name (median over blocks; threads of one name added up; under 0.5 ms left out)")
+    for rank, rank_names in enumerate(all_names):
+        for name in runs:
+            for kind in ("step", "floor"):
+                used = sorted(rank_names[f"{name}_{kind}"].items(), key=lambda kv: -kv[1])
+                print(f"{rank:4} {name + ' ' + kind:16} " +
+                      ", ".join(f"{n} {v * 1e3:.1f}" for n, v in used if v >= 5e-4))
 
 
 def print_timeline(timelines, world):
@@ -264,6 +288,8 @@ def main():
     p.add_argument("--timeline", action="store_true",
                    help="time every bucket of the last step (DDP hook: ready, launched, done) on every rank "
                         "and print it; the hook does what DDP's default one does, in Python")
+    p.add_argument("--cpu-by-name", action="store_true",
+                   help="also print each rank's CPU per step by thread name (median over the blocks)")
     args = p.parse_args()
 
     if args.torchvision:
@@ -306,6 +332,7 @@ def main():
 
     times = {f"{n}_{k}": [] for n in runs for k in ("step", "floor")}
     cpus = {key: [] for key in times}
+    names = {key: [] for key in times}
     marks = {key: [] for key in times}
     for c in clocks.values():
         c.events.clear()
@@ -319,7 +346,7 @@ def main():
                     s = opt.overlap_stats()
                     opt_comm, opt_hidden = s["mean"]["comm_seconds"], s["mean"]["hidden_seconds"]
                 seconds, cpu = block(ddp, opt, data, args.steps, kind == "step", gloo,
-                                     marks=marks[key] if args.timeline else None)
+                                     marks=marks[key] if args.timeline else None, names=names[key])
                 times[key].append(seconds)
                 cpus[key].append(cpu)
     overlap = boostcomm.get_overlap_stats()
@@ -327,6 +354,11 @@ def main():
     my_cpu = {key: {k: statistics.median(c[k] for c in v) for k in v[0]} for key, v in cpus.items()}
     all_cpu = [None] * dist.get_world_size()
     dist.all_gather_object(all_cpu, my_cpu, group=gloo)
+    all_names = [None] * dist.get_world_size()
+    if args.cpu_by_name:
+        my_names = {key: {n: statistics.median(c.get(n, 0.0) for c in v) for n in set().union(*v)}
+                    for key, v in names.items()}
+        dist.all_gather_object(all_names, my_names, group=gloo)
     timelines = [None] * dist.get_world_size()
     if args.timeline:
         dist.all_gather_object(timelines, last_step_timeline(clocks, marks), group=gloo)
@@ -379,6 +411,8 @@ def main():
                   f"{result['optimizer_overhead_ms'] / g if g > 0 else float('nan'):.3f}, "
                   f"{result['optimizer_overlap_efficiency_pct']:.0f}% of its communication hidden")
         print_cpu(all_cpu, runs)
+        if args.cpu_by_name:
+            print_cpu_by_name(all_names, runs)
         if args.timeline:
             print_timeline(timelines, dist.get_world_size())
         if args.json:

@@ -221,6 +221,10 @@ void CommunicatorImpl::ensureSubCommunicators() {
   intraSharedMemory_ = intra_->sharedMemory() != nullptr;
   BC_INTERNAL(intra_ && inter_ && intra_->size() == layout_.ranksPerNode() && inter_->size() == layout_.nodes(),
               "sub-communicators do not match the node layout " << layout_.describe());
+  // Their completions wake the progress thread (where they signal them):
+  // a hierarchical call waiting on the slow link then sleeps, not polls.
+  engine_->signalFrom(*intra_);
+  engine_->signalFrom(*inter_);
 }
 
 std::shared_ptr<const executor::Schedule> CommunicatorImpl::schedule(const AlgorithmInfo& algo,
@@ -569,6 +573,7 @@ void CommunicatorImpl::finalize() {
       if (t != nullptr) t->keepBackendOnClose();
     }
   }
+  engine_->stopCompletionSignals();  // before the splits that signal go
   intra_.reset();
   inter_.reset();
   p2p_.reset();
@@ -579,7 +584,6 @@ void CommunicatorImpl::finalize() {
   engine_->setCallStatus(nullptr);
   engine_->setWaitMonitor(nullptr);
   inspector_->closeChannel();  // tells the others of a mismatch seen here; before MPI goes
-  engine_->stopCompletionSignals();
   transport_.reset();  // releases the shared segment and registered buffers
   if (onFinalize_) onFinalize_();
   if (pending) std::rethrow_exception(pending);

@@ -24,6 +24,7 @@ void CommunicatorImpl::enablePointToPoint() {
   p2p_ = transport_->split(0, rank_);
   if (p2p_) p2p_->keepMessagesWhole();  // receives from any source match one message
   BC_INTERNAL(p2p_ && p2p_->size() == size_ && p2p_->rank() == rank_, "point-to-point split does not match the group");
+  engine_->signalFrom(*p2p_);  // a receive waited on by the thread then sleeps, not polls
 }
 
 bool CommunicatorImpl::pointToPointEnabled() const {

@@ -526,4 +526,27 @@ bool Execution::progress(transport::Transport& transport, IssueLedger& ledger, b
   return remaining_ == 0 && headersPending_ == 0;
 }
 
+bool Execution::waitsOnSignalsOnly(transport::Transport& world,
+                                   std::span<transport::Transport* const> signalling) const {
+  auto signals = [&](int comm) {
+    const transport::Transport* t = &transportFor(comm, world);
+    return std::find(signalling.begin(), signalling.end(), t) != signalling.end();
+  };
+  if (headersPending_ > 0) {
+    for (const PeerHeader& h : sendHeaders_) {
+      if (!h.done && !signals(h.comm)) return false;
+    }
+    for (const PeerHeader& h : recvHeaders_) {
+      if (h.done || h.inlined) continue;  // inline: its step's message, checked below
+      if (h.status != nullptr || !signals(h.comm)) return false;
+    }
+  }
+  const auto& steps = schedule_->steps();
+  for (std::size_t i = firstPending_; i < steps.size(); ++i) {
+    if (state_[i] != State::kRunning) continue;
+    if (steps[i].kind == StepKind::kShm || !signals(steps[i].comm)) return false;
+  }
+  return true;
+}
+
 }  // namespace boostcomm::executor

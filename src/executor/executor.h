@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -156,6 +157,15 @@ class Execution {
   bool progress(transport::Transport& transport, IssueLedger& ledger, bool* advanced = nullptr);
   bool done() const { return remaining_ == 0 && headersPending_ == 0; }
   const Schedule* schedule() const { return schedule_; }
+  // Whether only a completion signalled by one of the transports in
+  // `signalling` (Transport::signalCompletions) can advance this execution
+  // now: every step in flight is a message or a backend collective on one
+  // of them, and every header awaited travels on one of them (none is read
+  // from a peer's status in shared memory). Steps not started wait on steps
+  // of this engine (their dependencies, an earlier call's place, a header):
+  // the sweep after the completion that frees them starts them. A kShm step
+  // in flight is seen to advance only by polling.
+  bool waitsOnSignalsOnly(transport::Transport& world, std::span<transport::Transport* const> signalling) const;
 
   // Storage for Binding::nativeCounts/nativeDispls that lives as long as the
   // execution and keeps its capacity across reuse.

@@ -57,7 +57,7 @@ constexpr auto kThreadLongSleep = std::chrono::microseconds(2000);
 ProgressEngine::ProgressEngine(transport::Transport& world, core::SpinMutex& lock) : mutex_(lock), world_(world) {
   inFlight_.reserve(64);
   retired_.reserve(64);
-  signalled_ = world_.signalCompletions([this] { onSignal(); });
+  signalFrom(world_);
   nativesInTurn_ = world_.runsNativesInTurn();
 }
 
@@ -69,7 +69,7 @@ ProgressEngine::~ProgressEngine() {
     // inside a callback): the thread cannot join itself; let it go.
     if (thread_.joinable()) thread_.detach();
   }
-  stopCompletionSignals();  // after the thread, which reads signalled_
+  stopCompletionSignals();  // after the thread, which reads signalling_
 }
 
 std::unique_ptr<Execution> ProgressEngine::acquireExecution() {
@@ -93,7 +93,7 @@ std::uint64_t ProgressEngine::launch(std::unique_ptr<Execution> exec, std::share
   op.scratch = binding.scratch;
   op.id = nextId_++;
   op.sequence = sequence;
-  op.polled = !signalled_ || binding.peerStatus != nullptr || !op.schedule->onWorldMessagesOnly();
+  op.polled = !signals(&world_) || binding.peerStatus != nullptr || !op.schedule->onWorldMessagesOnly();
   // Advanced first: the ones in flight shared the time up to now.
   if (shareClock_) startShare(op, advanceShares(), anyInTurn());
   if (state) state->id = op.id;
@@ -108,7 +108,7 @@ std::uint64_t ProgressEngine::track(transport::Transport& transport, const trans
                                     bool anySource, std::shared_ptr<OpState> state) {
   BC_INTERNAL(state != nullptr, "track: a message needs a state");
   state->id = nextId_++;
-  messages_.push_back(Message{&transport, request, anySource, state, !signalled_ || &transport != &world_});
+  messages_.push_back(Message{&transport, request, anySource, state, !signals(&transport)});
   publishCount();
   wakeThread();
   return state->id;
@@ -180,15 +180,20 @@ void ProgressEngine::onSignal() {
   sleepCv_.notify_one();
 }
 
+void ProgressEngine::signalFrom(transport::Transport& transport) {
+  if (signals(&transport)) return;
+  if (transport.signalCompletions([this] { onSignal(); })) signalling_.push_back(&transport);
+}
+
 void ProgressEngine::stopCompletionSignals() {
-  if (!signalled_) return;
-  world_.signalCompletions({});  // returns once a call in progress has returned
-  signalled_ = false;
+  // Each returns once a call in progress has returned.
+  for (transport::Transport* t : signalling_) t->signalCompletions({});
+  signalling_.clear();
 }
 
 bool ProgressEngine::anyPolled() const {
   for (const Operation& op : inFlight_) {
-    if (op.polled) return true;
+    if (op.polled && !op.execution->waitsOnSignalsOnly(world_, signalling_)) return true;
   }
   for (const Message& m : messages_) {
     if (m.polled) return true;
@@ -523,7 +528,7 @@ void ProgressEngine::threadMain() {
         // the thread does (every 64 idle sweeps; after a wait for a signal,
         // every idle sweep: those come at most every kThreadLongSleep).
         if (!advanced && (signalWait || (++deadlineChecks & 0x3f) == 0)) checkDeadlines();
-        awaitSignal = !advanced && signalled_ && !anyPolled();
+        awaitSignal = !advanced && !signalling_.empty() && !anyPolled();
       } catch (...) {
         // progress() failed the engine: every in-flight operation completed
         // with the error, which its waiters and callbacks now report.

@@ -18,8 +18,9 @@
 // runCallbacks is called with it held. The thread only ever try_locks, so a
 // caller driving a blocking call is never slowed by it; it backs off (spin,
 // then yield, then sleeps that grow with the wait) while nothing advances,
-// or, where everything in flight runs on a world transport that signals its
-// completions (Transport::signalCompletions: Gloo's), sleeps until one.
+// or, where everything in flight waits on transports that signal their
+// completions (Transport::signalCompletions: Gloo's; the world and the
+// splits given to signalFrom), sleeps until one.
 //
 // Completion callbacks run exactly once, outside the lock (they may call the
 // communicator again), on whichever thread retired the operation: the
@@ -36,6 +37,7 @@
 // together while only two are.)
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -208,8 +210,13 @@ class ProgressEngine {
   // Off by default
   // (it reads the clock at every launch and retire); it stays on once set.
   void enableShareClock();
-  // [lock] Before the world transport goes (the communicator's finalize):
-  // it no longer signals completions to this engine, which polls from then on.
+  // [lock] Completions of `transport` (a split of the world: the hierarchical
+  // levels, the point-to-point channel) wake the thread too, where the
+  // transport signals them; call stopCompletionSignals before it goes.
+  void signalFrom(transport::Transport& transport);
+  // [lock] Before the world transport or a split given to signalFrom goes
+  // (the communicator's finalize): they no longer signal completions to this
+  // engine, which polls from then on.
   void stopCompletionSignals();
   // [lock] Where retiring operation number q records completion (may be null).
   void setCallStatus(core::CallStatus* status) { status_ = status; }
@@ -232,9 +239,10 @@ class ProgressEngine {
     // runsNativesInTurn): its shareStart waits until it is the first.
     bool inTurn = false;   // such an operation (in turn with the others)
     bool waiting = false;  // behind another such one: charged nothing yet
-    // Whether only polling sees it advance: a step on a transport that does
-    // not signal completions (signalled_), shared memory, or a node peer's
-    // header read from its call status.
+    // Whether polling may be needed to see it advance: a step on a transport
+    // that does not signal completions (signalling_), shared memory, or a node
+    // peer's header read from its call status. Where set, each idle sweep asks
+    // its execution (Execution::waitsOnSignalsOnly).
     bool polled = true;
   };
   // [lock] The progress thread's deadline check: fails the engine with
@@ -267,15 +275,20 @@ class ProgressEngine {
   // [share clock on] Gives in-turn operations retired together (retired_) their shares.
   void shareInTurn(double shareNow);
   void threadMain();
-  // [lock] Whether an operation or message in flight needs polling (see
+  // [lock] Whether an operation or message in flight needs polling now (see
   // Operation::polled); when none does, the thread sleeps until a signal.
   bool anyPolled() const;
+  bool signals(const transport::Transport* t) const {
+    return std::find(signalling_.begin(), signalling_.end(), t) != signalling_.end();
+  }
 
   core::SpinMutex& mutex_;
   transport::Transport& world_;
-  // The world transport signals its completions (Transport::signalCompletions):
-  // they wake the thread, which then need not poll work that runs on it alone.
-  bool signalled_ = false;
+  // The transports that signal their completions to this engine
+  // (Transport::signalCompletions): the world's first where it does, then
+  // those given to signalFrom. They wake the thread, which then need not
+  // poll work that waits on them alone.
+  std::vector<transport::Transport*> signalling_;
   IssueLedger ledger_;  // issue order of collective steps across operations
   ScratchPool scratch_;
   std::vector<std::unique_ptr<Execution>> freeExecutions_;

@@ -22,6 +22,8 @@
 #include "boostcomm/store.h"
 #include "common/store_threads.h"
 #include "common/transport_checks.h"
+#include "executor/executor.h"
+#include "executor/schedule.h"
 #include "transport/gloo/gloo_transport.h"
 #include "transport/pending_messages.h"
 
@@ -297,6 +299,65 @@ TEST(GlooTransport, CompletionsAreSignalledUntilCleared) {
   });
   std::lock_guard<std::mutex> lock(m);
   EXPECT_EQ(signals, before);
+}
+
+// Which waits the progress thread may sleep through until a signal
+// (Execution::waitsOnSignalsOnly): a receive in flight on a split (a
+// hierarchical level) waits on signals only where that split signals to the
+// engine; the world's signals alone do not wake it. Deterministic: rank 1
+// sends only after rank 0 has looked at its running receive.
+TEST(GlooTransport, AReceiveOnASplitWaitsOnThatSplitsSignalsOnly) {
+  auto ts = makeTransports(2);
+  std::vector<std::unique_ptr<Transport>> subs(2);
+  onThreads(2, [&](int r) { subs[static_cast<std::size_t>(r)] = ts[static_cast<std::size_t>(r)]->split(0, r); });
+  std::mutex m;
+  std::condition_variable cv;
+  bool looked = false;
+  int in = -1, out = 42;
+  onThreads(2, [&](int r) {
+    Transport& world = *ts[static_cast<std::size_t>(r)];
+    Transport* sub = subs[static_cast<std::size_t>(r)].get();
+    auto schedule = std::make_shared<executor::Schedule>(Collective::kBroadcast, DataType::kInt32, ReduceOp::kSum, "t");
+    executor::Frame onSplit;
+    onSplit.comm = executor::kIntraComm;
+    schedule->pushFrame(onSplit);
+    if (r == 0) {
+      schedule->recv({executor::BufferId::kRecv, 0}, sizeof in, 1, 3);
+    } else {
+      schedule->send({executor::BufferId::kSend, 0}, sizeof out, 0, 3);
+    }
+    schedule->popFrame();
+    executor::Binding binding;
+    binding.send = &out;
+    binding.recv = &in;
+    binding.subTransports[executor::kIntraComm] = sub;
+    executor::Execution exec;
+    executor::IssueLedger ledger;
+    if (r == 0) {
+      exec.start(schedule, binding, 0, false);
+      EXPECT_FALSE(exec.progress(world, ledger));  // the receive is posted and runs
+      Transport* const onlyWorld[] = {&world};
+      Transport* const withSplit[] = {&world, sub};
+      EXPECT_FALSE(exec.waitsOnSignalsOnly(world, {}));
+      EXPECT_FALSE(exec.waitsOnSignalsOnly(world, onlyWorld)) << "the world's signals cannot see the split's receive";
+      EXPECT_TRUE(exec.waitsOnSignalsOnly(world, withSplit));
+      {
+        std::lock_guard<std::mutex> lock(m);
+        looked = true;
+      }
+      cv.notify_all();
+      while (!exec.progress(world, ledger)) std::this_thread::yield();
+      EXPECT_EQ(in, 42);
+      EXPECT_TRUE(exec.waitsOnSignalsOnly(world, {})) << "nothing in flight waits on anything";
+    } else {
+      {
+        std::unique_lock<std::mutex> lock(m);
+        ASSERT_TRUE(cv.wait_for(lock, 10s, [&] { return looked; }));
+      }
+      exec.start(schedule, binding, 0, false);
+      while (!exec.progress(world, ledger)) std::this_thread::yield();
+    }
+  });
 }
 
 // The stall report's view of the transport (pending_messages.h): a receive
