@@ -526,8 +526,8 @@ bool Execution::progress(transport::Transport& transport, IssueLedger& ledger, b
   return remaining_ == 0 && headersPending_ == 0;
 }
 
-bool Execution::waitsOnSignalsOnly(transport::Transport& world,
-                                   std::span<transport::Transport* const> signalling) const {
+bool Execution::sleepsUntilWoken(transport::Transport& world, std::span<transport::Transport* const> signalling,
+                                 core::Doorbell*& bell) const {
   auto signals = [&](int comm) {
     const transport::Transport* t = &transportFor(comm, world);
     return std::find(signalling.begin(), signalling.end(), t) != signalling.end();
@@ -544,7 +544,13 @@ bool Execution::waitsOnSignalsOnly(transport::Transport& world,
   const auto& steps = schedule_->steps();
   for (std::size_t i = firstPending_; i < steps.size(); ++i) {
     if (state_[i] != State::kRunning) continue;
-    if (steps[i].kind == StepKind::kShm || !signals(steps[i].comm)) return false;
+    if (steps[i].kind == StepKind::kShm) {
+      core::Doorbell* its = engineOf(transportFor(steps[i].comm, world)).doorbell();
+      if (its == nullptr || (bell != nullptr && bell != its)) return false;
+      bell = its;
+    } else if (!signals(steps[i].comm)) {
+      return false;
+    }
   }
   return true;
 }

@@ -17,6 +17,7 @@
 
 #include "boostcomm/error.h"
 #include "core/call_status.h"
+#include "core/doorbell.h"
 #include "core/segment_list.h"
 #include "executor/link_meter.h"
 #include "executor/schedule.h"
@@ -157,15 +158,19 @@ class Execution {
   bool progress(transport::Transport& transport, IssueLedger& ledger, bool* advanced = nullptr);
   bool done() const { return remaining_ == 0 && headersPending_ == 0; }
   const Schedule* schedule() const { return schedule_; }
-  // Whether only a completion signalled by one of the transports in
-  // `signalling` (Transport::signalCompletions) can advance this execution
-  // now: every step in flight is a message or a backend collective on one
-  // of them, and every header awaited travels on one of them (none is read
-  // from a peer's status in shared memory). Steps not started wait on steps
-  // of this engine (their dependencies, an earlier call's place, a header):
-  // the sweep after the completion that frees them starts them. A kShm step
-  // in flight is seen to advance only by polling.
-  bool waitsOnSignalsOnly(transport::Transport& world, std::span<transport::Transport* const> signalling) const;
+  // Whether a thread may sleep until this execution can advance, instead of
+  // polling it: every step in flight is a message or a backend collective on
+  // a transport in `signalling` (Transport::signalCompletions), or a kShm
+  // step on a shared-memory engine with a doorbell (SharedMemoryEngine::
+  // doorbell: its peers ring it), and every header awaited travels on a
+  // signalling transport (none is read from a peer's status in shared
+  // memory). Steps not started wait on steps of this engine (their
+  // dependencies, an earlier call's place, a header): the sweep after the
+  // completion that frees them starts them. `bell` is the doorbell to sleep
+  // on: where kShm steps wait, set to their engine's (false if it already
+  // names another one); otherwise left as is.
+  bool sleepsUntilWoken(transport::Transport& world, std::span<transport::Transport* const> signalling,
+                        core::Doorbell*& bell) const;
 
   // Storage for Binding::nativeCounts/nativeDispls that lives as long as the
   // execution and keeps its capacity across reuse.

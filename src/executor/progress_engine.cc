@@ -145,8 +145,9 @@ void ProgressEngine::wakeThread() {
     {
       std::lock_guard lock(sleepMutex_);
       posted_.fetch_add(1, std::memory_order_relaxed);
+      if (sleepingOn_ != nullptr) sleepingOn_->ring();
     }
-    sleepCv_.notify_one();
+    sleepCv_.notify_all();
   }
 }
 
@@ -176,8 +177,13 @@ void ProgressEngine::onSignal() {
   // Only a thread asleep until a signal is woken: one that polls keeps its
   // back-off exactly as without signals (see awaitingSignal_).
   if (!awaitingSignal_.load(std::memory_order_seq_cst)) return;
-  { std::lock_guard lock(sleepMutex_); }  // the thread is asleep, or has seen signals_ change
-  sleepCv_.notify_one();
+  {
+    // The thread is asleep (on the condition variable or a doorbell), or
+    // has seen signals_ change.
+    std::lock_guard lock(sleepMutex_);
+    if (sleepingOn_ != nullptr) sleepingOn_->ring();
+  }
+  sleepCv_.notify_all();
 }
 
 void ProgressEngine::signalFrom(transport::Transport& transport) {
@@ -189,14 +195,21 @@ void ProgressEngine::stopCompletionSignals() {
   // Each returns once a call in progress has returned.
   for (transport::Transport* t : signalling_) t->signalCompletions({});
   signalling_.clear();
+  // No more sleeps on a doorbell: the memory it lives in may go next. A
+  // thread asleep on one is woken, and waited for until it left it.
+  std::unique_lock lock(sleepMutex_);
+  bellsAllowed_ = false;
+  if (sleepingOn_ != nullptr) sleepingOn_->ring();
+  sleepCv_.wait(lock, [&] { return sleepingOn_ == nullptr; });
 }
 
-bool ProgressEngine::anyPolled() const {
-  for (const Operation& op : inFlight_) {
-    if (op.polled && !op.execution->waitsOnSignalsOnly(world_, signalling_)) return true;
-  }
+bool ProgressEngine::mustPoll(core::Doorbell*& bell) const {
+  bell = nullptr;
   for (const Message& m : messages_) {
     if (m.polled) return true;
+  }
+  for (const Operation& op : inFlight_) {
+    if (op.polled && !op.execution->sleepsUntilWoken(world_, signalling_, bell)) return true;
   }
   return false;
 }
@@ -501,7 +514,11 @@ void ProgressEngine::threadMain() {
   // gap of nothing: it restarts the back-off but is not averaged.
   Clock::duration recentGap = kThreadFrequentGap * 2;
   bool woken = true;
-  bool signalWait = false;  // the last wait was for a signal (see below)
+  bool signalWait = false;  // the last wait was for a signal or a ring (see below)
+  // The doorbell the last idle sweep found to sleep on (Execution::
+  // sleepsUntilWoken), whose value each sweep reads first: a ring after that
+  // read ends the sleep at once.
+  core::Doorbell* bell = nullptr;
   while (true) {
     {
       std::unique_lock lock(sleepMutex_);
@@ -516,6 +533,8 @@ void ProgressEngine::threadMain() {
     }
     bool advanced = false;
     bool awaitSignal = false;
+    bool bellChanged = false;
+    std::uint32_t rung = 0;
     // Posts seen before this sweep: one that lands after it wakes the sleep below.
     const std::uint64_t posted = posted_.load(std::memory_order_relaxed);
     const std::uint64_t signals = signals_.load(std::memory_order_seq_cst);
@@ -523,12 +542,22 @@ void ProgressEngine::threadMain() {
     std::unique_lock engineLock(mutex_, std::defer_lock);
     if (!mutex_.contended() && engineLock.try_lock()) {
       try {
+        // Under the engine lock: the bell's memory is mapped while
+        // bellsAllowed_ (stopCompletionSignals clears it before it may go).
+        if (!bellsAllowed_) bell = nullptr;
+        if (bell != nullptr) rung = bell->value();
         advanced = progress();
         // Asynchronous work nobody waits for has no waiter to time it out:
         // the thread does (every 64 idle sweeps; after a wait for a signal,
         // every idle sweep: those come at most every kThreadLongSleep).
         if (!advanced && (signalWait || (++deadlineChecks & 0x3f) == 0)) checkDeadlines();
-        awaitSignal = !advanced && !signalling_.empty() && !anyPolled();
+        core::Doorbell* wakes = nullptr;
+        awaitSignal = !advanced && !mustPoll(wakes) && (wakes != nullptr ? bellsAllowed_ : !signalling_.empty());
+        if (awaitSignal && wakes != bell) {
+          // Its value was not read before this sweep: one more sweep first.
+          bellChanged = wakes != nullptr;
+          bell = wakes;
+        }
       } catch (...) {
         // progress() failed the engine: every in-flight operation completed
         // with the error, which its waiters and callbacks now report.
@@ -546,7 +575,37 @@ void ProgressEngine::threadMain() {
       sleep = kThreadMinSleep;
       continue;
     }
+    if (bellChanged) continue;
     signalWait = awaitSignal;
+    if (awaitSignal && bell != nullptr) {
+      // Shared-memory hand-offs wait on the node's other processes, which
+      // ring this rank's bell when they move anything (and this process's
+      // wakers ring it too): a short spin and yield catch a peer that is
+      // running now, then the thread sleeps until a ring.
+      const auto idle = Clock::now() - lastAdvance;
+      if (idle < kThreadSpinFor) continue;
+      if (idle < kThreadYieldFor) {
+        std::this_thread::yield();
+        continue;
+      }
+      std::unique_lock lock(sleepMutex_);
+      awaitingSignal_.store(true, std::memory_order_seq_cst);
+      if (!stop_ && bellsAllowed_ && posted_.load(std::memory_order_relaxed) == posted &&
+          signals_.load(std::memory_order_seq_cst) == signals) {
+        sleepingOn_ = bell;
+        lock.unlock();
+        bell->sleep(rung, kThreadLongSleep);
+        lock.lock();
+        sleepingOn_ = nullptr;
+      }
+      awaitingSignal_.store(false, std::memory_order_relaxed);
+      lock.unlock();
+      sleepCv_.notify_all();  // stopCompletionSignals may wait for it to leave the bell
+      lastAdvance = Clock::now();
+      woken = true;
+      sleep = kThreadMinSleep;
+      continue;
+    }
     if (awaitSignal) {
       // Nothing can advance before the transport signals a completion (or
       // a caller posts work): no spinning, yielding or short sleeps, whose

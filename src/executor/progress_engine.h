@@ -52,6 +52,7 @@
 
 #include "core/call_status.h"
 #include "core/clock.h"
+#include "core/doorbell.h"
 #include "core/intervals.h"
 #include "core/spin_mutex.h"
 #include "executor/executor.h"
@@ -242,7 +243,7 @@ class ProgressEngine {
     // Whether polling may be needed to see it advance: a step on a transport
     // that does not signal completions (signalling_), shared memory, or a node
     // peer's header read from its call status. Where set, each idle sweep asks
-    // its execution (Execution::waitsOnSignalsOnly).
+    // its execution (Execution::sleepsUntilWoken).
     bool polled = true;
   };
   // [lock] The progress thread's deadline check: fails the engine with
@@ -276,8 +277,9 @@ class ProgressEngine {
   void shareInTurn(double shareNow);
   void threadMain();
   // [lock] Whether an operation or message in flight needs polling now (see
-  // Operation::polled); when none does, the thread sleeps until a signal.
-  bool anyPolled() const;
+  // Operation::polled); when none does, the thread sleeps until a signal,
+  // or on `bell` (set where shared-memory steps wait: their engine's doorbell).
+  bool mustPoll(core::Doorbell*& bell) const;
   bool signals(const transport::Transport* t) const {
     return std::find(signalling_.begin(), signalling_.end(), t) != signalling_.end();
   }
@@ -320,6 +322,12 @@ class ProgressEngine {
   // its back-off exactly as without signals.
   std::atomic<std::uint64_t> signals_{0};
   std::atomic<bool> awaitingSignal_{false};
+  // The doorbell the thread sleeps on (a shared-memory engine's), which the
+  // wakers above ring [sleepMutex_]; and whether it may sleep on one at all
+  // [sleepMutex_ and the engine lock: either reads it]: not once
+  // stopCompletionSignals ran (the memory may go).
+  core::Doorbell* sleepingOn_ = nullptr;
+  bool bellsAllowed_ = true;
   std::mutex threadMutex_;  // serialises setThreadEnabled
   std::atomic<bool> threadRunning_{false};
   std::thread thread_;  // [threadMutex_]

@@ -352,7 +352,13 @@ bool ShmEngine::progress() {
     ++head_;
     ++completed_;
   }
-  if (any) ++advances_;
+  if (any) {
+    ++advances_;
+    // A peer may be asleep waiting for what moved (ShmEngine::doorbell).
+    for (int r = 0; r < size_; ++r) {
+      if (r != rank_) control(r).bell.ring();
+    }
+  }
   return any;
 }
 

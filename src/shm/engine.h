@@ -80,6 +80,7 @@ class ShmEngine final : public transport::SharedMemoryEngine {
   void release(void* buffer) override;
   bool isRegistered(const void* data, std::size_t bytes) const override;
   core::CallStatus* callStatus(int rank) override { return &control(rank).status; }
+  core::Doorbell* doorbell() override { return &control(rank_).bell; }
   std::size_t smallAllreduceBytes() const override { return kSmallAllreduceBytes; }
   // Every rank reads every peer's slot and reduces all of them, so its cost
   // grows with ranks x bytes, while the chunked path spreads the reduction

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/call_status.h"
+#include "core/doorbell.h"
 
 namespace boostcomm::shm {
 
@@ -102,6 +103,9 @@ struct RankControl {
   BroadcastEntry broadcastRing[kBroadcastRingEntries];
   // The owning communicator's call status (stall inspector, flight recorder).
   core::CallStatus status;
+  // Rung by every peer whose engine moved anything (ShmEngine::progress): this
+  // rank's progress thread sleeps on it while it waits on them.
+  core::Doorbell bell;
 };
 
 // Every rank's part is 64-byte aligned and zero-filled when the (collective)

@@ -24,6 +24,7 @@
 
 #include "boostcomm/types.h"
 #include "core/call_status.h"
+#include "core/doorbell.h"
 #include "transport/transport.h"
 
 namespace boostcomm::transport {
@@ -122,6 +123,10 @@ class SharedMemoryEngine {
   // Rank's call status in memory every rank of the node reads (null: none):
   // the communicator that owns this engine records its calls there.
   virtual core::CallStatus* callStatus(int /*rank*/) { return nullptr; }
+  // This rank's doorbell (core/doorbell.h), or null: every peer rings it
+  // after its test() moved a collective along, so a thread waiting on them
+  // may sleep on it instead of polling test().
+  virtual core::Doorbell* doorbell() { return nullptr; }
 };
 
 }  // namespace boostcomm::transport

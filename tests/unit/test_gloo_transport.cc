@@ -302,7 +302,7 @@ TEST(GlooTransport, CompletionsAreSignalledUntilCleared) {
 }
 
 // Which waits the progress thread may sleep through until a signal
-// (Execution::waitsOnSignalsOnly): a receive in flight on a split (a
+// (Execution::sleepsUntilWoken): a receive in flight on a split (a
 // hierarchical level) waits on signals only where that split signals to the
 // engine; the world's signals alone do not wake it. Deterministic: rank 1
 // sends only after rank 0 has looked at its running receive.
@@ -338,9 +338,11 @@ TEST(GlooTransport, AReceiveOnASplitWaitsOnThatSplitsSignalsOnly) {
       EXPECT_FALSE(exec.progress(world, ledger));  // the receive is posted and runs
       Transport* const onlyWorld[] = {&world};
       Transport* const withSplit[] = {&world, sub};
-      EXPECT_FALSE(exec.waitsOnSignalsOnly(world, {}));
-      EXPECT_FALSE(exec.waitsOnSignalsOnly(world, onlyWorld)) << "the world's signals cannot see the split's receive";
-      EXPECT_TRUE(exec.waitsOnSignalsOnly(world, withSplit));
+      core::Doorbell* bell = nullptr;
+      EXPECT_FALSE(exec.sleepsUntilWoken(world, {}, bell));
+      EXPECT_FALSE(exec.sleepsUntilWoken(world, onlyWorld, bell)) << "the world's signals cannot see the split's receive";
+      EXPECT_TRUE(exec.sleepsUntilWoken(world, withSplit, bell));
+      EXPECT_EQ(bell, nullptr) << "no shared-memory step: no doorbell";
       {
         std::lock_guard<std::mutex> lock(m);
         looked = true;
@@ -348,7 +350,7 @@ TEST(GlooTransport, AReceiveOnASplitWaitsOnThatSplitsSignalsOnly) {
       cv.notify_all();
       while (!exec.progress(world, ledger)) std::this_thread::yield();
       EXPECT_EQ(in, 42);
-      EXPECT_TRUE(exec.waitsOnSignalsOnly(world, {})) << "nothing in flight waits on anything";
+      EXPECT_TRUE(exec.sleepsUntilWoken(world, {}, bell)) << "nothing in flight waits on anything";
     } else {
       {
         std::unique_lock<std::mutex> lock(m);

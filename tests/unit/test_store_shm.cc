@@ -13,8 +13,11 @@
 
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "boostcomm/communicator.h"
@@ -23,6 +26,7 @@
 #include "common/tunable_override.h"
 #include "shm/attach.h"
 #include "shm/posix_segment.h"
+#include "transport/shared_memory.h"
 
 namespace boostcomm::shm {
 namespace {
@@ -168,6 +172,53 @@ TEST(StoreShm, AttachedToSplitsOfOneHost) {
     ASSERT_NE(sub, nullptr);
     attachSharedMemory(*sub);
     EXPECT_NE(sub->sharedMemory(), nullptr) << "rank " << r;
+  });
+  EXPECT_TRUE(leftovers().empty());
+}
+
+// The engine's doorbell (core/doorbell.h): a rank asleep on its bell while
+// it waits on a peer is woken by that peer's progress, not by a timeout.
+// Deterministic: rank 1 starts only after rank 0 read its bell.
+TEST(StoreShm, APeersProgressRingsTheBellOfARankWaitingOnIt) {
+  const int n = 2;
+  auto ts = testing::makeGlooTransports(n);
+  std::mutex m;
+  std::condition_variable cv;
+  bool asleep = false;
+  onThreads(n, [&](int r) {
+    transport::Transport& t = *ts[static_cast<std::size_t>(r)];
+    attachSharedMemory(t);
+    transport::SharedMemoryEngine* engine = t.sharedMemory();
+    ASSERT_NE(engine, nullptr);
+    ASSERT_NE(engine->doorbell(), nullptr);
+    std::vector<float> x(100000, static_cast<float>(r + 1));
+    transport::SharedMemoryCall call;
+    call.send = x.data();
+    call.recv = x.data();
+    call.count = x.size();
+    transport::Request req;
+    if (r == 0) {
+      core::Doorbell& bell = *engine->doorbell();
+      const std::uint32_t seen = bell.value();
+      engine->start(call, req);
+      EXPECT_FALSE(engine->test(req)) << "rank 1 has not started";
+      {
+        std::lock_guard<std::mutex> lock(m);
+        asleep = true;
+      }
+      cv.notify_all();
+      const auto start = std::chrono::steady_clock::now();
+      bell.sleep(seen, std::chrono::seconds(60));
+      EXPECT_LT(std::chrono::steady_clock::now() - start, 30s) << "slept to the timeout: nobody rang";
+      EXPECT_NE(bell.value(), seen);
+    } else {
+      std::unique_lock<std::mutex> lock(m);
+      ASSERT_TRUE(cv.wait_for(lock, 30s, [&] { return asleep; }));
+      lock.unlock();
+      engine->start(call, req);
+    }
+    while (!engine->test(req)) std::this_thread::yield();
+    for (float v : x) ASSERT_EQ(v, 3.0f);
   });
   EXPECT_TRUE(leftovers().empty());
 }
