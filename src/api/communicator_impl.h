@@ -250,6 +250,11 @@ class CommunicatorImpl {
   // the thread-safety contract in include/boostcomm/communicator.h).
   mutable core::SpinMutex mutex_;
   std::unique_ptr<transport::Transport> transport_;
+  // The splits of transport_ (see ensureSubCommunicators, enablePointToPoint):
+  // declared before engine_, which they signal, so they outlive it.
+  std::unique_ptr<transport::Transport> intra_;
+  std::unique_ptr<transport::Transport> inter_;
+  std::unique_ptr<transport::Transport> p2p_;  // point-to-point messages (enablePointToPoint)
   std::unique_ptr<executor::ProgressEngine> engine_;
   std::function<void()> onFinalize_;
   int rank_ = 0;
@@ -307,9 +312,6 @@ class CommunicatorImpl {
   tuning::OnlineSelection::Trial trial_;  // set by route() (prepare() or cleared): where this call's time goes
 
   algorithms::NodeLayout layout_;
-  std::unique_ptr<transport::Transport> intra_;
-  std::unique_ptr<transport::Transport> inter_;
-  std::unique_ptr<transport::Transport> p2p_;  // point-to-point messages (enablePointToPoint)
   LinkAccounting links_;
 
   ScheduleCache cache_;

@@ -527,29 +527,34 @@ bool Execution::progress(transport::Transport& transport, IssueLedger& ledger, b
 }
 
 bool Execution::sleepsUntilWoken(transport::Transport& world, std::span<transport::Transport* const> signalling,
-                                 core::Doorbell*& bell) const {
+                                 WakeSources& wakes) const {
   auto signals = [&](int comm) {
     const transport::Transport* t = &transportFor(comm, world);
     return std::find(signalling.begin(), signalling.end(), t) != signalling.end();
   };
   if (headersPending_ > 0) {
     for (const PeerHeader& h : sendHeaders_) {
-      if (!h.done && !signals(h.comm)) return false;
+      if (h.done) continue;
+      if (!signals(h.comm)) return false;
+      wakes.signals = true;
     }
     for (const PeerHeader& h : recvHeaders_) {
       if (h.done || h.inlined) continue;  // inline: its step's message, checked below
       if (h.status != nullptr || !signals(h.comm)) return false;
+      wakes.signals = true;
     }
   }
   const auto& steps = schedule_->steps();
   for (std::size_t i = firstPending_; i < steps.size(); ++i) {
     if (state_[i] != State::kRunning) continue;
     if (steps[i].kind == StepKind::kShm) {
-      core::Doorbell* its = engineOf(transportFor(steps[i].comm, world)).doorbell();
-      if (its == nullptr || (bell != nullptr && bell != its)) return false;
-      bell = its;
+      transport::SharedMemoryEngine* its = &engineOf(transportFor(steps[i].comm, world));
+      if (its->doorbell() == nullptr || (wakes.shm != nullptr && wakes.shm != its)) return false;
+      wakes.shm = its;
     } else if (!signals(steps[i].comm)) {
       return false;
+    } else {
+      wakes.signals = true;
     }
   }
   return true;

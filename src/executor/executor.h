@@ -17,7 +17,6 @@
 
 #include "boostcomm/error.h"
 #include "core/call_status.h"
-#include "core/doorbell.h"
 #include "core/segment_list.h"
 #include "executor/link_meter.h"
 #include "executor/schedule.h"
@@ -164,13 +163,18 @@ class Execution {
   // step on a shared-memory engine with a doorbell (SharedMemoryEngine::
   // doorbell: its peers ring it), and every header awaited travels on a
   // signalling transport (none is read from a peer's status in shared
-  // memory). Steps not started wait on steps of this engine (their
-  // dependencies, an earlier call's place, a header): the sweep after the
-  // completion that frees them starts them. `bell` is the doorbell to sleep
-  // on: where kShm steps wait, set to their engine's (false if it already
-  // names another one); otherwise left as is.
+  // memory). Steps not started wait on what the sweeps advance (their
+  // dependencies, an earlier call's place in its lane, a header message
+  // checked like the steps): the sweep that sees the completion freeing
+  // them starts them. `wakes` collects what the waits are on.
+  struct WakeSources {
+    // The engine whose doorbell to sleep on: where kShm steps wait, set to
+    // theirs (sleepsUntilWoken is false if it already names another one).
+    transport::SharedMemoryEngine* shm = nullptr;
+    bool signals = false;  // some steps wait on a signalling transport
+  };
   bool sleepsUntilWoken(transport::Transport& world, std::span<transport::Transport* const> signalling,
-                        core::Doorbell*& bell) const;
+                        WakeSources& wakes) const;
 
   // Storage for Binding::nativeCounts/nativeDispls that lives as long as the
   // execution and keeps its capacity across reuse.

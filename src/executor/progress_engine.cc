@@ -203,13 +203,17 @@ void ProgressEngine::stopCompletionSignals() {
   sleepCv_.wait(lock, [&] { return sleepingOn_ == nullptr; });
 }
 
-bool ProgressEngine::mustPoll(core::Doorbell*& bell) const {
-  bell = nullptr;
+bool ProgressEngine::mustPoll(Execution::WakeSources& wakes) const {
+  wakes = {};
   for (const Message& m : messages_) {
     if (m.polled) return true;
   }
   for (const Operation& op : inFlight_) {
-    if (op.polled && !op.execution->sleepsUntilWoken(world_, signalling_, bell)) return true;
+    if (!op.polled) {
+      wakes.signals = true;  // on the signalling world transport alone
+    } else if (!op.execution->sleepsUntilWoken(world_, signalling_, wakes)) {
+      return true;
+    }
   }
   return false;
 }
@@ -495,6 +499,7 @@ void ProgressEngine::setThreadEnabled(bool on) {
   {
     std::lock_guard lock(sleepMutex_);
     stop_ = true;
+    if (sleepingOn_ != nullptr) sleepingOn_->ring();
   }
   sleepCv_.notify_all();
   thread_.join();
@@ -515,10 +520,15 @@ void ProgressEngine::threadMain() {
   Clock::duration recentGap = kThreadFrequentGap * 2;
   bool woken = true;
   bool signalWait = false;  // the last wait was for a signal or a ring (see below)
-  // The doorbell the last idle sweep found to sleep on (Execution::
-  // sleepsUntilWoken), whose value each sweep reads first: a ring after that
-  // read ends the sleep at once.
-  core::Doorbell* bell = nullptr;
+  // The shared-memory engine whose doorbell the last idle sweep found to
+  // sleep on (Execution::sleepsUntilWoken), and the bell's value, which each
+  // sweep reads first: a ring after that read ends the sleep at once.
+  transport::SharedMemoryEngine* shm = nullptr;
+  // Whether the last advance moved shared memory (a hand-off between the
+  // node's ranks, which come in quick succession while both run), rather
+  // than a message or a new operation.
+  bool shmMoved = false;
+  bool alsoSignals = false;  // the last idle sweep's waits were on messages too
   while (true) {
     {
       std::unique_lock lock(sleepMutex_);
@@ -534,29 +544,40 @@ void ProgressEngine::threadMain() {
     bool advanced = false;
     bool awaitSignal = false;
     bool bellChanged = false;
+    core::Doorbell* bell = nullptr;  // shm's, read under the engine lock
     std::uint32_t rung = 0;
+    std::uint64_t shmAdvances = 0;
     // Posts seen before this sweep: one that lands after it wakes the sleep below.
     const std::uint64_t posted = posted_.load(std::memory_order_relaxed);
-    const std::uint64_t signals = signals_.load(std::memory_order_seq_cst);
+    const std::uint64_t signalsSeen = signals_.load(std::memory_order_seq_cst);
     // A caller waiting for the lock will progress everything itself.
     std::unique_lock engineLock(mutex_, std::defer_lock);
     if (!mutex_.contended() && engineLock.try_lock()) {
       try {
-        // Under the engine lock: the bell's memory is mapped while
-        // bellsAllowed_ (stopCompletionSignals clears it before it may go).
-        if (!bellsAllowed_) bell = nullptr;
-        if (bell != nullptr) rung = bell->value();
+        // Under the engine lock: the engine and its bell are there while
+        // bellsAllowed_ (stopCompletionSignals clears it before they may go).
+        if (!bellsAllowed_) shm = nullptr;
+        if (shm != nullptr) {
+          bell = shm->doorbell();
+          rung = bell->value();
+          shmAdvances = shm->advances();
+        }
         advanced = progress();
+        if (advanced) shmMoved = shm != nullptr && shm->advances() != shmAdvances;
         // Asynchronous work nobody waits for has no waiter to time it out:
         // the thread does (every 64 idle sweeps; after a wait for a signal,
         // every idle sweep: those come at most every kThreadLongSleep).
         if (!advanced && (signalWait || (++deadlineChecks & 0x3f) == 0)) checkDeadlines();
-        core::Doorbell* wakes = nullptr;
-        awaitSignal = !advanced && !mustPoll(wakes) && (wakes != nullptr ? bellsAllowed_ : !signalling_.empty());
-        if (awaitSignal && wakes != bell) {
-          // Its value was not read before this sweep: one more sweep first.
-          bellChanged = wakes != nullptr;
-          bell = wakes;
+        Execution::WakeSources wakes;
+        awaitSignal =
+            !advanced && !mustPoll(wakes) && (wakes.shm != nullptr ? bellsAllowed_ : !signalling_.empty());
+        alsoSignals = wakes.signals;
+        if (awaitSignal && wakes.shm != shm) {
+          // Another engine's bell, not read before this sweep: one more
+          // sweep first. (None: the condition variable, below.)
+          bellChanged = wakes.shm != nullptr;
+          shm = wakes.shm;
+          bell = nullptr;
         }
       } catch (...) {
         // progress() failed the engine: every in-flight operation completed
@@ -576,36 +597,47 @@ void ProgressEngine::threadMain() {
       continue;
     }
     if (bellChanged) continue;
-    signalWait = awaitSignal;
+    signalWait = false;
     if (awaitSignal && bell != nullptr) {
       // Shared-memory hand-offs wait on the node's other processes, which
       // ring this rank's bell when they move anything (and this process's
-      // wakers ring it too): a short spin and yield catch a peer that is
-      // running now, then the thread sleeps until a ring.
+      // wakers ring it too). Right after a hand-off, while they come often
+      // and nothing else is in flight (one host's buckets: both ranks
+      // run), it spins and yields as a polling wait does, since a wake-up
+      // costs more than the gap. Otherwise (after a message's completion or
+      // a new operation, or with messages in flight beside it: a
+      // hierarchical call, whose node peers are as likely to wait on the
+      // network themselves) a short spin and yield, then it sleeps until a
+      // ring. (The long window there took 29-40 ms of CPU per 2 x 2 DDP
+      // step against 23-30 with the short one.)
       const auto idle = Clock::now() - lastAdvance;
-      if (idle < kThreadSpinFor) continue;
-      if (idle < kThreadYieldFor) {
+      const bool frequent = shmMoved && !alsoSignals && recentGap < kThreadFrequentGap;
+      if (idle < (frequent ? kThreadSpinForFrequent : kThreadSpinFor)) continue;
+      if (idle < (frequent ? kThreadYieldForFrequent : kThreadYieldFor)) {
         std::this_thread::yield();
         continue;
       }
       std::unique_lock lock(sleepMutex_);
       awaitingSignal_.store(true, std::memory_order_seq_cst);
       if (!stop_ && bellsAllowed_ && posted_.load(std::memory_order_relaxed) == posted &&
-          signals_.load(std::memory_order_seq_cst) == signals) {
+          signals_.load(std::memory_order_seq_cst) == signalsSeen) {
         sleepingOn_ = bell;
         lock.unlock();
         bell->sleep(rung, kThreadLongSleep);
         lock.lock();
         sleepingOn_ = nullptr;
+        signalWait = true;
       }
       awaitingSignal_.store(false, std::memory_order_relaxed);
       lock.unlock();
       sleepCv_.notify_all();  // stopCompletionSignals may wait for it to leave the bell
-      lastAdvance = Clock::now();
+      // lastAdvance stays: a wake that moves nothing (a timeout, a ring for
+      // something else) goes back to sleep without another spin; an advance
+      // opens the window again.
       woken = true;
-      sleep = kThreadMinSleep;
       continue;
     }
+    signalWait = awaitSignal;
     if (awaitSignal) {
       // Nothing can advance before the transport signals a completion (or
       // a caller posts work): no spinning, yielding or short sleeps, whose
@@ -617,7 +649,7 @@ void ProgressEngine::threadMain() {
       awaitingSignal_.store(true, std::memory_order_seq_cst);
       sleepCv_.wait_for(lock, kThreadLongSleep, [&] {
         return stop_ || posted_.load(std::memory_order_relaxed) != posted ||
-               signals_.load(std::memory_order_seq_cst) != signals;
+               signals_.load(std::memory_order_seq_cst) != signalsSeen;
       });
       awaitingSignal_.store(false, std::memory_order_relaxed);
       lastAdvance = Clock::now();

@@ -20,7 +20,8 @@
 // then yield, then sleeps that grow with the wait) while nothing advances,
 // or, where everything in flight waits on transports that signal their
 // completions (Transport::signalCompletions: Gloo's; the world and the
-// splits given to signalFrom), sleeps until one.
+// splits given to signalFrom) or on shared-memory steps, whose peers ring
+// this rank's doorbell (core/doorbell.h), sleeps until a signal or a ring.
 //
 // Completion callbacks run exactly once, outside the lock (they may call the
 // communicator again), on whichever thread retired the operation: the
@@ -278,8 +279,8 @@ class ProgressEngine {
   void threadMain();
   // [lock] Whether an operation or message in flight needs polling now (see
   // Operation::polled); when none does, the thread sleeps until a signal,
-  // or on `bell` (set where shared-memory steps wait: their engine's doorbell).
-  bool mustPoll(core::Doorbell*& bell) const;
+  // or on the doorbell of wakes.shm (set where shared-memory steps wait).
+  bool mustPoll(Execution::WakeSources& wakes) const;
   bool signals(const transport::Transport* t) const {
     return std::find(signalling_.begin(), signalling_.end(), t) != signalling_.end();
   }

@@ -338,11 +338,12 @@ TEST(GlooTransport, AReceiveOnASplitWaitsOnThatSplitsSignalsOnly) {
       EXPECT_FALSE(exec.progress(world, ledger));  // the receive is posted and runs
       Transport* const onlyWorld[] = {&world};
       Transport* const withSplit[] = {&world, sub};
-      core::Doorbell* bell = nullptr;
-      EXPECT_FALSE(exec.sleepsUntilWoken(world, {}, bell));
-      EXPECT_FALSE(exec.sleepsUntilWoken(world, onlyWorld, bell)) << "the world's signals cannot see the split's receive";
-      EXPECT_TRUE(exec.sleepsUntilWoken(world, withSplit, bell));
-      EXPECT_EQ(bell, nullptr) << "no shared-memory step: no doorbell";
+      executor::Execution::WakeSources wakes;
+      EXPECT_FALSE(exec.sleepsUntilWoken(world, {}, wakes));
+      EXPECT_FALSE(exec.sleepsUntilWoken(world, onlyWorld, wakes)) << "the world's signals cannot see the split's receive";
+      EXPECT_TRUE(exec.sleepsUntilWoken(world, withSplit, wakes));
+      EXPECT_EQ(wakes.shm, nullptr) << "no shared-memory step: no doorbell";
+      EXPECT_TRUE(wakes.signals);
       {
         std::lock_guard<std::mutex> lock(m);
         looked = true;
@@ -350,7 +351,7 @@ TEST(GlooTransport, AReceiveOnASplitWaitsOnThatSplitsSignalsOnly) {
       cv.notify_all();
       while (!exec.progress(world, ledger)) std::this_thread::yield();
       EXPECT_EQ(in, 42);
-      EXPECT_TRUE(exec.sleepsUntilWoken(world, {}, bell)) << "nothing in flight waits on anything";
+      EXPECT_TRUE(exec.sleepsUntilWoken(world, {}, wakes)) << "nothing in flight waits on anything";
     } else {
       {
         std::unique_lock<std::mutex> lock(m);
