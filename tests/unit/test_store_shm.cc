@@ -15,6 +15,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <future>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -276,6 +277,42 @@ void checkCollectives(Communicator& comm, int r, int n, const char* algo) {
       ASSERT_EQ(static_cast<double>(recv[i]), ref) << "reduce_scatter " << algo << " n " << n << " count " << count;
     }
   }
+}
+
+// The progress thread alone completes shared-memory work whose peer comes
+// late: nobody waits in a call (completion is seen through onComplete), so
+// rank 0's thread sleeps on its doorbell until rank 1's engine rings it.
+// A lost ring would still end each sleep at its 2 ms bound; the 60 s bound
+// below catches a thread that stopped progressing altogether.
+TEST(StoreShm, TheProgressThreadAloneCompletesWorkOfAPeerThatComesLate) {
+  const int n = 2;
+  auto store = std::make_shared<testing::MemoryStore>();
+  onThreads(n, [&](int r) {
+    auto comm = Communicator::createFromStore(store, r, n, 30s);
+    comm->setProgressThread(true);
+    for (int round = 0; round < 3; ++round) {
+      if (r == 1) std::this_thread::sleep_for(50ms);  // rank 0's thread waits on its bell meanwhile
+      const std::size_t count = 300001;
+      std::vector<float> x(count);
+      for (std::size_t i = 0; i < count; ++i) x[i] = valueOf(r, i + static_cast<std::size_t>(round));
+      CallOptions o;
+      o.algorithm = "shm";
+      std::promise<std::exception_ptr> done;
+      Work w = comm->allreduceAsync(ConstView(x.data(), count, DataType::kFloat32),
+                                    View(x.data(), count, DataType::kFloat32), ReduceOp::kSum, o);
+      w.onComplete([&done](std::exception_ptr e) { done.set_value(e); });
+      auto result = done.get_future();
+      ASSERT_EQ(result.wait_for(60s), std::future_status::ready) << "rank " << r << " round " << round;
+      ASSERT_EQ(result.get(), nullptr);
+      for (std::size_t i = 0; i < count; ++i) {
+        double ref = 0;
+        for (int q = 0; q < n; ++q) ref += static_cast<double>(valueOf(q, i + static_cast<std::size_t>(round)));
+        ASSERT_EQ(static_cast<double>(x[i]), ref) << "rank " << r << " round " << round << " i " << i;
+      }
+    }
+    comm->finalize();
+  });
+  EXPECT_TRUE(leftovers().empty());
 }
 
 TEST(StoreShm, ShmIsTheDefaultAndMatchesFloat64Reference) {
