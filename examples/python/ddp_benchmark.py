@@ -346,7 +346,8 @@ def main():
                     s = opt.overlap_stats()
                     opt_comm, opt_hidden = s["mean"]["comm_seconds"], s["mean"]["hidden_seconds"]
                 seconds, cpu = block(ddp, opt, data, args.steps, kind == "step", gloo,
-                                     marks=marks[key] if args.timeline else None, names=names[key])
+                                     marks=marks[key] if args.timeline else None,
+                                     names=names[key] if args.cpu_by_name else None)
                 times[key].append(seconds)
                 cpus[key].append(cpu)
     overlap = boostcomm.get_overlap_stats()

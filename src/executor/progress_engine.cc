@@ -528,7 +528,6 @@ void ProgressEngine::threadMain() {
   // node's ranks, which come in quick succession while both run), rather
   // than a message or a new operation.
   bool shmMoved = false;
-  bool alsoSignals = false;  // the last idle sweep's waits were on messages too
   while (true) {
     {
       std::unique_lock lock(sleepMutex_);
@@ -545,6 +544,7 @@ void ProgressEngine::threadMain() {
     bool awaitSignal = false;
     bool bellChanged = false;
     core::Doorbell* bell = nullptr;  // shm's, read under the engine lock
+    bool alsoSignals = false;        // this sweep found waits on messages too
     std::uint32_t rung = 0;
     std::uint64_t shmAdvances = 0;
     // Posts seen before this sweep: one that lands after it wakes the sleep below.
