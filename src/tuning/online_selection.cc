@@ -364,6 +364,20 @@ std::size_t OnlineSelection::winnerOf(const ClassState& s) const {
   return winnerAmong(namesOf(s), medianUs, nativeMargin_);
 }
 
+const algorithms::AlgorithmInfo* OnlineSelection::challengerOf(const ClassState& s, std::size_t winner) {
+  // The schedule that would have won without native, where native's median
+  // is slower than its: native won by the keep margin only.
+  if (s.candidates[winner]->name != kNative) return nullptr;
+  const std::vector<std::string_view> names = namesOf(s);
+  std::vector<double> schedulesUs(names.size(), kNoTime);
+  for (std::size_t c : s.racing) {
+    if (names[c] != kNative) schedulesUs[c] = s.agreedUs[c];
+  }
+  const std::size_t best = winnerAmong(names, schedulesUs, 0.0);
+  if (best == names.size() || s.agreedUs[best] >= s.agreedUs[winner]) return nullptr;
+  return s.candidates[best];
+}
+
 std::size_t OnlineSelection::winnerAmong(const std::vector<std::string_view>& names, const std::vector<double>& medianUs,
                                          double nativeMargin) {
   // The fastest by weighed time (native when it was a candidate: see
@@ -415,17 +429,32 @@ void OnlineSelection::startStepCheck(Collective coll) {
     }
   }
   std::sort(t.checkClasses.begin(), t.checkClasses.end());
-  std::vector<std::string_view> winners;
+  std::vector<std::string_view> named;  // the winners and challengers, in class order
   std::ostringstream os;
+  const auto add = [&](std::string_view name) {
+    if (std::find(named.begin(), named.end(), name) == named.end()) named.push_back(name);
+  };
   for (int cls : t.checkClasses) {
     const ClassState& s = state(coll, cls);
     if (s.winner == nullptr) continue;
     os << (os.tellp() > 0 ? ", " : "") << rangeOf(cls) << " " << s.winner->name;
-    if (std::find(winners.begin(), winners.end(), s.winner->name) == winners.end()) winners.push_back(s.winner->name);
+    add(s.winner->name);
+    if (s.challenger != nullptr) {
+      os << " (" << s.challenger->name << " within its margin)";
+      add(s.challenger->name);
+    }
   }
-  if (winners.size() < 2) return;
+  // An arm is timed where it would run some checked class other than the
+  // mix does.
   t.arms.assign(1, std::string_view{});
-  t.arms.insert(t.arms.end(), winners.begin(), winners.end());
+  for (std::string_view name : named) {
+    const bool differs = std::any_of(t.checkClasses.begin(), t.checkClasses.end(), [&](int cls) {
+      const ClassState& s = state(coll, cls);
+      return s.winner != nullptr && s.winner->name != name && candidateNamed(s, name) != nullptr;
+    });
+    if (differs) t.arms.push_back(name);
+  }
+  if (t.arms.size() < 2) return;
   t.armEpochs.assign(t.arms.size(), {});
   t.epoch = {};
   t.checkEpochs = static_cast<int>(t.arms.size()) * kCheckEpochs;
@@ -534,6 +563,7 @@ void OnlineSelection::decideClass(Collective coll, int cls, transport::Transport
   if (best != n) {
     s.winner = s.candidates[best];
     winners_.push_back({coll, lo, hi, s.winner});
+    s.challenger = challengerOf(s, best);
   }
   if (log_ && world.rank() == 0) {
     std::ostringstream os;
@@ -550,6 +580,7 @@ void OnlineSelection::decideClass(Collective coll, int cls, transport::Transport
     const std::vector<std::string_view> names = namesOf(s);
     if (std::find(names.begin(), names.end(), kNative) != names.end()) os << "; native weighed as t / " << std::setprecision(2) << 1.0 - nativeMargin_;
     os << "); keeping " << (best != n ? s.candidates[best]->name : "the model's choice");
+    if (s.challenger != nullptr) os << " (" << s.challenger->name << " faster within native's margin: the step check times it)";
     std::fprintf(stderr, "%s\n", os.str().c_str());
   }
 }
