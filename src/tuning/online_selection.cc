@@ -364,9 +364,10 @@ std::size_t OnlineSelection::winnerOf(const ClassState& s) const {
   return winnerAmong(namesOf(s), medianUs, nativeMargin_);
 }
 
-const algorithms::AlgorithmInfo* OnlineSelection::challengerOf(const ClassState& s, std::size_t winner) {
-  // The schedule that would have won without native, where native's median
-  // is slower than its: native won by the keep margin only.
+const algorithms::AlgorithmInfo* OnlineSelection::rivalOf(const ClassState& s, std::size_t winner) {
+  // The schedule that would have won without native, where its median is
+  // within kTieMargin of native's (faster: native won by its keep margin
+  // only; or slower).
   if (s.candidates[winner]->name != kNative) return nullptr;
   const std::vector<std::string_view> names = namesOf(s);
   std::vector<double> schedulesUs(names.size(), kNoTime);
@@ -374,7 +375,7 @@ const algorithms::AlgorithmInfo* OnlineSelection::challengerOf(const ClassState&
     if (names[c] != kNative) schedulesUs[c] = s.agreedUs[c];
   }
   const std::size_t best = winnerAmong(names, schedulesUs, 0.0);
-  if (best == names.size() || s.agreedUs[best] >= s.agreedUs[winner]) return nullptr;
+  if (best == names.size() || s.agreedUs[best] > s.agreedUs[winner] * (1.0 + kTieMargin)) return nullptr;
   return s.candidates[best];
 }
 
@@ -429,7 +430,7 @@ void OnlineSelection::startStepCheck(Collective coll) {
     }
   }
   std::sort(t.checkClasses.begin(), t.checkClasses.end());
-  std::vector<std::string_view> named;  // the winners and challengers, in class order
+  std::vector<std::string_view> named;  // the winners and rivals, in class order
   std::ostringstream os;
   const auto add = [&](std::string_view name) {
     if (std::find(named.begin(), named.end(), name) == named.end()) named.push_back(name);
@@ -439,9 +440,9 @@ void OnlineSelection::startStepCheck(Collective coll) {
     if (s.winner == nullptr) continue;
     os << (os.tellp() > 0 ? ", " : "") << rangeOf(cls) << " " << s.winner->name;
     add(s.winner->name);
-    if (s.challenger != nullptr) {
-      os << " (" << s.challenger->name << " within its margin)";
-      add(s.challenger->name);
+    if (s.rival != nullptr) {
+      os << " (rival " << s.rival->name << ")";
+      add(s.rival->name);
     }
   }
   // An arm is timed where it would run some checked class other than the
@@ -563,7 +564,7 @@ void OnlineSelection::decideClass(Collective coll, int cls, transport::Transport
   if (best != n) {
     s.winner = s.candidates[best];
     winners_.push_back({coll, lo, hi, s.winner});
-    s.challenger = challengerOf(s, best);
+    s.rival = rivalOf(s, best);
   }
   if (log_ && world.rank() == 0) {
     std::ostringstream os;
@@ -580,7 +581,10 @@ void OnlineSelection::decideClass(Collective coll, int cls, transport::Transport
     const std::vector<std::string_view> names = namesOf(s);
     if (std::find(names.begin(), names.end(), kNative) != names.end()) os << "; native weighed as t / " << std::setprecision(2) << 1.0 - nativeMargin_;
     os << "); keeping " << (best != n ? s.candidates[best]->name : "the model's choice");
-    if (s.challenger != nullptr) os << " (" << s.challenger->name << " faster within native's margin: the step check times it)";
+    if (s.rival != nullptr) {
+      os << " (rival " << s.rival->name << ", within " << static_cast<int>(kTieMargin * 100.0)
+         << "%: the step check times it)";
+    }
     std::fprintf(stderr, "%s\n", os.str().c_str());
   }
 }

@@ -45,16 +45,16 @@
 // 25 MiB bucket beside it; the mix ran DDP at 1.10-1.15x gloo's where hier
 // for every bucket ran at 1.23-1.28x. The same holds within one class: on
 // the BERT-like encoder at 2 x 2 (one 16-32 MiB class) hier's trials were
-// 10% ahead of native's, native was kept by kNativeKeepPercent, and the
-// steps ran at 1.00x gloo's where hier forced ran them at 1.23x. So where
-// the winners of classes that run side by side (in one epoch) differ, or a
-// class kept native by the keep margin only (its challenger), whole epochs
-// are timed: an
+// 10% ahead of native's (in another run 8% behind), native was kept, and
+// the steps ran at 0.96-1.00x gloo's where hier forced ran them at 1.23x.
+// So where the winners of classes that run side by side (in one epoch)
+// differ, or a class kept native with a schedule's median within kTieMargin
+// of native's (its rival), whole epochs are timed: an
 // epoch's span, from its first call's launch to its last call's completion
 // (in DDP: the backward its calls share the cores with, then the exposed
 // communication). The mix is timed beside each of those winners serving
 // every call of the epoch (where it is the class's candidate), and beside
-// each challenger serving every call: the arms take turns, one epoch each,
+// each rival serving every call: the arms take turns, one epoch each,
 // kCheckEpochs times; an arm that would run every call as the mix does is
 // not timed. Where an arm's median span is
 // shorter than the mix's by more than kStepKeepPercent, that arm's
@@ -261,10 +261,10 @@ class OnlineSelection {
     std::vector<double> agreedUs;     // each candidate's slowest-rank median at its last checkpoint
     std::vector<std::vector<Sample>> samples;  // [candidate]: every trial call it ran
     const algorithms::AlgorithmInfo* winner = nullptr;  // once decided (null: the model's choice stays)
-    // Where native won by the keep margin only (a schedule's median was
-    // faster, by no more than kNativeKeepPercent): that schedule, which the
-    // step check times against native in whole epochs.
-    const algorithms::AlgorithmInfo* challenger = nullptr;
+    // Where native won and a schedule's median was within kTieMargin of
+    // its (faster, by no more than native's keep margin, or slower): that
+    // schedule, which the step check times against native in whole epochs.
+    const algorithms::AlgorithmInfo* rival = nullptr;
   };
 
   // One epoch of the step check, its calls timed together.
@@ -285,7 +285,7 @@ class OnlineSelection {
     bool checkpointDue = false;     // an epoch ended a class's round; decide() clears it once it ran
     int racingCalls = 0;            // the epoch's calls of classes still in the race
     // The step check: its arms ("": the mix; then each winner or
-    // challenger for every call), the epochs still to run (0: none under way), the epoch under
+    // rival for every call), the epochs still to run (0: none under way), the epoch under
     // way, each arm's epochs, and how many classes had winners when it was
     // last considered.
     std::vector<int> checkClasses;  // the classes of the epoch it was started after
@@ -322,13 +322,13 @@ class OnlineSelection {
   static std::string dropSlow(ClassState& s, const double* medianUs, const double* fastestUs);
   std::size_t winnerOf(const ClassState& s) const;
   // Where `winner` (an index into s.candidates) is native and a schedule's
-  // median was faster: that schedule (null otherwise).
-  static const algorithms::AlgorithmInfo* challengerOf(const ClassState& s, std::size_t winner);
+  // median was within kTieMargin of native's: that schedule (null otherwise).
+  static const algorithms::AlgorithmInfo* rivalOf(const ClassState& s, std::size_t winner);
   static std::vector<std::string_view> namesOf(const ClassState& s);  // the candidates' names, in order
   // The candidate of `s` named `name` (null: none; "" names none).
   static const algorithms::AlgorithmInfo* candidateNamed(const ClassState& s, std::string_view name);
   // After `coll`'s classes are decided (all of them, or those of an epoch):
-  // where a winner or challenger of the classes of the epoch just ended
+  // where a winner or rival of the classes of the epoch just ended
   // would run some call of it other than the mix does, the step check's
   // epochs begin.
   void startStepCheck(Collective coll);

@@ -754,11 +754,12 @@ TEST(OnlineSelection, AStepCheckCancelledByANewClassStartsAgain) {
 
 // One class (16-32 MiB: a 20 and a 24 MiB bucket per step, launched 10 ms
 // apart) over repeating native times (Gloo's): native's trials take 300 ms
-// a call, the model's schedule M's 265 ms, within native's keep margin, so
-// native wins the class and M is its challenger. In the step check M serves
-// every call for some epochs: its calls there take `mInStepMs`. Returns the
-// class's final winner.
-std::string challengedClassWinner(double mInStepMs, std::string* modelChoice, std::string* log) {
+// a call, the model's schedule M's `mTrialMs`, the others' 500. Within 25%
+// of native's (kTieMargin), and not faster by more than native's keep
+// margin, native wins the class and M is its rival. In the step check M
+// serves every call for some epochs: its calls there take `mInStepMs`.
+// Returns the class's final winner.
+std::string rivalledClassWinner(double mTrialMs, double mInStepMs, std::string* modelChoice, std::string* log) {
   const algorithms::NodeLayout layout = algorithms::layoutFromSizes({1, 1});
   algorithms::CollectiveSpec a = probeOf(layout, 2);
   a.count = (std::size_t{20} << 20) / sizeof(float);
@@ -774,7 +775,7 @@ std::string challengedClassWinner(double mInStepMs, std::string* modelChoice, st
   *modelChoice = names[1];
   const auto took = [&](const std::string& n, bool inStepCheck) {
     if (n == "native") return 300.0;
-    if (n == *modelChoice) return inStepCheck ? mInStepMs : 265.0;
+    if (n == *modelChoice) return inStepCheck ? mInStepMs : mTrialMs;
     return 500.0;
   };
   const auto winnerFor = [](const tuning::OnlineSelection& sel, std::size_t bytes) -> std::string {
@@ -809,27 +810,33 @@ std::string challengedClassWinner(double mInStepMs, std::string* modelChoice, st
 }
 
 // Native kept by its margin is not the end: M's epochs in the step check
-// (250 ms against native's 310) replace it; where M's calls take longer in
-// the steps than its trials said (the 2 x 1 float32 case: ring's trial 10%
-// ahead, its steps 5% behind), native stays.
-TEST(OnlineSelection, AScheduleWithinNativesMarginChallengesItInTheStepCheck) {
+// (250 ms against native's 310) replace it, whether its trials were a bit
+// faster than native's (265 ms: the BERT-like encoder at 2 x 2, hier 10%
+// ahead) or a bit slower (330 ms: the same, another run, hier 8% behind).
+// Where M's calls take longer in the steps than its trials said (the 2 x 1
+// float32 case: ring's trial 10% ahead, its steps 5% behind), native stays.
+// A schedule further than 25% behind native is no rival: no check.
+TEST(OnlineSelection, AScheduleCloseToNativeRivalsItInTheStepCheck) {
   std::string model;
   std::string log;
-  EXPECT_EQ(challengedClassWinner(240.0, &model, &log), model) << log;
-  EXPECT_NE(log.find("keeping native (" + model + " faster within native's margin: the step check times it)"),
-            std::string::npos)
-      << log;
-  EXPECT_NE(log.find("step check of allreduce (16 MiB - 32 MiB native (" + model + " within its margin))"),
-            std::string::npos)
-      << log;
-  EXPECT_NE(log.find("each class's winner 310.0 ms, " + model + " for every call 250.0 ms; " + model +
-                     " now serves 16 MiB - 32 MiB (was native)"),
-            std::string::npos)
-      << log;
-  EXPECT_EQ(challengedClassWinner(320.0, &model, &log), "native") << log;
+  for (double trialMs : {265.0, 330.0}) {
+    EXPECT_EQ(rivalledClassWinner(trialMs, 240.0, &model, &log), model) << log;
+    EXPECT_NE(log.find("keeping native (rival " + model + ", within 25%: the step check times it)"), std::string::npos)
+        << log;
+    EXPECT_NE(log.find("step check of allreduce (16 MiB - 32 MiB native (rival " + model + "))"), std::string::npos)
+        << log;
+    EXPECT_NE(log.find("each class's winner 310.0 ms, " + model + " for every call 250.0 ms; " + model +
+                       " now serves 16 MiB - 32 MiB (was native)"),
+              std::string::npos)
+        << log;
+  }
+  EXPECT_EQ(rivalledClassWinner(265.0, 320.0, &model, &log), "native") << log;
   EXPECT_NE(log.find("each class's winner 310.0 ms, " + model + " for every call 330.0 ms; keeping each class's winner"),
             std::string::npos)
       << log;
+  EXPECT_EQ(rivalledClassWinner(380.0, 240.0, &model, &log), "native") << log;
+  EXPECT_EQ(log.find("step check"), std::string::npos) << log;
+  EXPECT_EQ(log.find("rival"), std::string::npos) << log;
 }
 
 TEST(OnlineSelection, TrialsKeepNativeOnACloseCallOnlyWhereItsTimesRepeat) {
