@@ -365,18 +365,24 @@ std::size_t OnlineSelection::winnerOf(const ClassState& s) const {
 }
 
 const algorithms::AlgorithmInfo* OnlineSelection::rivalOf(const ClassState& s, std::size_t winner) {
-  // The schedule that would have won without native, where its median is
-  // within kTieMargin of native's (faster: native won by its keep margin
-  // only; or slower).
-  if (s.candidates[winner]->name != kNative) return nullptr;
+  // Native and the best schedule (the winner, or the one that would have
+  // won without native), where their medians lie within kTieMargin of each
+  // other: whichever of the two did not win.
   const std::vector<std::string_view> names = namesOf(s);
-  std::vector<double> schedulesUs(names.size(), kNoTime);
-  for (std::size_t c : s.racing) {
-    if (names[c] != kNative) schedulesUs[c] = s.agreedUs[c];
+  const std::size_t n = names.size();
+  const std::size_t native = static_cast<std::size_t>(std::find(names.begin(), names.end(), kNative) - names.begin());
+  if (native == n || s.agreedUs[native] >= kNoTime) return nullptr;
+  std::size_t schedule = winner;
+  if (winner == native) {
+    std::vector<double> schedulesUs = s.agreedUs;
+    schedulesUs[native] = kNoTime;
+    schedule = winnerAmong(names, schedulesUs, 0.0);
+    if (schedule == n) return nullptr;
   }
-  const std::size_t best = winnerAmong(names, schedulesUs, 0.0);
-  if (best == names.size() || s.agreedUs[best] > s.agreedUs[winner] * (1.0 + kTieMargin)) return nullptr;
-  return s.candidates[best];
+  const double a = s.agreedUs[native];
+  const double b = s.agreedUs[schedule];
+  if (std::max(a, b) > std::min(a, b) * (1.0 + kTieMargin)) return nullptr;
+  return s.candidates[winner == native ? schedule : native];
 }
 
 std::size_t OnlineSelection::winnerAmong(const std::vector<std::string_view>& names, const std::vector<double>& medianUs,

@@ -47,9 +47,11 @@
 // the BERT-like encoder at 2 x 2 (one 16-32 MiB class) hier's trials were
 // 10% ahead of native's (in another run 8% behind), native was kept, and
 // the steps ran at 0.96-1.00x gloo's where hier forced ran them at 1.23x.
-// So where the winners of classes that run side by side (in one epoch)
-// differ, or a class kept native with a schedule's median within kTieMargin
-// of native's (its rival), whole epochs are timed: an
+// At 2 x 1 rd's trials came out 19% ahead of native's, rd won, and ran the
+// steps at 0.94x gloo's. So where the winners of classes that run side by
+// side (in one epoch) differ, or a class's native and best schedule lie
+// within kTieMargin of each other (the one that lost is the winner's
+// rival), whole epochs are timed: an
 // epoch's span, from its first call's launch to its last call's completion
 // (in DDP: the backward its calls share the cores with, then the exposed
 // communication). The mix is timed beside each of those winners serving
@@ -261,9 +263,9 @@ class OnlineSelection {
     std::vector<double> agreedUs;     // each candidate's slowest-rank median at its last checkpoint
     std::vector<std::vector<Sample>> samples;  // [candidate]: every trial call it ran
     const algorithms::AlgorithmInfo* winner = nullptr;  // once decided (null: the model's choice stays)
-    // Where native won and a schedule's median was within kTieMargin of
-    // its (faster, by no more than native's keep margin, or slower): that
-    // schedule, which the step check times against native in whole epochs.
+    // Where native's median and the best schedule's lie within kTieMargin
+    // of each other: the one of the two that did not win, which the step
+    // check times against the winner in whole epochs.
     const algorithms::AlgorithmInfo* rival = nullptr;
   };
 
@@ -321,8 +323,7 @@ class OnlineSelection {
   static std::vector<double> agreeOnTimes(ClassState& s, transport::Transport& world);
   static std::string dropSlow(ClassState& s, const double* medianUs, const double* fastestUs);
   std::size_t winnerOf(const ClassState& s) const;
-  // Where `winner` (an index into s.candidates) is native and a schedule's
-  // median was within kTieMargin of native's: that schedule (null otherwise).
+  // `winner`'s rival (an index into s.candidates; null: none): see ClassState::rival.
   static const algorithms::AlgorithmInfo* rivalOf(const ClassState& s, std::size_t winner);
   static std::vector<std::string_view> namesOf(const ClassState& s);  // the candidates' names, in order
   // The candidate of `s` named `name` (null: none; "" names none).

@@ -816,7 +816,7 @@ std::string rivalledClassWinner(double mTrialMs, double mInStepMs, std::string* 
 // Where M's calls take longer in the steps than its trials said (the 2 x 1
 // float32 case: ring's trial 10% ahead, its steps 5% behind), native stays.
 // A schedule further than 25% behind native is no rival: no check.
-TEST(OnlineSelection, AScheduleCloseToNativeRivalsItInTheStepCheck) {
+TEST(OnlineSelection, NativeAndAScheduleCloseToItAreCheckedInTheStep) {
   std::string model;
   std::string log;
   for (double trialMs : {265.0, 330.0}) {
@@ -832,6 +832,16 @@ TEST(OnlineSelection, AScheduleCloseToNativeRivalsItInTheStepCheck) {
   }
   EXPECT_EQ(rivalledClassWinner(265.0, 320.0, &model, &log), "native") << log;
   EXPECT_NE(log.find("each class's winner 310.0 ms, " + model + " for every call 330.0 ms; keeping each class's winner"),
+            std::string::npos)
+      << log;
+  // The other way round: M's trials 20% ahead of native's, M wins, native
+  // is its rival, and M's calls in the steps take 330 ms: native's epochs
+  // (310 ms against 340) take the class back.
+  EXPECT_EQ(rivalledClassWinner(240.0, 330.0, &model, &log), "native") << log;
+  EXPECT_NE(log.find("keeping " + model + " (rival native, within 25%: the step check times it)"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("each class's winner 340.0 ms, native for every call 310.0 ms; native now serves 16 MiB - 32 MiB (was " +
+                     model + ")"),
             std::string::npos)
       << log;
   EXPECT_EQ(rivalledClassWinner(380.0, 240.0, &model, &log), "native") << log;
