@@ -84,6 +84,7 @@ void OnlineSelection::startClass(ClassState& s, const algorithms::CollectiveSpec
   s.rounds = model.bestPredictedUs(spec.collective, bytes, wire) >= kOneRoundUs ? 1 : kRounds;
   s.samples.assign(s.candidates.size(), {});
   s.agreedUs.assign(s.candidates.size(), kNoTime);
+  s.dropped.assign(s.candidates.size(), false);
   s.racing.clear();
   for (std::size_t c = 0; c < s.candidates.size(); ++c) s.racing.push_back(c);
   if (s.candidates.empty()) {
@@ -263,6 +264,7 @@ std::string OnlineSelection::dropSlow(ClassState& s, const double* medianUs, con
       left.push_back(c);
     } else {
       dropped << (dropped.tellp() > 0 ? ", " : "") << s.candidates[c]->name;
+      s.dropped[c] = true;
     }
   }
   s.racing = std::move(left);
@@ -367,20 +369,26 @@ std::size_t OnlineSelection::winnerOf(const ClassState& s) const {
 const algorithms::AlgorithmInfo* OnlineSelection::rivalOf(const ClassState& s, std::size_t winner) {
   // Native and the best schedule (the winner, or the one that would have
   // won without native), where their medians lie within kTieMargin of each
-  // other: whichever of the two did not win.
+  // other: whichever of the two did not win. Candidates a challenge or a
+  // near tie left out of the last rounds count with their last medians;
+  // those dropped as too slow do not.
   const std::vector<std::string_view> names = namesOf(s);
   const std::size_t n = names.size();
+  std::vector<double> us = s.agreedUs;
+  for (std::size_t c = 0; c < n; ++c) {
+    if (s.dropped[c]) us[c] = kNoTime;
+  }
   const std::size_t native = static_cast<std::size_t>(std::find(names.begin(), names.end(), kNative) - names.begin());
-  if (native == n || s.agreedUs[native] >= kNoTime) return nullptr;
+  if (native == n || us[native] >= kNoTime) return nullptr;
   std::size_t schedule = winner;
   if (winner == native) {
-    std::vector<double> schedulesUs = s.agreedUs;
+    std::vector<double> schedulesUs = us;
     schedulesUs[native] = kNoTime;
     schedule = winnerAmong(names, schedulesUs, 0.0);
     if (schedule == n) return nullptr;
   }
-  const double a = s.agreedUs[native];
-  const double b = s.agreedUs[schedule];
+  const double a = us[native];
+  const double b = us[schedule];
   if (std::max(a, b) > std::min(a, b) * (1.0 + kTieMargin)) return nullptr;
   return s.candidates[winner == native ? schedule : native];
 }
@@ -427,8 +435,12 @@ void OnlineSelection::startStepCheck(Collective coll) {
   if (decided == t.considered) return;
   t.considered = decided;
   // The winners of the classes that ran side by side in the epoch just
-  // ended (a sweep's sizes, one after another, are not a mix).
+  // ended (a sweep's sizes, one after another, are not a mix). An epoch of
+  // one call is not checked: its span is that call's time, which its
+  // trials measured (a loop of one size ends an epoch at every call).
   t.checkClasses.clear();
+  const auto timedCalls = std::count_if(t.lastSeen.begin(), t.lastSeen.end(), [](std::size_t b) { return b >= kMinBytes; });
+  if (timedCalls < 2) return;
   for (std::size_t bytes : t.lastSeen) {
     const int cls = classOf(bytes);
     if (bytes >= kMinBytes && std::find(t.checkClasses.begin(), t.checkClasses.end(), cls) == t.checkClasses.end()) {
@@ -497,6 +509,7 @@ void OnlineSelection::stepCheck(Collective coll, transport::Transport& world) {
     const algorithms::AlgorithmInfo* a = candidateNamed(s, chosen);
     if (a == nullptr) continue;
     changed << (changed.tellp() > 0 ? ", " : "") << rangeOf(cls) << " (was " << s.winner->name << ")";
+    s.rival = nullptr;  // decided in the step: a later check does not time the two again
     for (Winner& w : winners_) {
       if (w.collective == coll && w.algorithm == s.winner && w.minBytes == (std::size_t{1} << cls)) {
         w.algorithm = a;
@@ -543,13 +556,21 @@ void OnlineSelection::decideClass(Collective coll, int cls, transport::Transport
     std::vector<std::size_t> tied = challenge(namesOf(s), s.agreedUs, s.racing, nativeMargin_);
     const bool nearTie = tied.empty();
     if (nearTie) tied = nearTies(tieTimes(namesOf(s), s.agreedUs, s.racing, nativeMargin_), s.racing);
+    if (nearTie && tied.size() > 1) {
+      // Native and a schedule, the winner and its rival: the step check
+      // times the two in whole epochs, which per-call rounds cannot replace.
+      const std::size_t best = winnerOf(s);
+      const algorithms::AlgorithmInfo* rival = best != n ? rivalOf(s, best) : nullptr;
+      const auto isPair = [&](std::size_t c) { return c == best || s.candidates[c] == rival; };
+      if (rival != nullptr && std::all_of(tied.begin(), tied.end(), isPair)) tied.clear();
+    }
     if (tied.size() > 1) {  // one more round for the two
       if (log_ && world.rank() == 0) {
         std::ostringstream os;
         for (std::size_t c : tied) os << (os.tellp() > 0 ? ", " : "") << s.candidates[c]->name;
         std::ostringstream why;
         if (nearTie) {
-          why << "within " << kTieMargin * 100.0 << "% of each other";
+          why << "within " << static_cast<int>(kTieMargin * 100.0) << "% of each other";
         } else {
           why << "(the model's choice behind another schedule)";
         }

@@ -36,7 +36,9 @@
 // whose winner would be a schedule other than the model's choice runs one
 // more round of the two (challenge), and one whose runner-up is within
 // kTieMargin of the best (a near tie) one more round of those two; the
-// others leave the race; up to kRounds rounds in all.
+// others leave the race; up to kRounds rounds in all. A near tie of native
+// and a schedule that are each other's winner and rival (see the step
+// check) gets no more rounds: the step check times the two.
 //
 // Step check. The classes of a collective are decided one at a time, each by
 // its own calls' times, but in a step they share the link: at 2 x 2 native
@@ -149,8 +151,8 @@ class OnlineSelection {
   // (forced: ring 1.62, 1.62x; rhd 1.37, 1.39x).
   static constexpr double kModelKeepPercent = 10.0;
   // The step check: the epochs each arm (the mix of the classes' winners,
-  // one winner for every call) is timed for, and by how much an arm's median
-  // span must beat the mix's to replace it.
+  // one winner or rival for every call) is timed for, and by how much an
+  // arm's median span must beat the mix's to replace it.
   static constexpr int kCheckEpochs = 3;
   static constexpr double kStepKeepPercent = 2.0;
   // An epoch also ends after this many calls (a loop whose payloads never
@@ -261,6 +263,7 @@ class OnlineSelection {
     std::vector<const algorithms::AlgorithmInfo*> candidates;
     std::vector<std::size_t> racing;  // indices of the candidates still in the race
     std::vector<double> agreedUs;     // each candidate's slowest-rank median at its last checkpoint
+    std::vector<bool> dropped;        // out of the race as too slow (dropSlow)
     std::vector<std::vector<Sample>> samples;  // [candidate]: every trial call it ran
     const algorithms::AlgorithmInfo* winner = nullptr;  // once decided (null: the model's choice stays)
     // Where native's median and the best schedule's lie within kTieMargin
@@ -286,10 +289,10 @@ class OnlineSelection {
     int classesRacing = 0;          // started and not decided
     bool checkpointDue = false;     // an epoch ended a class's round; decide() clears it once it ran
     int racingCalls = 0;            // the epoch's calls of classes still in the race
-    // The step check: its arms ("": the mix; then each winner or
-    // rival for every call), the epochs still to run (0: none under way), the epoch under
-    // way, each arm's epochs, and how many classes had winners when it was
-    // last considered.
+    // The step check: its arms ("": the mix; then each winner or rival
+    // for every call), the epochs still to run (0: none under way), the
+    // epoch under way, each arm's epochs, and how many classes had winners
+    // when it was last considered.
     std::vector<int> checkClasses;  // the classes of the epoch it was started after
     std::vector<std::string_view> arms;
     int checkEpochs = 0;
@@ -323,7 +326,7 @@ class OnlineSelection {
   static std::vector<double> agreeOnTimes(ClassState& s, transport::Transport& world);
   static std::string dropSlow(ClassState& s, const double* medianUs, const double* fastestUs);
   std::size_t winnerOf(const ClassState& s) const;
-  // `winner`'s rival (an index into s.candidates; null: none): see ClassState::rival.
+  // The rival of `winner` (an index into s.candidates); null: none. See ClassState::rival.
   static const algorithms::AlgorithmInfo* rivalOf(const ClassState& s, std::size_t winner);
   static std::vector<std::string_view> namesOf(const ClassState& s);  // the candidates' names, in order
   // The candidate of `s` named `name` (null: none; "" names none).
