@@ -433,14 +433,16 @@ void OnlineSelection::startStepCheck(Collective coll) {
                                                      classes_[static_cast<std::size_t>(coll)].end(),
                                                      [](const ClassState& s) { return s.winner != nullptr; }));
   if (decided == t.considered) return;
+  // An epoch of one call is not checked: its span is that call's time,
+  // which its trials measured (a loop of one size ends an epoch at every
+  // call). The next epoch of several calls is.
+  const auto timedCalls =
+      std::count_if(t.lastSeen.begin(), t.lastSeen.end(), [](std::size_t b) { return b >= kMinBytes; });
+  if (timedCalls < 2) return;
   t.considered = decided;
   // The winners of the classes that ran side by side in the epoch just
-  // ended (a sweep's sizes, one after another, are not a mix). An epoch of
-  // one call is not checked: its span is that call's time, which its
-  // trials measured (a loop of one size ends an epoch at every call).
+  // ended (a sweep's sizes, one after another, are not a mix).
   t.checkClasses.clear();
-  const auto timedCalls = std::count_if(t.lastSeen.begin(), t.lastSeen.end(), [](std::size_t b) { return b >= kMinBytes; });
-  if (timedCalls < 2) return;
   for (std::size_t bytes : t.lastSeen) {
     const int cls = classOf(bytes);
     if (bytes >= kMinBytes && std::find(t.checkClasses.begin(), t.checkClasses.end(), cls) == t.checkClasses.end()) {
