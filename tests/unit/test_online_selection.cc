@@ -639,6 +639,35 @@ TEST(OnlineSelection, OneSlowSampleDoesNotDisplaceTheModelsSchedule) {
   EXPECT_EQ(tried[modelChoice], 3);
 }
 
+// The winner `sel` decided for payloads of `bytes` ("(undecided)": none yet).
+std::string winnerFor(const tuning::OnlineSelection& sel, std::size_t bytes) {
+  for (const auto& w : sel.winners()) {
+    if (w.minBytes <= bytes && bytes <= w.maxBytes) return w.algorithm->name;
+  }
+  return "(undecided)";
+}
+
+core::Clock::duration msOf(double v) {
+  return std::chrono::duration_cast<core::Clock::duration>(std::chrono::duration<double, std::milli>(v));
+}
+
+// One allreduce of `spec` through `selection` on one rank, a checkpoint
+// first where one is due: returns what it ran and, where the call is timed,
+// records it as launched at `launch` and taking `took(ran, inStepCheck)` ms.
+std::string timedCall(tuning::OnlineSelection& selection, const tuning::ModelSelection& model,
+                      const algorithms::CollectiveSpec& spec, transport::Transport& world,
+                      core::Clock::time_point launch, const std::function<double(const std::string&, bool)>& took) {
+  const algorithms::AlgorithmInfo* algo = nullptr;
+  tuning::OnlineSelection::Trial trial;
+  if (selection.next(spec, model, WireFormat::kOff, algo, trial)) {
+    selection.decide(Collective::kAllreduce, world);
+    EXPECT_FALSE(selection.next(spec, model, WireFormat::kOff, algo, trial));
+  }
+  const std::string ran = algo != nullptr ? algo->name : winnerFor(selection, spec.payloadBytes());
+  if (trial.timed()) selection.recordTime(trial, launch, launch + msOf(took(ran, trial.stepTimed)));
+  return ran;
+}
+
 // The step check, through next / recordTime / decide on one rank, with a
 // clock of the test's own: a step of two buckets between two nodes, A
 // (12 MiB, launched first) and B (25 MiB, 10 ms later), each a one-round
@@ -678,37 +707,18 @@ std::string stepWinners(double neighbourCostMs, std::string* modelChoice, std::s
     const double alone = n == "native" ? 320.0 : n == *modelChoice ? 200.0 : 300.0;
     return alone + (onA == "native" && n != "native" ? neighbourCostMs : 0.0);
   };
-  const auto winnerFor = [](const tuning::OnlineSelection& sel, std::size_t bytes) -> std::string {
-    for (const auto& w : sel.winners()) {
-      if (w.minBytes <= bytes && bytes <= w.maxBytes) return w.algorithm->name;
-    }
-    return "(undecided)";
-  };
   auto world = transport::InProcFabric::create(1);
   tuning::OnlineSelection selection(true, true, -tuning::OnlineSelection::kNativeKeepPercent);
-  const auto ms = [](double v) {
-    return std::chrono::duration_cast<core::Clock::duration>(std::chrono::duration<double, std::milli>(v));
-  };
   core::Clock::time_point stepStart{};
   ::testing::internal::CaptureStderr();
-  for (int step = 0; step < 24; ++step, stepStart += ms(1000.0)) {
-    std::string onA;
-    std::vector<const algorithms::CollectiveSpec*> calls{&a, &b};
-    if (step == oneOffStep) calls.push_back(&oneOff);
-    for (const algorithms::CollectiveSpec* spec : calls) {
-      const algorithms::AlgorithmInfo* algo = nullptr;
-      tuning::OnlineSelection::Trial trial;
-      if (selection.next(*spec, model, WireFormat::kOff, algo, trial)) {
-        selection.decide(Collective::kAllreduce, *world[0]);
-        EXPECT_FALSE(selection.next(*spec, model, WireFormat::kOff, algo, trial));
-      }
-      const std::string ran = algo != nullptr ? algo->name : winnerFor(selection, spec->payloadBytes());
-      const bool isA = spec == &a;
-      if (isA) onA = ran;
-      if (!trial.timed()) continue;
-      const core::Clock::time_point launch = stepStart + ms(isA ? 0.0 : 10.0);
-      const double took = isA ? timeA(ran) : spec == &b ? timeB(ran, onA) : 40.0;
-      selection.recordTime(trial, launch, launch + ms(took));
+  for (int step = 0; step < 24; ++step, stepStart += msOf(1000.0)) {
+    const std::string onA = timedCall(selection, model, a, *world[0], stepStart,
+                                      [&](const std::string& ran, bool) { return timeA(ran); });
+    timedCall(selection, model, b, *world[0], stepStart + msOf(10.0),
+              [&](const std::string& ran, bool) { return timeB(ran, onA); });
+    if (step == oneOffStep) {
+      timedCall(selection, model, oneOff, *world[0], stepStart + msOf(10.0),
+                [](const std::string&, bool) { return 40.0; });
     }
   }
   *log = ::testing::internal::GetCapturedStderr();
@@ -778,32 +788,13 @@ std::string rivalledClassWinner(double mTrialMs, double mInStepMs, std::string* 
     if (n == *modelChoice) return inStepCheck ? mInStepMs : mTrialMs;
     return 500.0;
   };
-  const auto winnerFor = [](const tuning::OnlineSelection& sel, std::size_t bytes) -> std::string {
-    for (const auto& w : sel.winners()) {
-      if (w.minBytes <= bytes && bytes <= w.maxBytes) return w.algorithm->name;
-    }
-    return "(undecided)";
-  };
   auto world = transport::InProcFabric::create(1);
   tuning::OnlineSelection selection(true, true, -tuning::OnlineSelection::kNativeKeepPercent);
-  const auto ms = [](double v) {
-    return std::chrono::duration_cast<core::Clock::duration>(std::chrono::duration<double, std::milli>(v));
-  };
   core::Clock::time_point stepStart{};
   ::testing::internal::CaptureStderr();
-  for (int step = 0; step < 24; ++step, stepStart += ms(1000.0)) {
-    for (const algorithms::CollectiveSpec* spec : {&a, &b}) {
-      const algorithms::AlgorithmInfo* algo = nullptr;
-      tuning::OnlineSelection::Trial trial;
-      if (selection.next(*spec, model, WireFormat::kOff, algo, trial)) {
-        selection.decide(Collective::kAllreduce, *world[0]);
-        EXPECT_FALSE(selection.next(*spec, model, WireFormat::kOff, algo, trial));
-      }
-      const std::string ran = algo != nullptr ? algo->name : winnerFor(selection, spec->payloadBytes());
-      if (!trial.timed()) continue;
-      const core::Clock::time_point launch = stepStart + ms(spec == &a ? 0.0 : 10.0);
-      selection.recordTime(trial, launch, launch + ms(took(ran, trial.stepTimed)));
-    }
+  for (int step = 0; step < 24; ++step, stepStart += msOf(1000.0)) {
+    timedCall(selection, model, a, *world[0], stepStart, took);
+    timedCall(selection, model, b, *world[0], stepStart + msOf(10.0), took);
   }
   *log = ::testing::internal::GetCapturedStderr();
   return winnerFor(selection, a.payloadBytes());
