@@ -123,7 +123,9 @@ bool OnlineSelection::endEpoch(Collective coll) {
   if (t.checkEpochs > 0) {
     t.armEpochs[armOf(t)].push_back(std::move(t.epoch));
     t.epoch = {};
-    if (--t.checkEpochs == 0) t.checkpointDue = true;
+    // After each arm's last epoch, and after its second: there the check
+    // ends early where the arms' spans lie apart (stepCheck).
+    if (--t.checkEpochs == 0 || interimDue(t)) t.checkpointDue = true;
   } else if (t.racingCalls == 0) {
     // An epoch whose classes are all decided, though a class seen once
     // (DDP's first step, before its buckets are rebuilt) may still be in
@@ -420,7 +422,8 @@ void OnlineSelection::decide(Collective coll, transport::Transport& world) {
     if (roundOver(state(coll, cls))) decideClass(coll, cls, world);
   }
   CollectiveTrials& t = trials_[static_cast<std::size_t>(coll)];
-  if (t.checkEpochs == 0 && !t.armEpochs.empty()) stepCheck(coll, world);  // its epochs ran (throws: retried)
+  // Its epochs ran, or two of each arm's (throws: retried).
+  if (!t.armEpochs.empty() && (t.checkEpochs == 0 || interimDue(t))) stepCheck(coll, world);
   t.checkpointDue = false;
   if (t.checkEpochs == 0 && t.armEpochs.empty() && t.classesRacing == 0) startStepCheck(coll);
 }
@@ -479,6 +482,7 @@ void OnlineSelection::startStepCheck(Collective coll) {
   t.armEpochs.assign(t.arms.size(), {});
   t.epoch = {};
   t.checkEpochs = static_cast<int>(t.arms.size()) * kCheckEpochs;
+  t.interimChecked = false;
   t.checkedWinners = os.str();
 }
 
@@ -492,13 +496,30 @@ void OnlineSelection::stepCheck(Collective coll, transport::Transport& world) {
   }
   world.nativeAllreduce(spans.data(), spans.data(), spans.size(), DataType::kFloat64, ReduceOp::kMax, nullptr);
   std::vector<double> armUs;
+  std::vector<std::vector<double>> armSpans;
   std::size_t at = 0;
   std::size_t best = 0;
   for (const std::vector<EpochSpan>& epochs : t.armEpochs) {
     const auto from = spans.begin() + static_cast<std::ptrdiff_t>(at);
-    armUs.push_back(medianOf(std::vector<double>(from, from + static_cast<std::ptrdiff_t>(epochs.size()))));
+    armSpans.emplace_back(from, from + static_cast<std::ptrdiff_t>(epochs.size()));
+    armUs.push_back(medianOf(armSpans.back()));
     at += epochs.size();
     if (armUs.size() > 1 && armUs.back() < armUs[best]) best = armUs.size() - 1;
+  }
+  const std::size_t epochsEach = t.armEpochs.front().size();
+  if (t.checkEpochs > 0) {
+    // Two epochs of each arm: done where the fastest arm's slowest span
+    // beats every other arm's fastest by the margin (the order cannot
+    // change with one more epoch each); otherwise the last round runs.
+    t.interimChecked = true;
+    const double worstOfBest = *std::max_element(armSpans[best].begin(), armSpans[best].end());
+    for (std::size_t a = 0; a < armSpans.size(); ++a) {
+      if (a == best) continue;
+      const double fastest = *std::min_element(armSpans[a].begin(), armSpans[a].end());
+      if (!(worstOfBest < fastest * (1.0 - kStepKeepPercent / 100.0))) return;
+    }
+    t.checkEpochs = 0;
+    t.epoch = {};
   }
   t.armEpochs.clear();
   const bool replace = best > 0 && armUs[0] < kNoTime && armUs[best] < armUs[0] * (1.0 - kStepKeepPercent / 100.0);
@@ -522,7 +543,7 @@ void OnlineSelection::stepCheck(Collective coll, transport::Transport& world) {
   if (log_ && world.rank() == 0) {
     std::ostringstream os;
     os << "[boostcomm] step check of " << toString(coll) << " (" << t.checkedWinners << "), median span of "
-       << kCheckEpochs << " epochs each (slowest rank): each class's winner " << msText(armUs[0]);
+       << epochsEach << " epochs each (slowest rank): each class's winner " << msText(armUs[0]);
     for (std::size_t a = 1; a < t.arms.size(); ++a) os << ", " << t.arms[a] << " for every call " << msText(armUs[a]);
     if (changed.tellp() > 0) {
       os << "; " << chosen << " now serves " << changed.str();

@@ -59,8 +59,10 @@
 // communication). The mix is timed beside each of those winners serving
 // every call of the epoch (where it is the class's candidate), and beside
 // each rival serving every call: the arms take turns, one epoch each,
-// kCheckEpochs times; an arm that would run every call as the mix does is
-// not timed. Where an arm's median span is
+// kCheckEpochs times (two where, after two epochs each, every span of the
+// fastest arm beats every span of each other arm by kStepKeepPercent); an
+// arm that would run every call as the mix does is not timed. Where an
+// arm's median span is
 // shorter than the mix's by more than kStepKeepPercent, that arm's
 // algorithm (the fastest such) serves each of those classes that has it as
 // a candidate. Spans are agreed (MAX) across ranks, so every rank keeps the
@@ -296,6 +298,7 @@ class OnlineSelection {
     std::vector<int> checkClasses;  // the classes of the epoch it was started after
     std::vector<std::string_view> arms;
     int checkEpochs = 0;
+    bool interimChecked = false;  // its checkpoint after two epochs of each arm ran
     EpochSpan epoch;
     std::vector<std::vector<EpochSpan>> armEpochs;
     int considered = 0;
@@ -336,6 +339,12 @@ class OnlineSelection {
   // would run some call of it other than the mix does, the step check's
   // epochs begin.
   void startStepCheck(Collective coll);
+  // Whether the step check's interim checkpoint is due: every arm ran two
+  // of its kCheckEpochs epochs, and it has not run yet.
+  static bool interimDue(const CollectiveTrials& t) {
+    static_assert(kCheckEpochs > 2, "the interim checkpoint leaves a round to run");
+    return !t.interimChecked && t.checkEpochs == static_cast<int>(t.arms.size()) * (kCheckEpochs - 2);
+  }
   // The arm of the step check's epoch under way.
   static std::size_t armOf(const CollectiveTrials& t) {
     const int n = static_cast<int>(t.arms.size());

@@ -741,9 +741,13 @@ TEST(OnlineSelection, AStepCheckReplacesAMixSlowerThanOneWinnerForEveryCall) {
                      " for every call 210.0 ms; " + model + " now serves 8 MiB - 16 MiB (was native)"),
             std::string::npos)
       << log;
+  // Its arms' spans lay apart after two epochs each: the check ended there.
+  EXPECT_NE(log.find("median span of 2 epochs each"), std::string::npos) << log;
   const std::string kept = stepWinners(0.0, &model, &log);
   EXPECT_EQ(kept, "native," + model) << log;
   EXPECT_NE(log.find("keeping each class's winner"), std::string::npos) << log;
+  // The mix and M for every call tie (210 ms each): all three epochs each.
+  EXPECT_NE(log.find("median span of 3 epochs each"), std::string::npos) << log;
 }
 
 // A call of a new size during the check (step 6: the trials took steps 0-3,
