@@ -508,10 +508,12 @@ void OnlineSelection::stepCheck(Collective coll, transport::Transport& world) {
   }
   const std::size_t epochsEach = t.armEpochs.front().size();
   if (t.checkEpochs > 0) {
-    // Two epochs of each arm: done where the fastest arm's slowest span
-    // beats every other arm's fastest by the margin (the order cannot
-    // change with one more epoch each); otherwise the last round runs.
+    // Two epochs of each arm: done where every epoch was timed and the
+    // fastest arm's slowest span beats every other arm's fastest by the
+    // margin (the order cannot change with one more epoch each); otherwise
+    // the last round runs. (The medians so taken are the faster of two.)
     t.interimChecked = true;
+    if (!std::all_of(spans.begin(), spans.end(), [](double us) { return us < kNoTime; })) return;
     const double worstOfBest = *std::max_element(armSpans[best].begin(), armSpans[best].end());
     for (std::size_t a = 0; a < armSpans.size(); ++a) {
       if (a == best) continue;

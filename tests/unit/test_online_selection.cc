@@ -653,7 +653,8 @@ core::Clock::duration msOf(double v) {
 
 // One allreduce of `spec` through `selection` on one rank, a checkpoint
 // first where one is due: returns what it ran and, where the call is timed,
-// records it as launched at `launch` and taking `took(ran, inStepCheck)` ms.
+// records it as launched at `launch` and taking `took(ran, inStepCheck)` ms
+// (negative: left unrecorded, a call whose time never came).
 std::string timedCall(tuning::OnlineSelection& selection, const tuning::ModelSelection& model,
                       const algorithms::CollectiveSpec& spec, transport::Transport& world,
                       core::Clock::time_point launch, const std::function<double(const std::string&, bool)>& took) {
@@ -664,7 +665,9 @@ std::string timedCall(tuning::OnlineSelection& selection, const tuning::ModelSel
     EXPECT_FALSE(selection.next(spec, model, WireFormat::kOff, algo, trial));
   }
   const std::string ran = algo != nullptr ? algo->name : winnerFor(selection, spec.payloadBytes());
-  if (trial.timed()) selection.recordTime(trial, launch, launch + msOf(took(ran, trial.stepTimed)));
+  if (!trial.timed()) return ran;
+  const double ms = took(ran, trial.stepTimed);
+  if (ms >= 0) selection.recordTime(trial, launch, launch + msOf(ms));
   return ran;
 }
 
@@ -773,7 +776,8 @@ TEST(OnlineSelection, AStepCheckCancelledByANewClassStartsAgain) {
 // margin, native wins the class and M is its rival. In the step check M
 // serves every call for some epochs: its calls there take `mInStepMs`.
 // Returns the class's final winner.
-std::string rivalledClassWinner(double mTrialMs, double mInStepMs, std::string* modelChoice, std::string* log) {
+std::string rivalledClassWinner(double mTrialMs, double mInStepMs, std::string* modelChoice, std::string* log,
+                                bool missFirstCheckCall = false) {
   const algorithms::NodeLayout layout = algorithms::layoutFromSizes({1, 1});
   algorithms::CollectiveSpec a = probeOf(layout, 2);
   a.count = (std::size_t{20} << 20) / sizeof(float);
@@ -787,7 +791,12 @@ std::string rivalledClassWinner(double mTrialMs, double mInStepMs, std::string* 
   }
   if (names.size() < 2 || names.front() != "native") return "(not native, then the model's choice)";
   *modelChoice = names[1];
+  bool missed = false;
   const auto took = [&](const std::string& n, bool inStepCheck) {
+    if (missFirstCheckCall && inStepCheck && !missed) {
+      missed = true;
+      return -1.0;  // that epoch has no span
+    }
     if (n == "native") return 300.0;
     if (n == *modelChoice) return inStepCheck ? mInStepMs : mTrialMs;
     return 500.0;
@@ -839,6 +848,13 @@ TEST(OnlineSelection, NativeAndAScheduleCloseToItAreCheckedInTheStep) {
       << log;
   EXPECT_NE(log.find("each class's winner 340.0 ms, native for every call 310.0 ms; native now serves "
                      "16 MiB - 32 MiB (was " + model + ")"),
+            std::string::npos)
+      << log;
+  // An epoch without a span (a call's time never came): the check does not
+  // end after two epochs each, and decides on the medians of what it has.
+  EXPECT_EQ(rivalledClassWinner(265.0, 240.0, &model, &log, /*missFirstCheckCall=*/true), model) << log;
+  EXPECT_NE(log.find("median span of 3 epochs each (slowest rank): each class's winner 310.0 ms, " + model +
+                     " for every call 250.0 ms"),
             std::string::npos)
       << log;
   EXPECT_EQ(rivalledClassWinner(380.0, 240.0, &model, &log), "native") << log;
