@@ -521,7 +521,6 @@ void OnlineSelection::stepCheck(Collective coll, transport::Transport& world) {
       if (!(worstOfBest < fastest * (1.0 - kStepKeepPercent / 100.0))) return;
     }
     t.checkEpochs = 0;
-    t.epoch = {};
   }
   t.armEpochs.clear();
   const bool replace = best > 0 && armUs[0] < kNoTime && armUs[best] < armUs[0] * (1.0 - kStepKeepPercent / 100.0);

@@ -550,13 +550,22 @@ tuning::CostParams twoNodesAt1Gbit() {
   return tuning::paramsFor(2, {1, 1}, 2, false, LinkModel{}, inter);
 }
 
+// The winner `sel` decided for payloads of `bytes` ("(undecided)": none yet); the
+// tests here run allreduce only.
+std::string winnerFor(const tuning::OnlineSelection& sel, std::size_t bytes) {
+  for (const auto& w : sel.winners()) {
+    if (w.minBytes <= bytes && bytes <= w.maxBytes) return w.algorithm->name;
+  }
+  return "(undecided)";
+}
+
 // The same through the trials themselves (next / recordTime / decide): a
 // 25 MiB allreduce class between two nodes at 1 Gbit/s whose candidates
 // always take the times below (rd 14% ahead of ring, so it wins
 // among the schedules whichever the model ranks first). With the margin a
 // Gloo communicator uses (Communicator: Transport::repeatsNativeTimes)
-// native, 7% behind rd, goes into the tie round and is kept; with Open
-// MPI's, rd.
+// native, 7% behind rd, is kept (rd its rival: no tie round, the step
+// check would time the two); with Open MPI's, rd.
 // The winner of that class where the candidates take timeOf(name, nth call
 // of that candidate) microseconds; calls counts each candidate's trials.
 std::string decided(double marginPercent, const std::function<double(const std::string&, int)>& timeOf,
@@ -596,13 +605,7 @@ std::string decided(double marginPercent, const std::function<double(const std::
     at += took;
   }
   if (calls != nullptr) *calls = tried;
-  for (const auto& w : selection.winners()) {
-    if (w.collective == Collective::kAllreduce && w.minBytes <= spec.payloadBytes() &&
-        spec.payloadBytes() <= w.maxBytes) {
-      return w.algorithm->name;
-    }
-  }
-  return "(undecided)";
+  return winnerFor(selection, spec.payloadBytes());
 }
 
 std::string decidedWithMargin(double marginPercent) {
@@ -637,14 +640,6 @@ TEST(OnlineSelection, OneSlowSampleDoesNotDisplaceTheModelsSchedule) {
   ASSERT_FALSE(modelChoice.empty());
   EXPECT_EQ(winner, modelChoice);
   EXPECT_EQ(tried[modelChoice], 3);
-}
-
-// The winner `sel` decided for payloads of `bytes` ("(undecided)": none yet).
-std::string winnerFor(const tuning::OnlineSelection& sel, std::size_t bytes) {
-  for (const auto& w : sel.winners()) {
-    if (w.minBytes <= bytes && bytes <= w.maxBytes) return w.algorithm->name;
-  }
-  return "(undecided)";
 }
 
 core::Clock::duration msOf(double v) {
