@@ -92,6 +92,14 @@ void OnlineSelection::startClass(ClassState& s, const algorithms::CollectiveSpec
   } else {
     CollectiveTrials& t = trials_[static_cast<std::size_t>(spec.collective)];
     ++t.classesRacing;
+    if (t.checkWanted) {
+      // The step the check waited for was a loop of one payload (a sweep's
+      // size): the new class opens epochs of its own, as after a decision.
+      t.checkWanted = false;
+      t.seen.clear();
+      t.step.clear();
+      t.stepOpen = false;
+    }
     if (t.checkEpochs > 0 || !t.armEpochs.empty()) {
       // A step check under way no longer times the whole mix: it starts
       // again once the classes of an epoch are decided.
@@ -118,9 +126,15 @@ bool OnlineSelection::endsEpoch(const CollectiveTrials& t, std::size_t bytes) {
 
 bool OnlineSelection::endEpoch(Collective coll) {
   CollectiveTrials& t = trials_[static_cast<std::size_t>(coll)];
-  t.lastSeen.swap(t.seen);
+  // The step: this epoch, after those of one call before it (see the step
+  // check in the header).
+  if (!t.stepOpen) t.step.clear();
+  t.step.insert(t.step.end(), t.seen.begin(), t.seen.end());
+  t.stepOpen = t.seen.size() < 2 && t.step.size() < static_cast<std::size_t>(kEpochCalls);
   t.seen.clear();
-  if (t.checkEpochs > 0) {
+  if (t.stepOpen) {
+    // The check's epoch and its arm go on into the next epoch.
+  } else if (t.checkEpochs > 0) {
     t.armEpochs[armOf(t)].push_back(std::move(t.epoch));
     t.epoch = {};
     // After each arm's last epoch, and after its second: there the check
@@ -153,7 +167,7 @@ bool OnlineSelection::next(const algorithms::CollectiveSpec& spec, const tuning:
   ClassState& s = state(spec.collective, cls);
   if (!s.started) startClass(s, spec, model, wire);
   CollectiveTrials& t = trials_[static_cast<std::size_t>(spec.collective)];
-  if (t.classesRacing == 0 && t.checkEpochs == 0 && !t.checkpointDue) return false;
+  if (t.classesRacing == 0 && t.checkEpochs == 0 && !t.checkpointDue && !t.checkWanted) return false;
   if (t.checkpointDue) return true;  // a checkpoint that did not complete (its agreement threw)
   if (!t.seen.empty() && endsEpoch(t, bytes) && endEpoch(spec.collective)) return true;
   t.seen.push_back(bytes);
@@ -435,18 +449,23 @@ void OnlineSelection::startStepCheck(Collective coll) {
   const int decided = static_cast<int>(std::count_if(classes_[static_cast<std::size_t>(coll)].begin(),
                                                      classes_[static_cast<std::size_t>(coll)].end(),
                                                      [](const ClassState& s) { return s.winner != nullptr; }));
+  t.checkWanted = false;
   if (decided == t.considered) return;
-  // An epoch of one call is not checked: its span is that call's time,
-  // which its trials measured (a loop of one size ends an epoch at every
-  // call). The next epoch of several calls is.
-  const auto timedCalls =
-      std::count_if(t.lastSeen.begin(), t.lastSeen.end(), [](std::size_t b) { return b >= kMinBytes; });
-  if (timedCalls < 2) return;
+  // Only a whole step of several payloads is checked: where the epoch just
+  // ended leaves a step open (one that begins with a run of equal
+  // payloads), the check waits for its end; a loop of one payload is never
+  // checked (its span is that call's time, which its trials measured: its
+  // steps are kEpochCalls calls of one payload).
+  if (t.stepOpen) {
+    t.checkWanted = true;
+    return;
+  }
+  if (std::none_of(t.step.begin(), t.step.end(), [&](std::size_t b) { return b != t.step.front(); })) return;
   t.considered = decided;
-  // The winners of the classes that ran side by side in the epoch just
+  // The winners of the classes that ran side by side in the step just
   // ended (a sweep's sizes, one after another, are not a mix).
   t.checkClasses.clear();
-  for (std::size_t bytes : t.lastSeen) {
+  for (std::size_t bytes : t.step) {
     const int cls = classOf(bytes);
     if (bytes >= kMinBytes && std::find(t.checkClasses.begin(), t.checkClasses.end(), cls) == t.checkClasses.end()) {
       t.checkClasses.push_back(cls);

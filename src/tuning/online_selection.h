@@ -75,7 +75,13 @@
 // DDP's first step. Asynchronous calls have a span only while a progress
 // thread runs (as their trials have a time); without one nothing is
 // replaced. A class that starts during a check cancels it; it starts again
-// once the classes of an epoch are decided.
+// once the classes of an epoch are decided. The check's unit is a step: a
+// step that begins with a run of equal payloads ends an epoch at each of
+// them ([a], [a], [a, b]), so an epoch of one call is counted with the
+// epochs after it until one of several calls closes the step ([a, a, a,
+// b]; at most kEpochCalls calls). Otherwise a check of two arms gave one of
+// them every [a] and the other every [a, b], and a decision made at the
+// end of an [a] found no step to check, and none came after it.
 //
 // Timing: a blocking call from its start to its return; an asynchronous
 // call by its share of the time from launch to the engine seeing it
@@ -287,7 +293,10 @@ class OnlineSelection {
   // A collective's trials: its epoch under way and its classes in the race.
   struct CollectiveTrials {
     std::vector<std::size_t> seen;  // the payloads of the epoch's calls, in order (empty: none yet)
-    std::vector<std::size_t> lastSeen;  // those of the epoch before
+    // Those of the last step (its epochs, merged) and whether it is still
+    // open (its epochs so far had one call each).
+    std::vector<std::size_t> step;
+    bool stepOpen = false;
     int classesRacing = 0;          // started and not decided
     bool checkpointDue = false;     // an epoch ended a class's round; decide() clears it once it ran
     int racingCalls = 0;            // the epoch's calls of classes still in the race
@@ -302,6 +311,7 @@ class OnlineSelection {
     EpochSpan epoch;
     std::vector<std::vector<EpochSpan>> armEpochs;
     int considered = 0;
+    bool checkWanted = false;  // a decision waits for a whole step to start the check after
     std::string checkedWinners;  // for the log: "8 MiB - 16 MiB native, 16 MiB - 32 MiB hier"
   };
   static int classOf(std::size_t bytes);

@@ -770,9 +770,10 @@ TEST(OnlineSelection, AStepCheckCancelledByANewClassStartsAgain) {
 // of native's (kTieMargin), and not faster by more than native's keep
 // margin, native wins the class and M is its rival. In the step check M
 // serves every call for some epochs: its calls there take `mInStepMs`.
-// Returns the class's final winner.
+// Returns the class's final winner. With `leadingCalls` > 1 a step begins
+// with that many calls of the 20 MiB payload, 5 ms apart.
 std::string rivalledClassWinner(double mTrialMs, double mInStepMs, std::string* modelChoice, std::string* log,
-                                bool missFirstCheckCall = false) {
+                                bool missFirstCheckCall = false, int leadingCalls = 1) {
   const algorithms::NodeLayout layout = algorithms::layoutFromSizes({1, 1});
   algorithms::CollectiveSpec a = probeOf(layout, 2);
   a.count = (std::size_t{20} << 20) / sizeof(float);
@@ -801,7 +802,7 @@ std::string rivalledClassWinner(double mTrialMs, double mInStepMs, std::string* 
   core::Clock::time_point stepStart{};
   ::testing::internal::CaptureStderr();
   for (int step = 0; step < 24; ++step, stepStart += msOf(1000.0)) {
-    timedCall(selection, model, a, *world[0], stepStart, took);
+    for (int i = 0; i < leadingCalls; ++i) timedCall(selection, model, a, *world[0], stepStart + msOf(5.0 * i), took);
     timedCall(selection, model, b, *world[0], stepStart + msOf(10.0), took);
   }
   *log = ::testing::internal::GetCapturedStderr();
@@ -855,6 +856,26 @@ TEST(OnlineSelection, NativeAndAScheduleCloseToItAreCheckedInTheStep) {
   EXPECT_EQ(rivalledClassWinner(380.0, 240.0, &model, &log), "native") << log;
   EXPECT_EQ(log.find("step check"), std::string::npos) << log;
   EXPECT_EQ(log.find("rival"), std::string::npos) << log;
+}
+
+// A step that begins with a run of equal payloads (20, 20, 20 MiB, then 24)
+// ends an epoch at each of them. The step check times whole steps all the
+// same: from the first call's launch to the 24 MiB call's end, 310 ms with
+// native and 250 with M, whatever the run's length. Without the steps
+// (epochs of one call counted alone) the check with a run of three never
+// started (the decision fell at the end of a one-call epoch) and with a run
+// of two gave one arm every one-call epoch and the other every two-call
+// one (300 ms against 245).
+TEST(OnlineSelection, AStepThatBeginsWithARunOfEqualPayloadsIsCheckedWhole) {
+  std::string model;
+  std::string log;
+  for (int leading : {2, 3}) {
+    EXPECT_EQ(rivalledClassWinner(265.0, 240.0, &model, &log, false, leading), model) << leading << "\n" << log;
+    EXPECT_NE(log.find("each class's winner 310.0 ms, " + model + " for every call 250.0 ms; " + model +
+                       " now serves 16 MiB - 32 MiB (was native)"),
+              std::string::npos)
+        << leading << "\n" << log;
+  }
 }
 
 TEST(OnlineSelection, TrialsKeepNativeOnACloseCallOnlyWhereItsTimesRepeat) {
