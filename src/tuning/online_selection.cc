@@ -91,15 +91,17 @@ void OnlineSelection::startClass(ClassState& s, const algorithms::CollectiveSpec
     s.decided = true;  // fewer than two candidates: nothing to learn
   } else {
     CollectiveTrials& t = trials_[static_cast<std::size_t>(spec.collective)];
-    ++t.classesRacing;
-    if (t.checkWanted) {
-      // The step the check waited for was a loop of one payload (a sweep's
-      // size): the new class opens epochs of its own, as after a decision.
+    if (t.classesRacing == 0 && t.checkEpochs == 0 && !t.checkpointDue) {
+      // The first class to start after every other was decided (a sweep's
+      // next size; where a check waited for a step, the calls were a loop
+      // of one payload) opens epochs and steps of its own: what the calls
+      // before it left there ends nothing of its.
       t.checkWanted = false;
       t.seen.clear();
       t.step.clear();
       t.stepOpen = false;
     }
+    ++t.classesRacing;
     if (t.checkEpochs > 0 || !t.armEpochs.empty()) {
       // A step check under way no longer times the whole mix: it starts
       // again once the classes of an epoch are decided.

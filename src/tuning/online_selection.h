@@ -79,9 +79,12 @@
 // step that begins with a run of equal payloads ends an epoch at each of
 // them ([a], [a], [a, b]), so an epoch of one call is counted with the
 // epochs after it until one of several calls closes the step ([a, a, a,
-// b]; at most kEpochCalls calls). Otherwise a check of two arms gave one of
-// them every [a] and the other every [a, b], and a decision made at the
-// end of an [a] found no step to check, and none came after it.
+// b]; after kEpochCalls epochs of one call, those close it). Otherwise a
+// check of two arms gave one of them every [a] and the other every [a, b],
+// and a decision made at the end of an [a] found no step to check, and
+// none came after it. (A step that also ends with its first payload, [a,
+// b, a], is cut across two: [a, a, b], the last call of one and the first
+// two of the next, a span that holds what the caller did between them.)
 //
 // Timing: a blocking call from its start to its return; an asynchronous
 // call by its share of the time from launch to the engine seeing it

@@ -157,13 +157,16 @@ TEST(OnlineSelection, FirstHierarchicalCallWithWorkInFlight) {
 // size ends its epoch, so the next size opens epochs of its own and is
 // decided within the same number of calls (an epoch that kept the first
 // size as its mark would give each of its calls the same candidate until
-// kEpochCalls).
+// kEpochCalls). So also after a size that ran past kEpochCalls calls (its
+// epochs of one call merged into a step of that many: the next size's
+// epochs must not start from its calls).
 TEST(OnlineSelection, EachSizeOfASweepIsDecidedInItsOwnCalls) {
   Tunables t{{core::kTunableNodeLayout, "3,1"}};
   detail::runInProcess(4, [&](Communicator& comm) {
-    for (std::size_t count : {std::size_t{65536}, std::size_t{300000}}) {
+    for (std::size_t count : {std::size_t{65536}, std::size_t{300000}, std::size_t{20000}}) {
       std::vector<float> v(count, 1.0f);
-      for (int call = 0; call < kTrialCalls; ++call)
+      const int calls = kTrialCalls + (count == 65536 ? tuning::OnlineSelection::kEpochCalls + 8 : 0);
+      for (int call = 0; call < calls; ++call)
         comm.allreduce(std::span<const float>(v), std::span<float>(v), ReduceOp::kMax);
       const std::string selected = comm.selectedAlgorithm(Collective::kAllreduce, count * sizeof(float));
       for (int call = 0; call < 3; ++call) {
