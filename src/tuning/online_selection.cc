@@ -92,14 +92,19 @@ void OnlineSelection::startClass(ClassState& s, const algorithms::CollectiveSpec
   } else {
     CollectiveTrials& t = trials_[static_cast<std::size_t>(spec.collective)];
     if (t.classesRacing == 0 && t.checkEpochs == 0 && !t.checkpointDue) {
-      // The first class to start after every other was decided (a sweep's
-      // next size; where a check waited for a step, the calls were a loop
-      // of one payload) opens epochs and steps of its own: what the calls
-      // before it left there ends nothing of its.
-      t.checkWanted = false;
-      t.seen.clear();
-      t.step.clear();
-      t.stepOpen = false;
+      if (t.checkWanted) {
+        // Epochs were followed for a check waiting for its step: this
+        // class's payload may be that step's next (DDP: [a x 6, b], a's class
+        // decided within the run of a's), or a sweep's next size after a
+        // loop of one. Told apart by which payload comes back first (next()).
+        t.seenBeforeClass = true;
+      } else {
+        // Nothing followed them since the decisions: what was left there
+        // ends nothing of this class's.
+        t.seen.clear();
+        t.step.clear();
+        t.stepOpen = false;
+      }
     }
     ++t.classesRacing;
     if (t.checkEpochs > 0 || !t.armEpochs.empty()) {
@@ -132,6 +137,7 @@ bool OnlineSelection::endEpoch(Collective coll) {
   // check in the header).
   if (!t.stepOpen) t.step.clear();
   t.step.insert(t.step.end(), t.seen.begin(), t.seen.end());
+  t.seenBeforeClass = false;  // an epoch ended first: the calls before the new class were of its step
   t.stepOpen = t.seen.size() < 2 && t.step.size() < static_cast<std::size_t>(kEpochCalls);
   t.seen.clear();
   if (t.stepOpen) {
@@ -171,6 +177,14 @@ bool OnlineSelection::next(const algorithms::CollectiveSpec& spec, const tuning:
   CollectiveTrials& t = trials_[static_cast<std::size_t>(spec.collective)];
   if (t.classesRacing == 0 && t.checkEpochs == 0 && !t.checkpointDue && !t.checkWanted) return false;
   if (t.checkpointDue) return true;  // a checkpoint that did not complete (its agreement threw)
+  if (t.seenBeforeClass && !t.seen.empty() && bytes == t.seen.back() && bytes != t.seen.front()) {
+    // The new class's payload came back before the calls before it did: a
+    // sweep's next size. Its epochs and steps start at its first call.
+    t.seen.erase(t.seen.begin(), std::find(t.seen.begin(), t.seen.end(), bytes));
+    t.step.clear();
+    t.stepOpen = false;
+    t.seenBeforeClass = false;
+  }
   if (!t.seen.empty() && endsEpoch(t, bytes) && endEpoch(spec.collective)) return true;
   t.seen.push_back(bytes);
   if (t.checkEpochs > 0) {  // the step check: the mix, or one winner for every call, timed together

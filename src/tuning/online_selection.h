@@ -9,7 +9,9 @@
 // a class run with the candidate its class is trying in this epoch. Epoch:
 // the calls of one collective from one call to the next call of the same
 // payload (see endsEpoch; at most kEpochCalls calls): one step of a
-// training loop, whose DDP buckets repeat in the same order. Every class under trial runs one
+// training loop, whose DDP buckets repeat in the same order (a step that
+// begins with a run of equal payloads: several epochs, see the step check
+// below). Every class under trial runs one
 // candidate for a whole epoch, and all classes of the collective change
 // candidates together at its end, so a step runs one algorithm beside
 // itself: when candidates took turns call by call, DDP's two 8-16 MiB
@@ -75,16 +77,21 @@
 // DDP's first step. Asynchronous calls have a span only while a progress
 // thread runs (as their trials have a time); without one nothing is
 // replaced. A class that starts during a check cancels it; it starts again
-// once the classes of an epoch are decided. The check's unit is a step: a
+// after the next step once the classes are decided. The check's unit is a step: a
 // step that begins with a run of equal payloads ends an epoch at each of
 // them ([a], [a], [a, b]), so an epoch of one call is counted with the
 // epochs after it until one of several calls closes the step ([a, a, a,
 // b]; after kEpochCalls epochs of one call, those close it). Otherwise a
 // check of two arms gave one of them every [a] and the other every [a, b],
 // and a decision made at the end of an [a] found no step to check, and
-// none came after it. (A step that also ends with its first payload, [a,
-// b, a], is cut across two: [a, a, b], the last call of one and the first
-// two of the next, a span that holds what the caller did between them.)
+// none came after it. A class that starts while the check waits for its
+// step (DDP's [a x 6, b], a's class decided within the first run of a's)
+// keeps the calls before it in its epoch unless its own payload comes back
+// first (a sweep's next size, after a loop of one). (A step that also ends
+// with its first payload, [a, b, a], is cut across two: [a, a, b], the last
+// call of one and the first two of the next, a span that holds what the
+// caller did between them. A step whose payloads are all equal cannot be
+// told from a loop of one payload: it is never checked.)
 //
 // Timing: a blocking call from its start to its return; an asynchronous
 // call by its share of the time from launch to the engine seeing it
@@ -297,7 +304,7 @@ class OnlineSelection {
   struct CollectiveTrials {
     std::vector<std::size_t> seen;  // the payloads of the epoch's calls, in order (empty: none yet)
     // Those of the last step (its epochs, merged) and whether it is still
-    // open (its epochs so far had one call each).
+    // open (its epochs so far had one call each, fewer than kEpochCalls).
     std::vector<std::size_t> step;
     bool stepOpen = false;
     int classesRacing = 0;          // started and not decided
@@ -315,6 +322,7 @@ class OnlineSelection {
     std::vector<std::vector<EpochSpan>> armEpochs;
     int considered = 0;
     bool checkWanted = false;  // a decision waits for a whole step to start the check after
+    bool seenBeforeClass = false;  // seen starts with calls from before the class racing now began
     std::string checkedWinners;  // for the log: "8 MiB - 16 MiB native, 16 MiB - 32 MiB hier"
   };
   static int classOf(std::size_t bytes);

@@ -881,6 +881,51 @@ TEST(OnlineSelection, AStepThatBeginsWithARunOfEqualPayloadsIsCheckedWhole) {
   }
 }
 
+// DDP's step [a x 6, b] (20 MiB six times, 5 ms apart, then 5 MiB at 30 ms):
+// a's class (native kept, M its rival) is decided within the first step's
+// run of a's, after four one-call epochs; b's class starts after it. The
+// steps still begin at the first a: the check's spans run from it to the
+// step's last completion, 325 ms with native (a6 at 25 + 300) and 265 with
+// M (25 + 240). Starting b's epochs at b instead (as when every class
+// starting after the decisions dropped the calls before it) put each
+// step's b with the next step's a's, a span of 1295 ms that holds the gap
+// between steps.
+TEST(OnlineSelection, AClassThatStartsAfterADecisionWithinTheStepKeepsItsSteps) {
+  const algorithms::NodeLayout layout = algorithms::layoutFromSizes({1, 1});
+  algorithms::CollectiveSpec a = probeOf(layout, 2);
+  a.count = (std::size_t{20} << 20) / sizeof(float);
+  algorithms::CollectiveSpec b = a;
+  b.count = (std::size_t{5} << 20) / sizeof(float);
+  const tuning::CostParams params = twoNodesAt1Gbit();
+  const tuning::ModelSelection model(params, a);
+  std::vector<std::string> names;
+  for (const auto* c : model.trialCandidates(Collective::kAllreduce, a.payloadBytes(), WireFormat::kOff)) {
+    names.push_back(c->name);
+  }
+  ASSERT_GE(names.size(), 2u);
+  ASSERT_EQ(names.front(), "native");
+  const std::string m = names[1];
+  const auto tookA = [&](const std::string& n, bool inStepCheck) {
+    return n == "native" ? 300.0 : n == m ? (inStepCheck ? 240.0 : 265.0) : 500.0;
+  };
+  const auto tookB = [](const std::string& n, bool) { return n == "native" ? 50.0 : 100.0; };
+  auto world = transport::InProcFabric::create(1);
+  tuning::OnlineSelection selection(true, true, -tuning::OnlineSelection::kNativeKeepPercent);
+  core::Clock::time_point stepStart{};
+  ::testing::internal::CaptureStderr();
+  for (int step = 0; step < 24; ++step, stepStart += msOf(1000.0)) {
+    for (int i = 0; i < 6; ++i) timedCall(selection, model, a, *world[0], stepStart + msOf(5.0 * i), tookA);
+    timedCall(selection, model, b, *world[0], stepStart + msOf(30.0), tookB);
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("keeping native (rival " + m + ", within 25%: the step check times it)"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("each class's winner 325.0 ms, " + m + " for every call 265.0 ms; " + m + " now serves"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(winnerFor(selection, a.payloadBytes()), m) << log;
+}
+
 TEST(OnlineSelection, TrialsKeepNativeOnACloseCallOnlyWhereItsTimesRepeat) {
   EXPECT_EQ(decidedWithMargin(-tuning::OnlineSelection::kNativeKeepPercent), "native");
   EXPECT_EQ(decidedWithMargin(tuning::OnlineSelection::kNativeWinPercent), "rd");
