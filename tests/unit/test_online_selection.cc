@@ -553,6 +553,16 @@ tuning::CostParams twoNodesAt1Gbit() {
   return tuning::paramsFor(2, {1, 1}, 2, false, LinkModel{}, inter);
 }
 
+// The names of the model's trial candidates for a float32 allreduce of
+// `spec`'s payload, in the model's order.
+std::vector<std::string> trialNames(const tuning::ModelSelection& model, const algorithms::CollectiveSpec& spec) {
+  std::vector<std::string> names;
+  for (const auto* c : model.trialCandidates(Collective::kAllreduce, spec.payloadBytes(), WireFormat::kOff)) {
+    names.push_back(c->name);
+  }
+  return names;
+}
+
 // The winner `sel` decided for payloads of `bytes` ("(undecided)": none yet); the
 // tests here run allreduce only.
 std::string winnerFor(const tuning::OnlineSelection& sel, std::size_t bytes) {
@@ -689,17 +699,10 @@ std::string stepWinners(double neighbourCostMs, std::string* modelChoice, std::s
   oneOff.count = (std::size_t{5} << 20) / sizeof(float);
   const tuning::CostParams params = twoNodesAt1Gbit();
   const tuning::ModelSelection model(params, a);
-  const auto namesFor = [&](const algorithms::CollectiveSpec& spec) {
-    std::vector<std::string> names;
-    for (const auto* c : model.trialCandidates(Collective::kAllreduce, spec.payloadBytes(), WireFormat::kOff)) {
-      names.push_back(c->name);
-    }
-    return names;
-  };
   // The two classes rank the same candidates in the same order, so each
   // trial epoch runs one candidate for both calls.
-  const std::vector<std::string> names = namesFor(a);
-  EXPECT_EQ(names, namesFor(b));
+  const std::vector<std::string> names = trialNames(model, a);
+  EXPECT_EQ(names, trialNames(model, b));
   EXPECT_GE(names.size(), 3u);
   if (names.size() < 3 || names.front() != "native") return "(not native, then the model's choice)";
   *modelChoice = names[1];
@@ -784,10 +787,7 @@ std::string rivalledClassWinner(double mTrialMs, double mInStepMs, std::string* 
   b.count = (std::size_t{24} << 20) / sizeof(float);
   const tuning::CostParams params = twoNodesAt1Gbit();
   const tuning::ModelSelection model(params, a);
-  std::vector<std::string> names;
-  for (const auto* c : model.trialCandidates(Collective::kAllreduce, a.payloadBytes(), WireFormat::kOff)) {
-    names.push_back(c->name);
-  }
+  const std::vector<std::string> names = trialNames(model, a);
   if (names.size() < 2 || names.front() != "native") return "(not native, then the model's choice)";
   *modelChoice = names[1];
   bool missed = false;
@@ -898,10 +898,7 @@ TEST(OnlineSelection, AClassThatStartsAfterADecisionWithinTheStepKeepsItsSteps) 
   b.count = (std::size_t{5} << 20) / sizeof(float);
   const tuning::CostParams params = twoNodesAt1Gbit();
   const tuning::ModelSelection model(params, a);
-  std::vector<std::string> names;
-  for (const auto* c : model.trialCandidates(Collective::kAllreduce, a.payloadBytes(), WireFormat::kOff)) {
-    names.push_back(c->name);
-  }
+  const std::vector<std::string> names = trialNames(model, a);
   ASSERT_GE(names.size(), 2u);
   ASSERT_EQ(names.front(), "native");
   const std::string m = names[1];
