@@ -563,6 +563,24 @@ std::vector<std::string> trialNames(const tuning::ModelSelection& model, const a
   return names;
 }
 
+// Two float32 allreduce payloads, `aMiB` and `bMiB` MiB, between two nodes
+// of one rank at 1 Gbit/s, and the cost model's selection over them (its
+// probe: a). Built in place: the specs point at `layout`.
+struct TwoPayloads {
+  TwoPayloads(std::size_t aMiB, std::size_t bMiB) : a(sized(aMiB)), b(sized(bMiB)), model(params, a) {}
+  TwoPayloads(const TwoPayloads&) = delete;
+  TwoPayloads& operator=(const TwoPayloads&) = delete;
+  algorithms::CollectiveSpec sized(std::size_t mib) const {
+    algorithms::CollectiveSpec spec = probeOf(layout, 2);
+    spec.count = (mib << 20) / sizeof(float);
+    return spec;
+  }
+  const algorithms::NodeLayout layout = algorithms::layoutFromSizes({1, 1});
+  const tuning::CostParams params = twoNodesAt1Gbit();
+  const algorithms::CollectiveSpec a, b;
+  const tuning::ModelSelection model;
+};
+
 // The winner `sel` decided for payloads of `bytes` ("(undecided)": none yet); the
 // tests here run allreduce only.
 std::string winnerFor(const tuning::OnlineSelection& sel, std::size_t bytes) {
@@ -690,15 +708,11 @@ std::string timedCall(tuning::OnlineSelection& selection, const tuning::ModelSel
 // another size (5 MiB) follows B, once. Returns each class's final winner,
 // "A,B".
 std::string stepWinners(double neighbourCostMs, std::string* modelChoice, std::string* log, int oneOffStep = -1) {
-  const algorithms::NodeLayout layout = algorithms::layoutFromSizes({1, 1});
-  algorithms::CollectiveSpec a = probeOf(layout, 2);
-  a.count = (std::size_t{12} << 20) / sizeof(float);
-  algorithms::CollectiveSpec b = a;
-  b.count = (std::size_t{25} << 20) / sizeof(float);
-  algorithms::CollectiveSpec oneOff = a;
-  oneOff.count = (std::size_t{5} << 20) / sizeof(float);
-  const tuning::CostParams params = twoNodesAt1Gbit();
-  const tuning::ModelSelection model(params, a);
+  const TwoPayloads step(12, 25);
+  const algorithms::CollectiveSpec& a = step.a;
+  const algorithms::CollectiveSpec& b = step.b;
+  const algorithms::CollectiveSpec oneOff = step.sized(5);
+  const tuning::ModelSelection& model = step.model;
   // The two classes rank the same candidates in the same order, so each
   // trial epoch runs one candidate for both calls.
   const std::vector<std::string> names = trialNames(model, a);
@@ -780,13 +794,10 @@ TEST(OnlineSelection, AStepCheckCancelledByANewClassStartsAgain) {
 // with that many calls of the 20 MiB payload, 5 ms apart.
 std::string rivalledClassWinner(double mTrialMs, double mInStepMs, std::string* modelChoice, std::string* log,
                                 bool missFirstCheckCall = false, int leadingCalls = 1) {
-  const algorithms::NodeLayout layout = algorithms::layoutFromSizes({1, 1});
-  algorithms::CollectiveSpec a = probeOf(layout, 2);
-  a.count = (std::size_t{20} << 20) / sizeof(float);
-  algorithms::CollectiveSpec b = a;
-  b.count = (std::size_t{24} << 20) / sizeof(float);
-  const tuning::CostParams params = twoNodesAt1Gbit();
-  const tuning::ModelSelection model(params, a);
+  const TwoPayloads step(20, 24);
+  const algorithms::CollectiveSpec& a = step.a;
+  const algorithms::CollectiveSpec& b = step.b;
+  const tuning::ModelSelection& model = step.model;
   const std::vector<std::string> names = trialNames(model, a);
   if (names.size() < 2 || names.front() != "native") return "(not native, then the model's choice)";
   *modelChoice = names[1];
@@ -891,13 +902,10 @@ TEST(OnlineSelection, AStepThatBeginsWithARunOfEqualPayloadsIsCheckedWhole) {
 // step's b with the next step's a's, a span of 1295 ms that holds the gap
 // between steps.
 TEST(OnlineSelection, AClassThatStartsAfterADecisionWithinTheStepKeepsItsSteps) {
-  const algorithms::NodeLayout layout = algorithms::layoutFromSizes({1, 1});
-  algorithms::CollectiveSpec a = probeOf(layout, 2);
-  a.count = (std::size_t{20} << 20) / sizeof(float);
-  algorithms::CollectiveSpec b = a;
-  b.count = (std::size_t{5} << 20) / sizeof(float);
-  const tuning::CostParams params = twoNodesAt1Gbit();
-  const tuning::ModelSelection model(params, a);
+  const TwoPayloads step(20, 5);
+  const algorithms::CollectiveSpec& a = step.a;
+  const algorithms::CollectiveSpec& b = step.b;
+  const tuning::ModelSelection& model = step.model;
   const std::vector<std::string> names = trialNames(model, a);
   ASSERT_GE(names.size(), 2u);
   ASSERT_EQ(names.front(), "native");
