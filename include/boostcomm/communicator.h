@@ -276,6 +276,19 @@ class Communicator {
   // collective may be using the buffer) or finalize().
   void* allocateBuffer(std::size_t bytes);
   void freeBuffer(void* buffer);
+  // Registered memory owned by the returned pointer and its copies instead
+  // of by the communicator: zeroed, page-aligned, valid for as long as any
+  // copy lives (finalize() included), and given back when the last one goes
+  // (on any thread, no communication). Null, on every rank alike, where the
+  // communicator has no shared segment (its ranks span nodes, or
+  // BOOSTCOMM_SHM=0): ordinary memory serves there. Collective like
+  // allocateBuffer (same size on every rank, or kMismatch on every rank);
+  // it first completes the collectives in flight. What the c10d backend
+  // gives DDP for its gradient buckets (Backend::allocateTensor).
+  std::shared_ptr<void> allocateOwnedBuffer(std::size_t bytes);
+  // Whether every rank of the communicator shares a node segment (what makes
+  // registered memory zero-copy); the same on every rank. Local.
+  bool hasSharedMemory() const;
 
   // Background progress: a library thread advances asynchronous collectives
   // whenever no caller does, so Works complete and their callbacks run while

@@ -323,6 +323,7 @@ void bindCommunicator(py::module_& m) {
           py::arg("strategy"), py::arg("intra_algorithm"), py::arg("inter_algorithm"),
           py::arg("collective_algorithm"))
       .def_property_readonly("node_layout", &Communicator::nodeLayout)
+      .def_property_readonly("has_shared_memory", &Communicator::hasSharedMemory)
       .def(
           "link_stats",
           [](Communicator& c, bool reset) {

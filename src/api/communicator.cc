@@ -142,9 +142,11 @@ void Communicator::useProgressThread() { impl_->useProgressThread(); }
 void Communicator::progress() { impl_->progressOnce(); }
 
 void* Communicator::allocateBuffer(std::size_t bytes) { return impl_->allocateBuffer(bytes); }
+std::shared_ptr<void> Communicator::allocateOwnedBuffer(std::size_t bytes) { return impl_->allocateOwnedBuffer(bytes); }
 void Communicator::freeBuffer(void* buffer) { impl_->freeBuffer(buffer); }
 void Communicator::finalize() { impl_->finalize(); }
 bool Communicator::finalized() const { return impl_->finalized(); }
+bool Communicator::hasSharedMemory() const { return impl_->hasSharedMemory(); }
 
 // --- Work ---
 

@@ -522,6 +522,25 @@ void* CommunicatorImpl::allocateBuffer(std::size_t bytes) {
   return p;
 }
 
+std::shared_ptr<void> CommunicatorImpl::allocateOwnedBuffer(std::size_t bytes) {
+  executor::EngineLock lock(*engine_);
+  checkUsable();
+  BC_INVALID(bytes > 0, rank_, "allocateOwnedBuffer: bytes is 0");
+  transport::SharedMemoryEngine* engine = transport_->sharedMemory();
+  if (engine == nullptr) return nullptr;  // every rank decides alike: the engine is collective
+  // Collective: finish our work in flight first (a peer inside the
+  // exchange could not progress its part of it, and the engine takes new
+  // registrations only between collectives).
+  engine_->drain(deadlineFor({}), "allocateOwnedBuffer", rank_);
+  const long long mine = static_cast<long long>(bytes);
+  const std::vector<long long> all = gatherWords(*transport_, &mine, 1);
+  const int r = firstDifferentRank(all, &mine, 1);
+  BC_CHECK(r < 0, ErrorCategory::kMismatch, rank_,
+           "allocateOwnedBuffer: ranks disagree on the size: rank " << rank_ << " asked for " << mine << " bytes, rank "
+                                                                    << r << " for " << all[static_cast<std::size_t>(r)]);
+  return engine->allocateOwned(bytes);
+}
+
 void CommunicatorImpl::freeBuffer(void* buffer) {
   std::lock_guard lock(mutex_);
   // finalize() already released every registered buffer.

@@ -117,9 +117,11 @@ class CommunicatorImpl {
   int tagSpan() const { return tagSpan_; }
   // Registered buffers (collective; see Communicator::allocateBuffer).
   void* allocateBuffer(std::size_t bytes);
+  std::shared_ptr<void> allocateOwnedBuffer(std::size_t bytes);
   void freeBuffer(void* buffer);
   void finalize();
   bool finalized() const { return finalized_; }
+  bool hasSharedMemory() const { return sharedMemory_; }
   transport::Transport& transport() { return *transport_; }
 
   // Tuned selection (src/tuning, docs/TUNING.md): measured winners and the

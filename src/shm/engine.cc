@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <utility>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "core/check.h"
 #include "shm/cma.h"
+#include "shm/posix_segment.h"
 
 namespace boostcomm::shm {
 
@@ -144,9 +146,32 @@ void* ShmEngine::allocate(std::size_t bytes) {
   return registrations_.back().window->mine();
 }
 
+std::shared_ptr<void> ShmEngine::allocateOwned(std::size_t bytes) {
+  BC_INVALID(bytes > 0, rank_, "allocateOwnedBuffer: bytes is 0");
+  BC_INVALID(queue_.size() == head_, rank_,
+             "allocateOwnedBuffer: collectives are still in flight on the shared segment");
+  Registration r;
+  r.window = std::make_shared<PosixSegment>(control_, bytes);
+  r.bytes = bytes;
+  r.owned = true;
+  registrations_.push_back(r);
+  // The holder's last copy gives this rank's pages back (MADV_REMOVE frees a
+  // shared-memory range while it stays mapped: the address range cannot be
+  // reused by another allocation while the engine may still look it up, and
+  // nobody reads it any more: a peer reads this rank's part only within a
+  // collective this rank passed it to). The capture keeps the mapping until
+  // then, so the memory outlives the engine when its holder does.
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t span = (bytes + page - 1) / page * page;
+  return std::shared_ptr<void>(r.window->mine(), [window = r.window, span](void* p) {
+    (void)madvise(p, span, MADV_REMOVE);  // best effort: otherwise freed when the mapping goes
+  });
+}
+
 void ShmEngine::release(void* buffer) {
   for (Registration& r : registrations_) {
     if (r.window && r.window->mine() == buffer) {
+      BC_INVALID(!r.owned, rank_, "freeBuffer: this buffer came from allocateOwnedBuffer; it is freed when its holder lets go");
       BC_INVALID(queue_.size() == head_, rank_, "freeBuffer: collectives are still in flight on the shared segment");
       r.window.reset();  // collective for an MPI window (MPI_Win_free)
       r.bytes = 0;

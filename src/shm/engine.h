@@ -77,6 +77,9 @@ class ShmEngine final : public transport::SharedMemoryEngine {
   bool test(transport::Request& req) override;
   std::uint64_t advances() const override { return advances_; }
   void* allocate(std::size_t bytes) override;
+  // A POSIX segment whatever the engine's own segments are (its release must
+  // be local: the holder may let go at any time, on any thread).
+  std::shared_ptr<void> allocateOwned(std::size_t bytes) override;
   void release(void* buffer) override;
   bool isRegistered(const void* data, std::size_t bytes) const override;
   core::CallStatus* callStatus(int rank) override { return &control(rank).status; }
@@ -124,8 +127,9 @@ class ShmEngine final : public transport::SharedMemoryEngine {
 
  private:
   struct Registration {
-    std::unique_ptr<SharedSegment> window;
+    std::shared_ptr<SharedSegment> window;  // shared with the holder of an owned buffer
     std::size_t bytes = 0;
+    bool owned = false;  // allocateOwned: its holder frees it, not release()
   };
   // Finds [data, data + bytes) in this rank's registrations: index and offset.
   bool lookup(const void* data, std::size_t bytes, std::int32_t& index, std::uint64_t& offset) const;

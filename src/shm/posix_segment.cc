@@ -112,20 +112,28 @@ PosixSegment::PosixSegment(transport::Transport& control, std::size_t bytesPerRa
   control.nativeBroadcast(&note, sizeof note, DataType::kUInt8, 0, nullptr);
   const std::string object(note.name, strnlen(note.name, kNameBytes));
 
-  std::int64_t mine[2] = {0, 0};  // {errno, stage: 1 open, 2 map}
+  std::int64_t mine[2] = {0, 0};  // {errno, stage: 1 open, 2 map, 3 reserve}
   if (note.error == 0) {
     if (rank_ != 0) fd = posix::openChecked(object, mapBytes_);
     if (fd < 0) {
       mine[0] = errno;
       mine[1] = 1;
     } else {
+      // Each rank reserves its own part's pages (placed on its NUMA node), so
+      // a full /dev/shm is an error here, on every rank, instead of a SIGBUS
+      // at the first touch of a page that cannot be backed. A filesystem that
+      // cannot reserve (EOPNOTSUPP, EINVAL) leaves the pages to first touch.
+      const int reserved = posix_fallocate(fd, static_cast<off_t>(stride * static_cast<std::size_t>(rank_)),
+                                           static_cast<off_t>(stride));
       void* p = mmap(nullptr, mapBytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      if (p == MAP_FAILED) {
+      if (reserved != 0 && reserved != EOPNOTSUPP && reserved != EINVAL) {
+        mine[0] = reserved;
+        mine[1] = 3;
+      } else if (p == MAP_FAILED) {
         mine[0] = errno;
         mine[1] = 2;
-      } else {
-        map_ = p;
       }
+      if (p != MAP_FAILED) map_ = p;
       close(fd);  // the mapping keeps the object
     }
   }
@@ -154,9 +162,11 @@ PosixSegment::PosixSegment(transport::Transport& control, std::size_t bytesPerRa
     if (err == 0) continue;
     if (map_) munmap(map_, mapBytes_);
     map_ = nullptr;
-    const bool opening = all[2 * static_cast<std::size_t>(r) + 1] == 1;
+    const std::int64_t stage = all[2 * static_cast<std::size_t>(r) + 1];
+    const bool opening = stage == 1;
     core::raise(ErrorCategory::kTransport, rank_,
-                "shared memory: rank " + std::to_string(r) + " could not " + (opening ? "open" : "map") +
+                "shared memory: rank " + std::to_string(r) + " could not " +
+                    (opening ? "open" : stage == 2 ? "map" : "reserve its part of") +
                     " POSIX shared-memory object '" + object + "' of " + std::to_string(mapBytes_) +
                     " bytes (" + errorText(static_cast<int>(err)) +
                     (opening ? "; it must be this user's, mode 0600, not a link)" : ")"));

@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 #include "boostcomm/types.h"
 #include "core/call_status.h"
@@ -116,6 +117,12 @@ class SharedMemoryEngine {
   // Collective: `bytes` of shared memory for this rank, 64-byte aligned,
   // zero-filled. Callers verify that every rank asks for the same size first.
   virtual void* allocate(std::size_t bytes) = 0;
+  // Collective, like allocate(): registered memory owned by what it returns
+  // (and its copies), not by the engine. It stays mapped while either holds
+  // it, so it outlives the engine when its holder does; once the holder lets
+  // go, this rank's pages are given back at once and the mapping goes with
+  // the engine. release() refuses it.
+  virtual std::shared_ptr<void> allocateOwned(std::size_t bytes) = 0;
   // Collective: releases memory from allocate(); no collective may be using it.
   virtual void release(void* buffer) = 0;
   // True when [data, data + bytes) lies inside one registered allocation.

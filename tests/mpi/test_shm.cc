@@ -6,12 +6,16 @@
 // which checks against a float64 / wraparound reference and guard bytes),
 // payloads larger than the staging ring (rounds), several collectives in
 // flight at once, buffer reuse across calls, registered buffers (zero-copy
-// in, out, in place) and a rank that asks for a different registered size.
+// in, out, in place), a rank that asks for a different registered size, and
+// owned registered buffers (allocateOwnedBuffer).
 #include <mpi.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -222,6 +226,73 @@ void sizeMismatch(Communicator& comm) {
   if (y[99] != static_cast<float>(comm.size())) fail(comm, "allreduce after the mismatch error is wrong");
 }
 
+// Owned registered buffers (allocateOwnedBuffer, what DDP's buckets get):
+// taken while a collective is in flight (completed first), zeroed, reduced
+// in place, refused by freeBuffer, given back when the holder lets go, and
+// a size mismatch is kMismatch on every rank. `kept` outlives finalize
+// (checked in main).
+std::shared_ptr<void> owned(Communicator& comm) {
+  const int n = comm.size();
+  const std::size_t count = 1000003;  // several chunks, odd
+  const std::size_t bytes = count * sizeof(float);
+  std::vector<float> x(4099, 1.0f), y(4099);
+  Work pending = comm.allreduceAsync(std::span<const float>(x), std::span<float>(y), ReduceOp::kSum);
+  std::shared_ptr<void> a = comm.allocateOwnedBuffer(bytes);
+  pending.wait();
+  if (y[4098] != static_cast<float>(n)) fail(comm, "owned: the allreduce in flight was wrong");
+  if (!a) {
+    fail(comm, "owned: allocateOwnedBuffer returned null on one node");
+    return nullptr;
+  }
+  const long page = sysconf(_SC_PAGESIZE);
+  if (reinterpret_cast<std::uintptr_t>(a.get()) % static_cast<std::uintptr_t>(page) != 0) {
+    fail(comm, "owned: buffer is not page-aligned");
+  }
+  float* f = static_cast<float*>(a.get());
+  if (std::any_of(f, f + count, [](float v) { return v != 0.0f; })) fail(comm, "owned: buffer is not zeroed");
+  CallOptions shm;
+  shm.algorithm = "shm";
+  fillReduceInput(f, DataType::kFloat32, ReduceOp::kSum, Pattern::kExact, 31, comm.rank(), 0, count);
+  comm.allreduce(std::span<const float>(f, count), std::span<float>(f, count), ReduceOp::kSum, shm);
+  const std::string e = checkReduction(f, DataType::kFloat32, ReduceOp::kSum, Pattern::kExact, 31, n, 0, count);
+  if (!e.empty()) fail(comm, "owned: allreduce in place: " + e);
+  try {
+    comm.freeBuffer(a.get());
+    fail(comm, "owned: freeBuffer accepted an owned buffer");
+  } catch (const Error& err) {
+    if (err.category() != ErrorCategory::kInvalidArgument) fail(comm, std::string("owned: freeBuffer: ") + err.what());
+  }
+  // Given back: the holder's last copy goes, and the pages leave memory
+  // (the engine keeps the range mapped, so mincore may look at it).
+  const std::size_t span = (bytes + static_cast<std::size_t>(page) - 1) / static_cast<std::size_t>(page) *
+                           static_cast<std::size_t>(page);
+  std::vector<unsigned char> resident(span / static_cast<std::size_t>(page));
+  void* range = a.get();
+  auto residentPages = [&] {
+    if (mincore(range, span, resident.data()) != 0) return -1L;
+    return static_cast<long>(std::count_if(resident.begin(), resident.end(), [](unsigned char v) { return v & 1; }));
+  };
+  if (residentPages() <= 0) fail(comm, "owned: the written buffer has no resident pages");
+  a.reset();
+  if (const long left = residentPages(); left != 0) {
+    fail(comm, "owned: " + std::to_string(left) + " pages still resident after the holder let go");
+  }
+  // A rank asking for a different size.
+  const std::size_t odd = comm.rank() == n - 1 ? 8192 : 4096;
+  try {
+    std::shared_ptr<void> b = comm.allocateOwnedBuffer(odd);
+    fail(comm, "allocateOwnedBuffer with mismatched sizes did not throw");
+  } catch (const Error& err) {
+    const std::string what = err.what();
+    if (err.category() != ErrorCategory::kMismatch || what.find("8192") == std::string::npos) {
+      fail(comm, "allocateOwnedBuffer mismatch: unexpected error: " + what);
+    }
+  }
+  std::shared_ptr<void> kept = comm.allocateOwnedBuffer(4096);
+  if (kept) std::fill_n(static_cast<int*>(kept.get()), 1024, 7 + comm.rank());
+  return kept;
+}
+
 }  // namespace
 
 int main() {
@@ -243,9 +314,22 @@ int main() {
   section("in flight", inFlight);
   section("registered", registered);
   section("size mismatch", sizeMismatch);
+  std::shared_ptr<void> kept;
+  try {
+    kept = owned(*comm);
+  } catch (const std::exception& e) {
+    fail(*comm, std::string("owned: threw ") + e.what());
+  }
   int total = 0;
   MPI_Allreduce(&gFailures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (comm->rank() == 0) std::printf("%s: %d failure(s) across %d ranks\n", total ? "FAILED" : "PASSED", total, comm->size());
+  const int rank = comm->rank();
   comm->finalize();
+  // An owned buffer outlives the communicator that made it.
+  if (kept && !std::all_of(static_cast<int*>(kept.get()), static_cast<int*>(kept.get()) + 1024,
+                           [rank](int v) { return v == 7 + rank; })) {
+    std::fprintf(stderr, "rank %d: owned: buffer changed after finalize\n", rank);
+    return 1;
+  }
   return total == 0 ? 0 : 1;
 }

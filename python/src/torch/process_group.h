@@ -97,6 +97,16 @@ class ProcessGroupBoostcomm : public ::c10d::Backend {
   // `store` (the prefix store torch made for the new group) on the store
   // transport. Called by the members only.
   bool supportsSplitting() const override { return true; }
+
+  // DDP's gradient buckets (torch's Reducer asks the default backend when
+  // DDP_DISABLE_COMM_MEM=0, which boostcomm/torch.py makes the default):
+  // CPU tensors in memory the node's ranks share (allocateOwnedBuffer), so
+  // the shared-memory allreduce reads and writes them in place instead of
+  // copying them in and out. True only where this group has a shared
+  // segment (every rank on one node); allocateTensor gives ordinary memory
+  // elsewhere, and for other devices or empty tensors.
+  bool supportsTensorAlloc(c10::DeviceIndex deviceIdx) override;
+  at::Tensor allocateTensor(long size, at::TensorOptions options = {}) override;
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
                                           const c10::intrusive_ptr<Options>& opts) override;
 

@@ -1,0 +1,32 @@
+// DDP's bucket memory from the node's shared segment (Backend::allocateTensor).
+#include <ATen/ATen.h>
+
+#include <memory>
+
+#include "torch/process_group.h"
+
+namespace boostcomm::python {
+
+bool ProcessGroupBoostcomm::supportsTensorAlloc(c10::DeviceIndex /*deviceIdx*/) {
+  // torch asks with the bucket's device index (-1 for the CPU), and this
+  // backend is registered for the CPU only.
+  return comm_->hasSharedMemory();
+}
+
+at::Tensor ProcessGroupBoostcomm::allocateTensor(long size, at::TensorOptions options) {
+  TORCH_CHECK(size >= 0, "boostcomm: allocateTensor: size ", size, " is negative (rank ", rank_, ")");
+  if (!options.has_device()) options = options.device(at::kCPU);
+  const std::size_t bytes = static_cast<std::size_t>(size) * options.dtype().itemsize();
+  // Every rank of a DDP model asks for the same buckets in the same order,
+  // so the collective allocation lines up; a size that differs is a
+  // kMismatch on every rank.
+  std::shared_ptr<void> memory;
+  if (options.device().is_cpu() && bytes > 0) memory = comm_->allocateOwnedBuffer(bytes);
+  if (!memory) return at::empty({size}, options);
+  void* data = memory.get();
+  // The tensor's storage holds the buffer: it is given back when DDP drops
+  // the bucket, and stays valid if the group goes first.
+  return at::from_blob(data, {size}, [memory = std::move(memory)](void*) mutable { memory.reset(); }, options);
+}
+
+}  // namespace boostcomm::python
