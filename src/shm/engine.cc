@@ -160,11 +160,13 @@ std::shared_ptr<void> ShmEngine::allocateOwned(std::size_t bytes) {
   // reused by another allocation while the engine may still look it up, and
   // nobody reads it any more: a peer reads this rank's part only within a
   // collective this rank passed it to). The capture keeps the mapping until
-  // then, so the memory outlives the engine when its holder does.
+  // then, so the memory outlives the engine when its holder does. Only in
+  // this process: a forked child that drops its inherited copy must not
+  // punch holes in the parent's live buffer.
   const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   const std::size_t span = (bytes + page - 1) / page * page;
-  return std::shared_ptr<void>(r.window->mine(), [window = r.window, span](void* p) {
-    (void)madvise(p, span, MADV_REMOVE);  // best effort: otherwise freed when the mapping goes
+  return std::shared_ptr<void>(r.window->mine(), [window = r.window, span, owner = getpid()](void* p) {
+    if (getpid() == owner) (void)madvise(p, span, MADV_REMOVE);  // best effort: else freed with the mapping
   });
 }
 

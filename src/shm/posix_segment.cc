@@ -123,8 +123,11 @@ PosixSegment::PosixSegment(transport::Transport& control, std::size_t bytesPerRa
       // a full /dev/shm is an error here, on every rank, instead of a SIGBUS
       // at the first touch of a page that cannot be backed. A filesystem that
       // cannot reserve (EOPNOTSUPP, EINVAL) leaves the pages to first touch.
-      const int reserved = posix_fallocate(fd, static_cast<off_t>(stride * static_cast<std::size_t>(rank_)),
-                                           static_cast<off_t>(stride));
+      int reserved = 0;
+      do {  // tmpfs gives up with EINTR when a signal arrives (a DataLoader's SIGCHLD)
+        reserved = posix_fallocate(fd, static_cast<off_t>(stride * static_cast<std::size_t>(rank_)),
+                                   static_cast<off_t>(stride));
+      } while (reserved == EINTR);
       void* p = mmap(nullptr, mapBytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
       if (reserved != 0 && reserved != EOPNOTSUPP && reserved != EINVAL) {
         mine[0] = reserved;

@@ -5,6 +5,9 @@ gradient buckets on the boostcomm backend, one host.
     gradient (gradient_as_bucket_view=True), lies in a POSIX shared-memory
     mapping: the backend's allocateTensor served DDP;
   - with the user's DDP_DISABLE_COMM_MEM=1 (argument "opt-out") none does;
+  - where no segment can be made (argument "no-room": a file-size limit, as a
+    small /dev/shm would refuse it) none does either, and DDP runs (the
+    backend's one warning is checked by the caller);
   - either way, after a few steps with several buckets the gradients equal the
     float64 mean of every rank's own float32 gradients and are bitwise the same
     on every rank, and the buckets rebuilt after the first step are served too;
@@ -13,6 +16,8 @@ Prints "rank R: ok" at the end, or exits non-zero at the first failure."""
 
 import datetime
 import os
+import resource
+import signal
 import sys
 
 import torch
@@ -82,7 +87,15 @@ def main():
     rank, size = dist.get_rank(), dist.get_world_size()
     check(os.environ.get("DDP_DISABLE_COMM_MEM") == ("1" if opt_out else "0"),
           f"DDP_DISABLE_COMM_MEM is {os.environ.get('DDP_DISABLE_COMM_MEM')!r}")
+    no_room = "no-room" in sys.argv[1:]
+    if no_room:
+        # After the group's own segment: no file (a shared-memory object
+        # included) may grow past 256 KiB, so every bucket's segment fails.
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 10, 256 << 10))
+    # Where no segment can be made, DDP warns once (on stderr: the caller checks it).
     ddp = torch.nn.parallel.DistributedDataParallel(model(), bucket_cap_mb=1, gradient_as_bucket_view=True)
+    expect_shared = not (opt_out or no_room)
     params = list(ddp.parameters())
     for step in range(3):  # buckets are rebuilt after the first step
         ddp.zero_grad(set_to_none=False)
@@ -90,8 +103,8 @@ def main():
         torch.nn.functional.mse_loss(ddp(x), y).backward()
         ranges = shm_ranges()
         served = [in_shared_memory(p.grad, ranges) for p in params]
-        if opt_out:
-            check(not any(served), f"step {step}: DDP_DISABLE_COMM_MEM=1, yet gradients lie in shared memory")
+        if not expect_shared:
+            check(not any(served), f"step {step}: {sys.argv[1:]}, yet gradients lie in shared memory")
         else:
             check(all(served), f"step {step}: gradients outside shared memory: {served}")
         for i, (p, ref) in enumerate(zip(params, reference_grads(size, step))):

@@ -255,6 +255,8 @@ class ProcessGroupBoostcomm : public ::c10d::Backend {
   bool errorFeedback_ = false;
   std::unordered_map<const c10::StorageImpl*, Residual> residuals_;
   std::array<std::atomic<std::int64_t>, 3> wireCounts_{};
+  // allocateTensor could not make a shared segment (on every rank alike): no more tries.
+  std::atomic<bool> sharedBucketsFailed_{false};
 };
 
 }  // namespace boostcomm::python

@@ -3,6 +3,7 @@
 
 #include <memory>
 
+#include "boostcomm/error.h"
 #include "torch/process_group.h"
 
 namespace boostcomm::python {
@@ -21,7 +22,20 @@ at::Tensor ProcessGroupBoostcomm::allocateTensor(long size, at::TensorOptions op
   // so the collective allocation lines up; a size that differs is a
   // kMismatch on every rank.
   std::shared_ptr<void> memory;
-  if (options.device().is_cpu() && bytes > 0) memory = comm_->allocateOwnedBuffer(bytes);
+  if (options.device().is_cpu() && bytes > 0 && !sharedBucketsFailed_) {
+    try {
+      memory = comm_->allocateOwnedBuffer(bytes);
+    } catch (const Error& e) {
+      // A segment that cannot be made (a /dev/shm too small: Docker's default
+      // is 64 MiB) fails on every rank alike: all fall back to torch's memory,
+      // for this bucket and the later ones.
+      if (e.category() != ErrorCategory::kTransport) throw;
+      sharedBucketsFailed_ = true;
+      TORCH_WARN_ONCE("boostcomm: DDP's buckets stay in ordinary memory (the shared-memory allreduce copies them in "
+                      "and out): ", e.what(), ". A larger /dev/shm (docker run --shm-size) gives them shared memory; "
+                      "DDP_DISABLE_COMM_MEM=1 skips the attempt.");
+    }
+  }
   if (!memory) return at::empty({size}, options);
   void* data = memory.get();
   // The tensor's storage holds the buffer: it is given back when DDP drops
