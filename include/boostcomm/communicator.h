@@ -281,12 +281,12 @@ class Communicator {
   // copy lives (finalize() included), and given back when the last one goes
   // (on any thread, no communication). Null, on every rank alike, where the
   // communicator has no shared segment (its ranks span nodes, or
-  // BOOSTCOMM_SHM=0): ordinary memory serves there. Collective like
+  // BOOSTCOMM_SHM=0), or where the node's shared memory cannot hold it
+  // (rank 0 prints why): ordinary memory serves there. Collective like
   // allocateBuffer (same size on every rank, or kMismatch on every rank);
-  // it first completes the collectives in flight. A segment that cannot be
-  // made is kTransport on every rank; a rank that does not call it within
-  // the communicator's timeout makes the others throw kTimeout (the
-  // communicator is then done). What the c10d backend
+  // it first completes the collectives in flight. With a timeout set, a
+  // rank that does not call it in time makes the others throw kTimeout
+  // (the communicator is then done). What the c10d backend
   // gives DDP for its gradient buckets (Backend::allocateTensor).
   std::shared_ptr<void> allocateOwnedBuffer(std::size_t bytes);
   // Whether every rank of the communicator shares a node segment (what makes

@@ -551,7 +551,16 @@ std::shared_ptr<void> CommunicatorImpl::allocateOwnedBuffer(std::size_t bytes) {
   BC_CHECK(r < 0, ErrorCategory::kMismatch, rank_,
            "allocateOwnedBuffer: ranks disagree on the size: rank " << rank_ << " asked for " << mine << " bytes, rank "
                                                                     << r << " for " << (*all)[static_cast<std::size_t>(r)]);
-  return engine->allocateOwned(bytes);
+  try {
+    return engine->allocateOwned(bytes);
+  } catch (const Error& e) {
+    // A segment that cannot be made (a /dev/shm too small: Docker's default
+    // is 64 MiB) is agreed: every rank raises the same (posix_segment.h), so
+    // every rank returns null together and ordinary memory serves.
+    if (e.category() != ErrorCategory::kTransport) throw;
+    if (rank_ == 0) std::fprintf(stderr, "boostcomm: warning: no shared memory for a %zu-byte buffer: %s\n", bytes, e.what());
+    return nullptr;
+  }
 }
 
 void CommunicatorImpl::freeBuffer(void* buffer) {

@@ -123,11 +123,13 @@ PosixSegment::PosixSegment(transport::Transport& control, std::size_t bytesPerRa
       // a full /dev/shm is an error here, on every rank, instead of a SIGBUS
       // at the first touch of a page that cannot be backed. A filesystem that
       // cannot reserve (EOPNOTSUPP, EINVAL) leaves the pages to first touch.
-      int reserved = 0;
-      do {  // tmpfs gives up with EINTR when a signal arrives (a DataLoader's SIGCHLD)
+      // tmpfs gives up with EINTR when a signal arrives (a DataLoader's
+      // SIGCHLD) and starts over: a few tries, then it is this rank's error.
+      int reserved = EINTR;
+      for (int attempt = 0; attempt < 8 && reserved == EINTR; ++attempt) {
         reserved = posix_fallocate(fd, static_cast<off_t>(stride * static_cast<std::size_t>(rank_)),
                                    static_cast<off_t>(stride));
-      } while (reserved == EINTR);
+      }
       void* p = mmap(nullptr, mapBytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
       if (reserved != 0 && reserved != EOPNOTSUPP && reserved != EINVAL) {
         mine[0] = reserved;

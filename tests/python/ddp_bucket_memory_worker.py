@@ -90,7 +90,8 @@ def main():
     no_room = "no-room" in sys.argv[1:]
     if no_room:
         # After the group's own segment: no file (a shared-memory object
-        # included) may grow past 256 KiB, so every bucket's segment fails.
+        # included) may grow past 256 KiB, so the first bucket's segment
+        # (~2.1 MB per rank) fails on every rank, and no later one is tried.
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 10, 256 << 10))
     # Where no segment can be made, DDP warns once (on stderr: the caller checks it).

@@ -3,7 +3,6 @@
 
 #include <memory>
 
-#include "boostcomm/error.h"
 #include "torch/process_group.h"
 
 namespace boostcomm::python {
@@ -23,16 +22,15 @@ at::Tensor ProcessGroupBoostcomm::allocateTensor(long size, at::TensorOptions op
   // kMismatch on every rank.
   std::shared_ptr<void> memory;
   if (options.device().is_cpu() && bytes > 0 && !sharedBucketsFailed_) {
-    try {
-      memory = comm_->allocateOwnedBuffer(bytes);
-    } catch (const Error& e) {
-      // A segment that cannot be made (a /dev/shm too small: Docker's default
-      // is 64 MiB) fails on every rank alike: all fall back to torch's memory,
-      // for this bucket and the later ones.
-      if (e.category() != ErrorCategory::kTransport) throw;
+    memory = comm_->allocateOwnedBuffer(bytes);
+    // Null here means the node's shared memory could not hold the bucket (a
+    // /dev/shm too small: Docker's default is 64 MiB; rank 0 printed why),
+    // on every rank alike: torch's memory for this bucket and the later ones.
+    if (!memory && comm_->hasSharedMemory()) {
       sharedBucketsFailed_ = true;
       TORCH_WARN_ONCE("boostcomm: DDP's buckets stay in ordinary memory (the shared-memory allreduce copies them in "
-                      "and out): ", e.what(), ". A larger /dev/shm (docker run --shm-size) gives them shared memory; "
+                      "and out): the node's shared memory could not hold a ", bytes, "-byte bucket (rank ", rank_,
+                      "). A larger /dev/shm (docker run --shm-size) gives them shared memory; "
                       "DDP_DISABLE_COMM_MEM=1 skips the attempt.");
     }
   }
