@@ -578,8 +578,10 @@ void OnlineSelection::stepCheck(Collective coll, transport::Transport& world) {
   }
   if (log_ && world.rank() == 0) {
     std::ostringstream os;
-    os << "[boostcomm] step check of " << toString(coll) << " (" << t.checkedWinners << "), median span of "
-       << epochsEach << " epochs each (slowest rank): each class's winner " << msText(armUs[0]);
+    // Of two spans medianOf takes the faster (a check that ended early): say so.
+    os << "[boostcomm] step check of " << toString(coll) << " (" << t.checkedWinners << "), "
+       << (epochsEach == 2 ? "faster span of " : "median span of ") << epochsEach
+       << " epochs each (slowest rank): each class's winner " << msText(armUs[0]);
     for (std::size_t a = 1; a < t.arms.size(); ++a) os << ", " << t.arms[a] << " for every call " << msText(armUs[a]);
     if (changed.tellp() > 0) {
       os << "; " << chosen << " now serves " << changed.str();
