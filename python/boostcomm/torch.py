@@ -69,16 +69,23 @@ def _wrap(comm, rank, world_size, timeout):
         comm.configure_comm_strategy(*_state.strategy)
     pg = ProcessGroupBoostcomm(comm, rank, world_size, timeout)
     pg._configure_overlap(_state.overlap["enable"], _state.overlap["stages"])
-    if comm.has_shared_memory and not torch.cuda.is_available():
+    if comm.has_shared_memory and not _nvidia_driver_present():
         # DDP asks the group's backend for its bucket memory only when
         # DDP_DISABLE_COMM_MEM is 0 (torch's default is 1). Here the buckets
         # then live in the node's shared segment and the allreduce reads and
         # writes them in place (docs/PYTHON.md). Set it to 1 to keep torch's
         # allocation. Of the other backends only NCCL offers such memory (on
-        # multicast GPUs): where a GPU is present the setting is left alone.
+        # multicast GPUs): where NVIDIA's driver is present the setting is left alone.
         os.environ.setdefault("DDP_DISABLE_COMM_MEM", "0")
     _state.register_process_group(pg)
     return pg
+
+
+def _nvidia_driver_present():
+    """Whether this machine has NVIDIA's driver: read from the file system, since
+    torch.cuda.is_available() would initialise the driver in this process (a later
+    fork could then not use CUDA)."""
+    return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl")
 
 
 def _launched_by_mpi():
