@@ -42,6 +42,10 @@ namespace {
 // Text of a value in the second exchange: enough to recognise it.
 constexpr std::size_t kValueWords = 8;
 constexpr std::size_t kValueChars = kValueWords * sizeof(long long) - 1;
+// The settings exchange's timeout (gatherWithin).
+constexpr const char* kSetupWhat = "the first call's setup";
+constexpr const char* kSetupWhy =
+    "every rank exchanges its settings at its first collective call, and some rank has not made one (or has stopped)";
 
 std::string strategyName(Strategy s) {
   return s == Strategy::kFlat ? "flat" : s == Strategy::kTopologyAware ? "topology_aware" : "auto";
@@ -86,15 +90,14 @@ std::vector<std::pair<const char*, std::string>> CommunicatorImpl::configuration
   };
 }
 
-std::vector<long long> CommunicatorImpl::gatherSettings(const long long* mine, int fields,
-                                                        std::optional<std::chrono::milliseconds> deadline) {
+std::vector<long long> CommunicatorImpl::gatherWithin(const long long* mine, int fields,
+                                                      std::optional<std::chrono::milliseconds> deadline,
+                                                      const char* what, const char* why) {
   std::optional<std::vector<long long>> all = gatherWordsPosted(*transport_, mine, fields, deadline);
   if (all) return std::move(*all);
   // The posted collective cannot be cancelled: the communicator is done.
   const Error timeout(ErrorCategory::kTimeout, rank_,
-                      "the first call's setup hit its timeout after " + std::to_string(deadline->count()) +
-                          " ms: every rank exchanges its settings at its first collective call, and some rank has "
-                          "not made one (or has stopped)");
+                      std::string(what) + " hit its timeout after " + std::to_string(deadline->count()) + " ms: " + why);
   engine_->fail(std::make_exception_ptr(timeout));
   throw timeout;
 }
@@ -113,7 +116,7 @@ void CommunicatorImpl::agreeOnConfiguration(std::optional<std::chrono::milliseco
   const int fields = static_cast<int>(items.size());
   std::vector<long long> mine(items.size());
   for (std::size_t i = 0; i < items.size(); ++i) mine[i] = static_cast<long long>(core::fnv1a(items[i].second));
-  const std::vector<long long> all = gatherSettings(mine.data(), fields, deadline);
+  const std::vector<long long> all = gatherWithin(mine.data(), fields, deadline, kSetupWhat, kSetupWhy);
   // The first setting on which some rank differs from rank 0: every rank
   // sees the same words, so every rank picks the same one.
   int differing = -1;
@@ -134,7 +137,7 @@ void CommunicatorImpl::agreeOnConfiguration(std::optional<std::chrono::milliseco
   const auto& [name, value] = items[static_cast<std::size_t>(differing)];
   std::array<long long, kValueWords> text{};
   std::memcpy(text.data(), value.data(), std::min(value.size(), kValueChars));
-  const std::vector<long long> texts = gatherSettings(text.data(), static_cast<int>(kValueWords), deadline);
+  const std::vector<long long> texts = gatherWithin(text.data(), static_cast<int>(kValueWords), deadline, kSetupWhat, kSetupWhy);
   const long long myHash = mine[static_cast<std::size_t>(differing)];
   int other = 0;
   for (int r = 0; r < size_; ++r) {

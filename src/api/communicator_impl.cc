@@ -531,26 +531,19 @@ std::shared_ptr<void> CommunicatorImpl::allocateOwnedBuffer(std::size_t bytes) {
   // Collective: finish our work in flight first (a peer inside the
   // exchange could not progress its part of it, and the engine takes new
   // registrations only between collectives).
-  engine_->drain(deadlineFor({}), "allocateOwnedBuffer", rank_);
+  const std::optional<std::chrono::milliseconds> deadline = deadlineFor({});
+  engine_->drain(deadline, "allocateOwnedBuffer", rank_);
   // Under the group's deadline: a rank that never asks (DDP on a rank whose
   // DDP_DISABLE_COMM_MEM differs) is reported, not waited for.
   const long long mine = static_cast<long long>(bytes);
-  const std::optional<std::chrono::milliseconds> deadline = deadlineFor({});
-  std::optional<std::vector<long long>> all = gatherWordsPosted(*transport_, &mine, 1, deadline);
-  if (!all) {
-    // The posted exchange cannot be cancelled: the communicator is done.
-    const Error timeout(ErrorCategory::kTimeout, rank_,
-                        "allocateOwnedBuffer: some rank did not ask for a buffer within " +
-                            std::to_string(deadline->count()) +
-                            " ms (DDP asks the backend for its buckets only where DDP_DISABLE_COMM_MEM=0: it must be "
-                            "alike on every rank)");
-    engine_->fail(std::make_exception_ptr(timeout));
-    throw timeout;
-  }
-  const int r = firstDifferentRank(*all, &mine, 1);
+  const std::vector<long long> all =
+      gatherWithin(&mine, 1, deadline, "allocateOwnedBuffer",
+                   "some rank did not ask for a buffer (DDP asks the backend for its buckets only where "
+                   "DDP_DISABLE_COMM_MEM=0: it must be alike on every rank)");
+  const int r = firstDifferentRank(all, &mine, 1);
   BC_CHECK(r < 0, ErrorCategory::kMismatch, rank_,
            "allocateOwnedBuffer: ranks disagree on the size: rank " << rank_ << " asked for " << mine << " bytes, rank "
-                                                                    << r << " for " << (*all)[static_cast<std::size_t>(r)]);
+                                                                    << r << " for " << all[static_cast<std::size_t>(r)]);
   try {
     return engine->allocateOwned(bytes);
   } catch (const Error& e) {

@@ -230,11 +230,13 @@ class CommunicatorImpl {
   // compared across ranks; a difference is Error{kMismatch} on every rank
   // naming the variable (communicator_config.cc).
   void agreeOnConfiguration(std::optional<std::chrono::milliseconds> deadline);
-  // agreeOnConfiguration's exchange (api/agreement.h, gatherWordsPosted on
-  // every rank) within `deadline`: Error{kTimeout} after it, and the
-  // communicator is unusable (the engine failed).
-  std::vector<long long> gatherSettings(const long long* mine, int fields,
-                                        std::optional<std::chrono::milliseconds> deadline);
+  // Every rank's `fields` words (api/agreement.h, gatherWordsPosted on every
+  // rank) within `deadline`: Error{kTimeout} after it ("<what> hit its
+  // timeout after N ms: <why>"), and the communicator is unusable (the
+  // engine failed). agreeOnConfiguration's and allocateOwnedBuffer's exchanges.
+  std::vector<long long> gatherWithin(const long long* mine, int fields,
+                                      std::optional<std::chrono::milliseconds> deadline, const char* what,
+                                      const char* why);
   std::vector<std::pair<const char*, std::string>> configurationItems() const;
   void installTuned(std::shared_ptr<const tuning::TunedSelection> tuned);
   // The wire format `spec` runs with under `algo` (kOff, kBf16, kFp16);
